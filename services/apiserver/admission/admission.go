@@ -1,0 +1,99 @@
+// Package admission holds the checks that run on a write after it is decoded and before
+// it reaches storage. Mirrors k8s.io/apiserver/pkg/admission, with validating plugins
+// only: defaulting and validation proper live in each resource's strategy.
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"skiff.dev/services/apiserver/registry/rest"
+)
+
+// Operation is the kind of write being admitted.
+type Operation string
+
+// The operations admission sees.
+const (
+	Create Operation = "CREATE"
+	Update Operation = "UPDATE"
+	Delete Operation = "DELETE"
+)
+
+// Attributes describe one write.
+type Attributes struct {
+	Operation   Operation
+	Resource    schema.GroupVersionResource
+	Subresource string
+	Namespace   string
+	Name        string
+	Object      runtime.Object
+}
+
+// Interface admits or rejects a write; the error is returned to the client as is, so it
+// should be an API status error (403, 404, 422).
+type Interface interface {
+	Admit(ctx context.Context, a Attributes) error
+}
+
+// Chain runs plugins in order and stops at the first rejection.
+type Chain []Interface
+
+// Admit runs every plugin.
+func (c Chain) Admit(ctx context.Context, a Attributes) error {
+	for _, p := range c {
+		if err := p.Admit(ctx, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NamespaceLifecycle rejects creating namespaced objects in a namespace that does not
+// exist (404 NotFound) or is being deleted (403 Forbidden), and deleting the namespaces
+// the system needs. Mirrors the NamespaceLifecycle admission plugin.
+type NamespaceLifecycle struct {
+	// Namespaces reads namespaces by name.
+	Namespaces rest.Getter
+}
+
+// immortalNamespaces cannot be deleted, as in kube-apiserver.
+var immortalNamespaces = map[string]bool{
+	metav1.NamespaceDefault: true, "kube-system": true, "kube-public": true, corev1.NamespaceNodeLease: true,
+}
+
+// Admit checks a write against namespace lifecycle.
+func (l NamespaceLifecycle) Admit(ctx context.Context, a Attributes) error {
+	if a.Resource.Group == "" && a.Resource.Resource == "namespaces" {
+		if a.Operation == Delete && immortalNamespaces[a.Name] {
+			return apierrors.NewForbidden(a.Resource.GroupResource(), a.Name, fmt.Errorf("this namespace may not be deleted"))
+		}
+		return nil
+	}
+	if a.Operation != Create || a.Namespace == "" || a.Subresource != "" {
+		return nil
+	}
+	obj, err := l.Namespaces.Get(ctx, "", a.Namespace)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return apierrors.NewNotFound(corev1.Resource("namespaces"), a.Namespace)
+		}
+		return err
+	}
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return apierrors.NewInternalError(errors.New("namespace storage returned a non-namespace"))
+	}
+	if ns.Status.Phase == corev1.NamespaceTerminating || ns.DeletionTimestamp != nil {
+		return apierrors.NewForbidden(a.Resource.GroupResource(), a.Name,
+			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", a.Namespace))
+	}
+	return nil
+}

@@ -1,0 +1,149 @@
+// Package apiserver assembles skiff's Kubernetes-style API server: every resource's
+// registry over etcd, admission, and the HTTP endpoints. Mirrors the wiring of
+// k8s.io/kubernetes/pkg/controlplane.
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"skiff.dev/services/apiserver/admission"
+	"skiff.dev/services/apiserver/endpoints"
+	"skiff.dev/services/apiserver/registry"
+	"skiff.dev/services/apiserver/registry/coordination/lease"
+	"skiff.dev/services/apiserver/registry/core/event"
+	"skiff.dev/services/apiserver/registry/core/namespace"
+	"skiff.dev/services/apiserver/registry/core/node"
+	"skiff.dev/services/apiserver/registry/core/pod"
+	"skiff.dev/services/apiserver/scheme"
+	"skiff.dev/services/apiserver/storage/etcd3"
+)
+
+// Config is what the apiserver needs.
+type Config struct {
+	// Etcd is a connected etcd client; the apiserver does not close it.
+	Etcd *clientv3.Client
+}
+
+// APIServer serves the Kubernetes API over etcd.
+type APIServer struct {
+	etcd       *clientv3.Client
+	handler    http.Handler
+	namespaces *registry.Store
+}
+
+// New builds the apiserver's registries and HTTP handler. It does not touch etcd yet.
+func New(cfg Config) (*APIServer, error) {
+	if cfg.Etcd == nil {
+		return nil, errors.New("apiserver: Config.Etcd is required")
+	}
+	storageFor := func(newFunc func() runtime.Object) *etcd3.Store {
+		return etcd3.New(cfg.Etcd, scheme.StorageCodec, newFunc)
+	}
+	pods := pod.NewStorage(storageFor(func() runtime.Object { return &corev1.Pod{} }))
+	nodes := node.NewStorage(storageFor(func() runtime.Object { return &corev1.Node{} }))
+	namespaces := namespace.NewStorage(storageFor(func() runtime.Object { return &corev1.Namespace{} }))
+	events := event.NewStorage(storageFor(func() runtime.Object { return &corev1.Event{} }))
+	leases := lease.NewStorage(storageFor(func() runtime.Object { return &coordinationv1.Lease{} }))
+
+	core := &endpoints.APIGroupVersion{
+		GroupVersion: corev1.SchemeGroupVersion,
+		Resources: []endpoints.Resource{
+			{Name: "events", SingularName: "event", Kind: "Event", ShortNames: []string{"ev"}, Namespaced: true, Storage: events},
+			{Name: "namespaces", SingularName: "namespace", Kind: "Namespace", ShortNames: []string{"ns"}, Storage: namespaces},
+			{Name: "nodes", SingularName: "node", Kind: "Node", ShortNames: []string{"no"}, Storage: nodes.Node,
+				Subresources: map[string]endpoints.Subresource{"status": {Kind: "Node", Storage: nodes.Status}}},
+			{Name: "pods", SingularName: "pod", Kind: "Pod", ShortNames: []string{"po"}, Categories: []string{"all"}, Namespaced: true, Storage: pods.Pod,
+				Subresources: map[string]endpoints.Subresource{
+					"status":  {Kind: "Pod", Storage: pods.Status},
+					"binding": {Kind: "Binding", Storage: pods.Binding},
+				}},
+		},
+	}
+	coordination := &endpoints.APIGroupVersion{
+		GroupVersion: coordinationv1.SchemeGroupVersion,
+		Resources: []endpoints.Resource{
+			{Name: "leases", SingularName: "lease", Kind: "Lease", Namespaced: true, Storage: leases},
+		},
+	}
+	s := &APIServer{etcd: cfg.Etcd, namespaces: namespaces}
+	s.handler = endpoints.NewHandler(endpoints.Config{
+		Core:      core,
+		Groups:    []*endpoints.APIGroupVersion{coordination},
+		Admission: admission.Chain{admission.NamespaceLifecycle{Namespaces: namespaces}},
+		Ready:     s.ready,
+	})
+	return s, nil
+}
+
+// Handler is the API's HTTP handler.
+func (s *APIServer) Handler() http.Handler { return s.handler }
+
+// ready checks that etcd answers within 2 s.
+func (s *APIServer) ready() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := s.etcd.Get(ctx, "/registry/health", clientv3.WithCountOnly())
+	return err
+}
+
+// systemNamespaces exist in every cluster; kube-apiserver's SystemNamespaces controller
+// creates them at start.
+var systemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
+
+// EnsureSystemNamespaces creates default, kube-system, kube-public and kube-node-lease if
+// missing, retrying with backoff until etcd answers or ctx ends.
+func (s *APIServer) EnsureSystemNamespaces(ctx context.Context) error {
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 5 * time.Second}
+	return wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		for _, name := range systemNamespaces {
+			_, err := s.namespaces.Create(ctx, "", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, &metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				slog.Warn("creating system namespace; will retry", "namespace", name, "err", err)
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// Serve serves the API on l until ctx ends, then shuts down gracefully: in-flight
+// requests get up to 5 s, and open watches are closed.
+func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	go func() {
+		if err := s.EnsureSystemNamespaces(ctx); err != nil && ctx.Err() == nil {
+			slog.Error("creating system namespaces", "err", err)
+		}
+	}()
+	errCh := make(chan error, 1)
+	go func() { errCh <- srv.Serve(l) }()
+	select {
+	case err := <-errCh:
+		return fmt.Errorf("apiserver: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+	}
+	return nil
+}

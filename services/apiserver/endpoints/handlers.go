@@ -1,0 +1,410 @@
+package endpoints
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
+	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	"skiff.dev/services/apiserver/admission"
+	"skiff.dev/services/apiserver/registry/rest"
+	"skiff.dev/services/apiserver/scheme"
+)
+
+// resourceHandler serves every resource URL of one group version.
+type resourceHandler struct {
+	gv    *APIGroupVersion
+	admit admission.Interface
+}
+
+// request is one resolved resource request: what it names and the storage serving it.
+type request struct {
+	RequestInfo
+	gvr      schema.GroupVersionResource
+	gvk      schema.GroupVersionKind
+	storage  rest.Storage
+	resource *Resource
+}
+
+func (h *resourceHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req, err := h.resolve(chi.URLParam(r, "*"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx := r.Context()
+	switch {
+	case r.Method == http.MethodGet && req.Name == "":
+		h.list(ctx, w, r, req)
+	case r.Method == http.MethodGet:
+		h.get(ctx, w, r, req)
+	case r.Method == http.MethodPost && (req.Name == "" || req.Subresource != ""):
+		h.create(ctx, w, r, req)
+	case r.Method == http.MethodPut && req.Name != "":
+		h.update(ctx, w, r, req)
+	case r.Method == http.MethodPatch && req.Name != "":
+		h.patch(ctx, w, r, req)
+	case r.Method == http.MethodDelete && req.Name != "":
+		h.delete(ctx, w, r, req)
+	default:
+		writeError(w, apierrors.NewMethodNotSupported(req.gvr.GroupResource(), r.Method))
+	}
+}
+
+// resolve turns the path under the group version into a request, or a 404.
+func (h *resourceHandler) resolve(path string) (*request, error) {
+	info, err := parseResourcePath(path, h.gv)
+	if err != nil {
+		return nil, err
+	}
+	res, ok := h.gv.resources[info.Resource]
+	if !ok || (info.Namespace != "" && !res.Namespaced) {
+		return nil, notFoundPath(path)
+	}
+	req := &request{
+		RequestInfo: info,
+		gvr:         h.gv.GroupVersion.WithResource(res.Name),
+		gvk:         h.gv.GroupVersion.WithKind(res.Kind),
+		storage:     res.Storage,
+		resource:    res,
+	}
+	if info.Subresource != "" {
+		sub, ok := res.Subresources[info.Subresource]
+		if !ok {
+			return nil, notFoundPath(path)
+		}
+		req.storage, req.gvk = sub.Storage, h.gv.GroupVersion.WithKind(sub.Kind)
+	}
+	return req, nil
+}
+
+func (h *resourceHandler) notSupported(w http.ResponseWriter, req *request, verb string) {
+	writeError(w, apierrors.NewMethodNotSupported(req.gvr.GroupResource(), verb))
+}
+
+func (h *resourceHandler) get(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) {
+	getter, ok := req.storage.(rest.Getter)
+	if !ok {
+		h.notSupported(w, req, "get")
+		return
+	}
+	obj, err := getter.Get(ctx, req.Namespace, req.Name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h.writeMaybeTable(ctx, w, r, req, obj)
+}
+
+// writeMaybeTable writes obj, or its Table when kubectl asked for one.
+func (h *resourceHandler) writeMaybeTable(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request, obj runtime.Object) {
+	if wantsTable(r) {
+		if convertor, ok := req.storage.(rest.TableConvertor); ok {
+			opts, err := tableOptions(r)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			table, err := convertor.ConvertToTable(ctx, obj, opts)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			h.setRowKinds(table)
+			obj = table
+		}
+	}
+	writeObject(w, http.StatusOK, h.gv.GroupVersion, obj)
+}
+
+// setRowKinds gives full objects embedded in Table rows (includeObject=Object) their
+// apiVersion and kind, which items taken out of a list lack.
+func (h *resourceHandler) setRowKinds(table *metav1.Table) {
+	for i := range table.Rows {
+		obj := table.Rows[i].Object.Object
+		if obj == nil || !obj.GetObjectKind().GroupVersionKind().Empty() {
+			continue
+		}
+		if gvks, _, err := scheme.Scheme.ObjectKinds(obj); err == nil && len(gvks) > 0 {
+			obj.GetObjectKind().SetGroupVersionKind(gvks[0])
+		}
+	}
+}
+
+func tableOptions(r *http.Request) (*metav1.TableOptions, error) {
+	opts := &metav1.TableOptions{}
+	if err := scheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	return opts, nil
+}
+
+// listOptions decodes list and watch query parameters (selectors, resourceVersion,
+// limit, continue, watch, timeoutSeconds) and validates them as kube-apiserver does:
+// sendInitialEvents is refused with 422, since skiff does not serve WatchList yet and
+// client-go then falls back to list and watch.
+func listOptions(r *http.Request) (*metainternalversion.ListOptions, error) {
+	opts := &metainternalversion.ListOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if errs := metainternalversionvalidation.ValidateListOptions(opts, false); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
+	}
+	return opts, nil
+}
+
+func (h *resourceHandler) list(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) {
+	opts, err := listOptions(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if opts.Watch {
+		watcher, ok := req.storage.(rest.Watcher)
+		if !ok {
+			h.notSupported(w, req, "watch")
+			return
+		}
+		h.serveWatch(w, r, req, watcher, opts)
+		return
+	}
+	lister, ok := req.storage.(rest.Lister)
+	if !ok || req.Subresource != "" {
+		h.notSupported(w, req, "list")
+		return
+	}
+	obj, err := lister.List(ctx, req.Namespace, opts)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h.writeMaybeTable(ctx, w, r, req, obj)
+}
+
+func (h *resourceHandler) create(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) {
+	creater, ok := req.storage.(rest.Creater)
+	if !ok {
+		h.notSupported(w, req, "create")
+		return
+	}
+	opts := &metav1.CreateOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		writeError(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	obj, err := decodeBody(r, req.gvk, req.storage.New())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	objMeta, err := meta.Accessor(obj)
+	if err != nil {
+		writeError(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	if req.Subresource != "" {
+		// A subresource create (pods/NAME/binding) names its parent in the URL.
+		if objMeta.GetName() == "" {
+			objMeta.SetName(req.Name)
+		} else if objMeta.GetName() != req.Name {
+			writeError(w, apierrors.NewBadRequest(fmt.Sprintf("name in URL does not match name in %s object", req.gvk.Kind)))
+			return
+		}
+	}
+	if err := h.admit.Admit(ctx, admission.Attributes{
+		Operation: admission.Create, Resource: req.gvr, Subresource: req.Subresource,
+		Namespace: req.Namespace, Name: objMeta.GetName(), Object: obj,
+	}); err != nil {
+		writeError(w, err)
+		return
+	}
+	out, err := creater.Create(ctx, req.Namespace, obj, opts)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	code := http.StatusCreated
+	if status, ok := out.(*metav1.Status); ok && status.Code != 0 {
+		code = int(status.Code)
+	}
+	writeObject(w, code, h.gv.GroupVersion, out)
+}
+
+func (h *resourceHandler) update(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) {
+	updater, ok := req.storage.(rest.Updater)
+	if !ok {
+		h.notSupported(w, req, "update")
+		return
+	}
+	opts := &metav1.UpdateOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		writeError(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	obj, err := decodeBody(r, req.gvk, req.storage.New())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h.runUpdate(ctx, w, req, updater, rest.DefaultUpdatedObjectInfo(obj), opts)
+}
+
+// runUpdate admits and performs an update (PUT or PATCH) and writes the result.
+func (h *resourceHandler) runUpdate(ctx context.Context, w http.ResponseWriter, req *request, updater rest.Updater, objInfo rest.UpdatedObjectInfo, opts *metav1.UpdateOptions) {
+	if err := h.admit.Admit(ctx, admission.Attributes{
+		Operation: admission.Update, Resource: req.gvr, Subresource: req.Subresource,
+		Namespace: req.Namespace, Name: req.Name,
+	}); err != nil {
+		writeError(w, err)
+		return
+	}
+	out, created, err := updater.Update(ctx, req.Namespace, req.Name, objInfo, opts)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	writeObject(w, code, h.gv.GroupVersion, out)
+}
+
+// patch applies a JSON patch, JSON merge patch or strategic merge patch to the stored
+// object inside the update's GuaranteedUpdate, so a patch never overwrites a concurrent
+// change. A resourceVersion inside the patch is a precondition (409 if stale). Mirrors
+// k8s.io/apiserver/pkg/endpoints/handlers/patch.go.
+func (h *resourceHandler) patch(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) {
+	updater, ok := req.storage.(rest.Updater)
+	if !ok {
+		h.notSupported(w, req, "patch")
+		return
+	}
+	var patchOpts metav1.PatchOptions
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, &patchOpts); err != nil {
+		writeError(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	patchType := types.PatchType(mediaType)
+	switch patchType {
+	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
+	default:
+		writeError(w, unsupportedMediaType(r.Header.Get("Content-Type")))
+		return
+	}
+	patchBytes, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxRequestBodyBytes))
+	if err != nil {
+		writeError(w, apierrors.NewBadRequest(fmt.Sprintf("reading patch: %v", err)))
+		return
+	}
+	gvk := req.gvk
+	newObj := req.storage.New
+	objInfo := rest.UpdatedObjectFunc(func(_ context.Context, old runtime.Object) (runtime.Object, error) {
+		oldJSON, err := runtime.Encode(scheme.EncoderFor(gvk.GroupVersion()), old)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		var patched []byte
+		switch patchType {
+		case types.JSONPatchType:
+			p, err := jsonpatch.DecodePatch(patchBytes)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+			if patched, err = p.Apply(oldJSON); err != nil {
+				return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", gvk.GroupVersion().WithResource(req.gvr.Resource).GroupResource(), req.Name, err.Error(), 0, false)
+			}
+		case types.MergePatchType:
+			if patched, err = jsonpatch.MergePatch(oldJSON, patchBytes); err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+		case types.StrategicMergePatchType:
+			if patched, err = strategicpatch.StrategicMergePatch(oldJSON, patchBytes, newObj()); err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(patched, &gvk, newObj())
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the patched object is not a valid %s: %v", gvk.Kind, err))
+		}
+		return obj, nil
+	})
+	h.runUpdate(ctx, w, req, updater, objInfo, &metav1.UpdateOptions{DryRun: patchOpts.DryRun, FieldManager: patchOpts.FieldManager})
+}
+
+// delete reads DeleteOptions from the body (kubectl sends one without kind) or the query,
+// and deletes. The response is the object: marked with deletionTimestamp when the delete
+// is graceful, its last state otherwise.
+func (h *resourceHandler) delete(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) {
+	deleter, ok := req.storage.(rest.GracefulDeleter)
+	if !ok {
+		h.notSupported(w, req, "delete")
+		return
+	}
+	opts := &metav1.DeleteOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		writeError(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	if r.ContentLength != 0 && r.Body != nil {
+		body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxRequestBodyBytes))
+		if err != nil {
+			writeError(w, apierrors.NewBadRequest(fmt.Sprintf("reading request body: %v", err)))
+			return
+		}
+		if len(body) > 0 {
+			defaultGVK := schema.GroupVersionKind{Version: "v1", Kind: "DeleteOptions"}
+			if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, &defaultGVK, opts); err != nil {
+				writeError(w, apierrors.NewBadRequest(fmt.Sprintf("invalid DeleteOptions: %v", err)))
+				return
+			}
+		}
+	}
+	if opts.GracePeriodSeconds != nil && *opts.GracePeriodSeconds < 0 {
+		writeError(w, apierrors.NewBadRequest("gracePeriodSeconds must be greater than or equal to 0"))
+		return
+	}
+	if err := h.admit.Admit(ctx, admission.Attributes{
+		Operation: admission.Delete, Resource: req.gvr, Subresource: req.Subresource,
+		Namespace: req.Namespace, Name: req.Name,
+	}); err != nil {
+		writeError(w, err)
+		return
+	}
+	out, _, err := deleter.Delete(ctx, req.Namespace, req.Name, opts)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeObject(w, http.StatusOK, h.gv.GroupVersion, out)
+}
+
+// writeJSON writes v with encoding/json, for bodies that are not scheme objects
+// (discovery documents, /version).
+func writeJSON(w http.ResponseWriter, code int, contentType string, v interface{}) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, apierrors.NewInternalError(err))
+		return
+	}
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(code)
+	_, _ = w.Write(append(data, '\n'))
+}

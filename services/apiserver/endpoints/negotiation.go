@@ -1,0 +1,135 @@
+package endpoints
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"skiff.dev/services/apiserver/scheme"
+)
+
+// maxRequestBodyBytes bounds request bodies, as kube-apiserver's 3 MiB limit does.
+const maxRequestBodyBytes = 3 << 20
+
+// wantsTable reports whether the Accept header asks for a meta.k8s.io Table (kubectl get's
+// human output): a media range application/json with as=Table, g=meta.k8s.io and
+// v=v1 or v1beta1. Mirrors the negotiation in handlers/response.go.
+func wantsTable(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mediaType, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil || mediaType != "application/json" {
+			continue
+		}
+		if params["as"] == "Table" && params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeBody reads the request body into into, accepting JSON, YAML or protobuf
+// (client-go's typed clients send protobuf). defaultGVK fills a missing apiVersion/kind
+// (kubectl's DeleteOptions body has neither). Errors are 400/415 statuses.
+func decodeBody(r *http.Request, defaultGVK schema.GroupVersionKind, into runtime.Object) (runtime.Object, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxRequestBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", maxRequestBodyBytes))
+		}
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("reading request body: %v", err))
+	}
+	if len(body) == 0 {
+		return nil, apierrors.NewBadRequest("request body is empty")
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mediaType, _, err := mime.ParseMediaType(ct)
+		if err != nil {
+			return nil, unsupportedMediaType(ct)
+		}
+		switch mediaType {
+		case "application/json", "application/yaml", "application/vnd.kubernetes.protobuf", "*/*", "text/plain":
+		default:
+			return nil, unsupportedMediaType(ct)
+		}
+	}
+	obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(body, &defaultGVK, into)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v",
+			defaultGVK.Kind, defaultGVK.GroupVersion().String(), defaultGVK.Kind, err))
+	}
+	if gvk.Kind != defaultGVK.Kind || obj != into {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: the object provided is unrecognized (must be of type %s)",
+			gvk.Kind, gvk.GroupVersion().String(), defaultGVK.Kind, defaultGVK.Kind))
+	}
+	return obj, nil
+}
+
+// writeObject writes obj as JSON with its apiVersion and kind for gv.
+func writeObject(w http.ResponseWriter, code int, gv schema.GroupVersion, obj runtime.Object) {
+	data, err := runtime.Encode(encoderFor(obj, gv), obj)
+	if err != nil {
+		writeError(w, apierrors.NewInternalError(fmt.Errorf("encoding response: %w", err)))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// encoderFor returns the JSON encoder for obj: meta.k8s.io/v1 for Tables, gv otherwise.
+func encoderFor(obj runtime.Object, gv schema.GroupVersion) runtime.Encoder {
+	if _, ok := obj.(*metav1.Table); ok {
+		return scheme.EncoderFor(metav1.SchemeGroupVersion)
+	}
+	if _, ok := obj.(*metav1.Status); ok {
+		return scheme.EncoderFor(schema.GroupVersion{Version: "v1"})
+	}
+	return scheme.EncoderFor(gv)
+}
+
+// writeError writes err as a metav1.Status with its HTTP code. Errors that are not API
+// errors become 500 InternalError, and are logged, because they are skiff's bugs.
+func writeError(w http.ResponseWriter, err error) {
+	status := errorToStatus(err)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(int(status.Code))
+	data, _ := json.Marshal(status)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+func errorToStatus(err error) *metav1.Status {
+	var apiStatus apierrors.APIStatus
+	if !errors.As(err, &apiStatus) {
+		slog.Error("internal error", "err", err)
+		apiStatus = apierrors.NewInternalError(err)
+	}
+	status := apiStatus.Status()
+	status.Kind = "Status"
+	status.APIVersion = "v1"
+	if status.Status == "" {
+		status.Status = metav1.StatusFailure
+	}
+	if status.Code == 0 {
+		status.Code = http.StatusInternalServerError
+	}
+	return &status
+}
+
+// unsupportedMediaType is the 415 for a body in a content type skiff cannot read.
+func unsupportedMediaType(contentType string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
+		Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf (got %q)", contentType),
+	}}
+}

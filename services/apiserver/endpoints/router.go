@@ -1,0 +1,143 @@
+package endpoints
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
+
+	"skiff.dev/services/apiserver/admission"
+)
+
+// Version is what /version reports. kubectl's dispatcher picks the kubectl binary from
+// Major and Minor, so they name the Kubernetes minor whose API skiff follows; GitVersion
+// must be semver (kubectl version parses it).
+var Version = version.Info{
+	Major:        "1",
+	Minor:        "32",
+	GitVersion:   "v1.32.4+skiff",
+	GitTreeState: "clean",
+	Compiler:     runtime.Compiler,
+	Platform:     runtime.GOOS + "/" + runtime.GOARCH,
+	GoVersion:    runtime.Version(),
+}
+
+// Config is what NewHandler serves.
+type Config struct {
+	// Core is the legacy group (/api/v1).
+	Core *APIGroupVersion
+	// Groups are the named groups (/apis/<group>/<version>), one version each.
+	Groups []*APIGroupVersion
+	// Admission runs on every write.
+	Admission admission.Interface
+	// Ready reports whether the apiserver can serve (its storage is reachable); /readyz
+	// answers 500 with the error otherwise.
+	Ready func() error
+}
+
+// NewHandler returns the apiserver's HTTP handler: /version, /healthz, /livez, /readyz,
+// legacy discovery (/api, /apis, /api/v1, /apis/<group>, /apis/<group>/<version>) and
+// every resource URL under them.
+func NewHandler(cfg Config) http.Handler {
+	if cfg.Admission == nil {
+		cfg.Admission = admission.Chain{}
+	}
+	r := chi.NewRouter()
+	r.Use(recoverPanics, logRequests)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, notFoundPath(r.URL.Path)) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, apierrors.NewMethodNotSupported(metav1.SchemeGroupVersion.WithResource("").GroupResource(), r.Method))
+	})
+
+	r.Get("/version", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, "application/json", Version)
+	})
+	ok := func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok"))
+	}
+	r.Get("/healthz", ok)
+	r.Get("/livez", ok)
+	r.Get("/readyz", func(w http.ResponseWriter, req *http.Request) {
+		if cfg.Ready != nil {
+			if err := cfg.Ready(); err != nil {
+				http.Error(w, "[-]etcd failed: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		ok(w, req)
+	})
+
+	d := newDiscovery(cfg.Core, cfg.Groups)
+	r.Get("/api", d.serveAPIVersions)
+	r.Get("/apis", d.serveAPIGroupList)
+
+	cfg.Core.index()
+	core := &resourceHandler{gv: cfg.Core, admit: cfg.Admission}
+	r.Get("/api/v1", d.serveResourceList(cfg.Core))
+	r.Handle("/api/v1/*", core)
+	for _, gv := range cfg.Groups {
+		gv.index()
+		prefix := "/apis/" + gv.GroupVersion.Group
+		r.Get(prefix, d.serveAPIGroup(gv))
+		r.Get(prefix+"/"+gv.GroupVersion.Version, d.serveResourceList(gv))
+		r.Handle(prefix+"/"+gv.GroupVersion.Version+"/*", &resourceHandler{gv: gv, admit: cfg.Admission})
+	}
+	return r
+}
+
+// recoverPanics turns a panic in a handler into a 500 Status instead of a dropped
+// connection, and logs the stack: a panic is a skiff bug.
+func recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				slog.Error("panic serving request", "method", r.Method, "url", r.URL.String(), "panic", v, "stack", string(debug.Stack()))
+				writeError(w, apierrors.NewInternalError(fmt.Errorf("panic: %v", v)))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusRecorder remembers the response code for the request log.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Flush lets watch streams through the recorder.
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// logRequests logs each request at debug level, as kube-apiserver's httplog does at -v=3.
+func logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		slog.Debug("request", "verb", r.Method, "uri", r.URL.RequestURI(), "code", rec.code,
+			"latency", time.Since(start), "userAgent", r.UserAgent())
+	})
+}

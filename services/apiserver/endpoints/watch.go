@@ -1,0 +1,110 @@
+package endpoints
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"skiff.dev/services/apiserver/registry/rest"
+)
+
+// minRequestTimeout is kube-apiserver's --min-request-timeout: a watch without
+// timeoutSeconds lasts between one and two of these, so clients spread their re-watches.
+const minRequestTimeout = 30 * time.Minute
+
+// serveWatch streams watch events as chunked JSON, one metav1.WatchEvent per line,
+// flushed per event: {"type":"ADDED","object":{...}}. With kubectl's Table Accept header
+// every object is a one-row Table, with column definitions only in the first. Bookmarks
+// are sent only when allowWatchBookmarks was asked for. The stream ends at timeoutSeconds,
+// when the client goes away, or after an ERROR event (e.g. 410 Expired). Mirrors
+// k8s.io/apiserver/pkg/endpoints/handlers/watch.go.
+func (h *resourceHandler) serveWatch(w http.ResponseWriter, r *http.Request, req *request, watcher rest.Watcher, opts *metainternalversion.ListOptions) {
+	timeout := minRequestTimeout + time.Duration(rand.Int64N(int64(minRequestTimeout)))
+	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds > 0 {
+		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+
+	var convertor rest.TableConvertor
+	if wantsTable(r) {
+		convertor, _ = req.storage.(rest.TableConvertor)
+	}
+	var tableOpts *metav1.TableOptions
+	if convertor != nil {
+		var err error
+		if tableOpts, err = tableOptions(r); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+
+	wi, err := watcher.Watch(ctx, req.Namespace, opts)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer wi.Stop()
+
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, apierrors.NewInternalError(errNoFlusher))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache, private")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-wi.ResultChan():
+			if !ok {
+				return
+			}
+			if ev.Type == watch.Bookmark && !opts.AllowWatchBookmarks {
+				continue
+			}
+			obj := ev.Object
+			if convertor != nil && ev.Type != watch.Error && ev.Type != watch.Bookmark {
+				table, err := convertor.ConvertToTable(ctx, obj, tableOpts)
+				if err != nil {
+					obj, ev.Type = errorToStatus(err), watch.Error
+				} else {
+					h.setRowKinds(table)
+					obj = table
+					// Later events reuse the columns kubectl already has.
+					noHeaders := *tableOpts
+					noHeaders.NoHeaders = true
+					tableOpts = &noHeaders
+				}
+			}
+			data, err := runtime.Encode(encoderFor(obj, h.gv.GroupVersion), obj)
+			if err != nil {
+				data, _ = json.Marshal(errorToStatus(apierrors.NewInternalError(err)))
+				ev.Type = watch.Error
+			}
+			line, _ := json.Marshal(metav1.WatchEvent{Type: string(ev.Type), Object: runtime.RawExtension{Raw: data}})
+			if _, err := w.Write(append(line, '\n')); err != nil {
+				return
+			}
+			flusher.Flush()
+			if ev.Type == watch.Error {
+				return
+			}
+		}
+	}
+}
+
+var errNoFlusher = errors.New("the response writer cannot stream a watch")

@@ -1,0 +1,137 @@
+// Package event is the core/v1 events resource. Mirrors
+// k8s.io/kubernetes/pkg/registry/core/event.
+package event
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"skiff.dev/services/apiserver/registry"
+	"skiff.dev/services/apiserver/storage"
+)
+
+// NewStorage builds the events resource over s, which must store *corev1.Event.
+func NewStorage(s storage.Interface) *registry.Store {
+	return &registry.Store{
+		NewFunc:     func() runtime.Object { return &corev1.Event{} },
+		NewListFunc: func() runtime.Object { return &corev1.EventList{} },
+		Resource:    corev1.Resource("events"),
+		Kind:        "Event",
+		KeyRoot:     "/registry/events",
+		Strategy:    Strategy{},
+		Storage:     s,
+	}
+}
+
+// Strategy is the events strategy: events are written whole by their reporters.
+type Strategy struct{}
+
+// NamespaceScoped is true.
+func (Strategy) NamespaceScoped() bool { return true }
+
+// PrepareForCreate keeps the event as sent.
+func (Strategy) PrepareForCreate(context.Context, runtime.Object) {}
+
+// PrepareForUpdate keeps the event as sent (reporters update count and lastTimestamp).
+func (Strategy) PrepareForUpdate(context.Context, runtime.Object, runtime.Object) {}
+
+// Validate checks metadata and that involvedObject's namespace matches the event's.
+func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
+	ev := obj.(*corev1.Event)
+	allErrs := apivalidation.ValidateObjectMeta(&ev.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	if ns := ev.InvolvedObject.Namespace; ns != "" && ns != ev.Namespace {
+		allErrs = append(allErrs, field.Invalid(field.NewPath("involvedObject", "namespace"), ns, "does not match event.namespace"))
+	}
+	return allErrs
+}
+
+// ValidateUpdate checks an update like a create, plus the metadata update rules.
+func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	allErrs := s.Validate(ctx, obj)
+	return append(allErrs, apivalidation.ValidateObjectMetaUpdate(&obj.(*corev1.Event).ObjectMeta, &old.(*corev1.Event).ObjectMeta, field.NewPath("metadata"))...)
+}
+
+// GetAttrs returns labels and the selectable fields of kube's EventToSelectableFields
+// (involvedObject.*, reason, reportingComponent, source, type).
+func (Strategy) GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
+	ev, ok := obj.(*corev1.Event)
+	if !ok {
+		return nil, nil, fmt.Errorf("not an event: %T", obj)
+	}
+	source := ev.Source.Component
+	if source == "" {
+		source = ev.ReportingController
+	}
+	f := fields.Set{
+		"involvedObject.kind":            ev.InvolvedObject.Kind,
+		"involvedObject.namespace":       ev.InvolvedObject.Namespace,
+		"involvedObject.name":            ev.InvolvedObject.Name,
+		"involvedObject.uid":             string(ev.InvolvedObject.UID),
+		"involvedObject.apiVersion":      ev.InvolvedObject.APIVersion,
+		"involvedObject.resourceVersion": ev.InvolvedObject.ResourceVersion,
+		"involvedObject.fieldPath":       ev.InvolvedObject.FieldPath,
+		"reason":                         ev.Reason,
+		"reportingComponent":             ev.ReportingController,
+		"source":                         source,
+		"type":                           ev.Type,
+	}
+	return labels.Set(ev.Labels), registry.MergeFieldsSets(registry.ObjectMetaFieldsSet(&ev.ObjectMeta, true), f), nil
+}
+
+// TableColumns are LAST SEEN TYPE REASON OBJECT MESSAGE, and wide SUBOBJECT SOURCE FIRST
+// SEEN COUNT NAME, in kube's order. Mirrors printEvent.
+func (Strategy) TableColumns() []metav1.TableColumnDefinition {
+	return []metav1.TableColumnDefinition{
+		{Name: "Last Seen", Type: "string", Description: "The last time this event was recorded."},
+		{Name: "Type", Type: "string", Description: "Type of this event (Normal, Warning), new types could be added in the future."},
+		{Name: "Reason", Type: "string", Description: "This should be a short, machine understandable string that gives the reason for this event being generated."},
+		{Name: "Object", Type: "string", Description: "The object this Event is about."},
+		{Name: "Subobject", Type: "string", Priority: 1, Description: "The subcomponent of the object this Event is about."},
+		{Name: "Source", Type: "string", Priority: 1, Description: "The component reporting this event."},
+		{Name: "Message", Type: "string", Description: "A human-readable description of the status of this operation."},
+		{Name: "First Seen", Type: "string", Priority: 1, Description: "The first time this event was recorded."},
+		{Name: "Count", Type: "string", Priority: 1, Description: "The number of times this event has occurred."},
+		{Name: "Name", Type: "string", Priority: 1, Description: "Name of the event."},
+	}
+}
+
+// TableRow prints one event.
+func (Strategy) TableRow(obj runtime.Object) []interface{} {
+	ev := obj.(*corev1.Event)
+	firstTimestamp := ev.FirstTimestamp
+	if firstTimestamp.IsZero() {
+		firstTimestamp = metav1.NewTime(ev.EventTime.Time)
+	}
+	lastTimestamp := ev.LastTimestamp
+	if lastTimestamp.IsZero() {
+		lastTimestamp = firstTimestamp
+	}
+	source := ev.Source.Component
+	if source == "" {
+		source = ev.ReportingController
+	}
+	if ev.Source.Host != "" {
+		source += ", " + ev.Source.Host
+	}
+	count := ev.Count
+	if ev.Series != nil {
+		count = ev.Series.Count
+	} else if count == 0 {
+		count = 1
+	}
+	return []interface{}{
+		registry.TranslateTimestampSince(lastTimestamp), ev.Type, ev.Reason,
+		strings.ToLower(ev.InvolvedObject.Kind) + "/" + ev.InvolvedObject.Name,
+		ev.InvolvedObject.FieldPath, source, strings.TrimSpace(ev.Message),
+		registry.TranslateTimestampSince(firstTimestamp), fmt.Sprint(count), ev.Name,
+	}
+}

@@ -1,0 +1,99 @@
+// Package namespace is the namespaces resource. Mirrors
+// k8s.io/kubernetes/pkg/registry/core/namespace.
+package namespace
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"skiff.dev/services/apiserver/registry"
+	"skiff.dev/services/apiserver/storage"
+)
+
+// NewStorage builds the namespaces resource over s, which must store *corev1.Namespace.
+func NewStorage(s storage.Interface) *registry.Store {
+	return &registry.Store{
+		NewFunc:     func() runtime.Object { return &corev1.Namespace{} },
+		NewListFunc: func() runtime.Object { return &corev1.NamespaceList{} },
+		Resource:    corev1.Resource("namespaces"),
+		Kind:        "Namespace",
+		KeyRoot:     "/registry/namespaces",
+		Strategy:    Strategy{},
+		Storage:     s,
+	}
+}
+
+// Strategy is the namespaces strategy.
+type Strategy struct{}
+
+// NamespaceScoped is false: namespaces are cluster-scoped.
+func (Strategy) NamespaceScoped() bool { return false }
+
+// PrepareForCreate sets phase Active and the kubernetes finalizer, and the
+// kubernetes.io/metadata.name label kube-apiserver adds to every namespace.
+func (Strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+	ns := obj.(*corev1.Namespace)
+	ns.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
+	ns.Spec.Finalizers = []corev1.FinalizerName{corev1.FinalizerKubernetes}
+	setNameLabel(ns)
+}
+
+// PrepareForUpdate keeps status and spec (finalizers change through namespaces/finalize).
+func (Strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	ns, oldNS := obj.(*corev1.Namespace), old.(*corev1.Namespace)
+	ns.Status = oldNS.Status
+	ns.Spec = oldNS.Spec
+	setNameLabel(ns)
+}
+
+func setNameLabel(ns *corev1.Namespace) {
+	if ns.Labels == nil {
+		ns.Labels = map[string]string{}
+	}
+	ns.Labels[corev1.LabelMetadataName] = ns.Name
+}
+
+// Validate checks that the name is a DNS label, as namespace names must be.
+func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
+	ns := obj.(*corev1.Namespace)
+	return apivalidation.ValidateObjectMeta(&ns.ObjectMeta, false, apivalidation.NameIsDNSLabel, field.NewPath("metadata"))
+}
+
+// ValidateUpdate checks the metadata rules of an update.
+func (Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return apivalidation.ValidateObjectMetaUpdate(&obj.(*corev1.Namespace).ObjectMeta, &old.(*corev1.Namespace).ObjectMeta, field.NewPath("metadata"))
+}
+
+// GetAttrs returns labels and the selectable fields metadata.name and status.phase.
+func (Strategy) GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return nil, nil, fmt.Errorf("not a namespace: %T", obj)
+	}
+	f := registry.ObjectMetaFieldsSet(&ns.ObjectMeta, false)
+	f["status.phase"] = string(ns.Status.Phase)
+	return labels.Set(ns.Labels), f, nil
+}
+
+// TableColumns are NAME STATUS AGE. Mirrors printNamespace.
+func (Strategy) TableColumns() []metav1.TableColumnDefinition {
+	return []metav1.TableColumnDefinition{
+		registry.NameColumn,
+		{Name: "Status", Type: "string", Description: "The status of the namespace"},
+		registry.AgeColumn,
+	}
+}
+
+// TableRow prints one namespace.
+func (Strategy) TableRow(obj runtime.Object) []interface{} {
+	ns := obj.(*corev1.Namespace)
+	return []interface{}{ns.Name, string(ns.Status.Phase), registry.TranslateTimestampSince(ns.CreationTimestamp)}
+}

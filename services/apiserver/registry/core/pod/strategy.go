@@ -1,0 +1,149 @@
+// Package pod is the pods resource: its strategy (defaulting, validation, field-selector
+// attributes, table rows, graceful deletion), the status strategy for pods/status and the
+// pods/binding subresource. Mirrors k8s.io/kubernetes/pkg/registry/core/pod.
+package pod
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"skiff.dev/services/apiserver/registry"
+)
+
+// Strategy is the pods strategy for the main resource. Mirrors podStrategy.
+type Strategy struct{ Printer }
+
+// StatusStrategy is the strategy for pods/status: only status may change. Mirrors
+// podStatusStrategy.
+type StatusStrategy struct{ Strategy }
+
+var (
+	_ registry.Strategy               = Strategy{}
+	_ registry.GracefulDeleteStrategy = Strategy{}
+	_ registry.TablePrinter           = Strategy{}
+)
+
+// NamespaceScoped is true: pods live in namespaces.
+func (Strategy) NamespaceScoped() bool { return true }
+
+// PrepareForCreate resets status to Pending with the pod's QoS class and fills defaults.
+func (Strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+	pod := obj.(*corev1.Pod)
+	SetDefaults(pod)
+	pod.Generation = 1
+	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: QOSClass(pod)}
+}
+
+// PrepareForUpdate keeps the stored status: the main resource cannot change it.
+func (Strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	newPod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
+	newPod.Status = oldPod.Status
+}
+
+// Validate checks a new pod. Mirrors ValidatePodCreate.
+func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
+	return ValidatePod(obj.(*corev1.Pod))
+}
+
+// ValidateUpdate allows only the mutable parts of a pod's spec to change. Mirrors
+// ValidatePodUpdate.
+func (Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return ValidatePodUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))
+}
+
+// GetAttrs returns the pod's labels and selectable fields.
+func (Strategy) GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil, fmt.Errorf("not a pod: %T", obj)
+	}
+	return labels.Set(pod.Labels), ToSelectableFields(pod), nil
+}
+
+// ToSelectableFields returns the field set pods support in field selectors. Mirrors
+// kube's PodToSelectableFields (pkg/registry/core/pod/strategy.go).
+func ToSelectableFields(pod *corev1.Pod) fields.Set {
+	podIPs := ""
+	if len(pod.Status.PodIPs) > 0 {
+		podIPs = pod.Status.PodIPs[0].IP
+	}
+	f := fields.Set{
+		"spec.nodeName":            pod.Spec.NodeName,
+		"spec.restartPolicy":       string(pod.Spec.RestartPolicy),
+		"spec.schedulerName":       pod.Spec.SchedulerName,
+		"spec.serviceAccountName":  pod.Spec.ServiceAccountName,
+		"spec.hostNetwork":         fmt.Sprint(pod.Spec.HostNetwork),
+		"status.phase":             string(pod.Status.Phase),
+		"status.podIP":             podIPs,
+		"status.podIPs":            podIPs,
+		"status.nominatedNodeName": pod.Status.NominatedNodeName,
+	}
+	return registry.MergeFieldsSets(registry.ObjectMetaFieldsSet(&pod.ObjectMeta, true), f)
+}
+
+// CheckGracefulDelete decides the grace period: the request's, else the pod's
+// terminationGracePeriodSeconds; zero for a pod never scheduled or already terminal, since
+// no kubelet will stop it. Mirrors podStrategy.CheckGracefulDelete.
+func (Strategy) CheckGracefulDelete(_ context.Context, obj runtime.Object, options *metav1.DeleteOptions) bool {
+	pod := obj.(*corev1.Pod)
+	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if options.GracePeriodSeconds != nil {
+		grace = *options.GracePeriodSeconds
+	} else if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		grace = 0
+	}
+	if grace < 0 {
+		grace = 1 // kube turns negative grace periods into 1 s
+	}
+	options.GracePeriodSeconds = &grace
+	return grace > 0
+}
+
+// PrepareForCreate is never used on the status subresource.
+func (StatusStrategy) PrepareForCreate(context.Context, runtime.Object) {}
+
+// PrepareForUpdate keeps the stored spec: pods/status changes only status (and may not
+// touch owner references).
+func (StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	newPod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
+	newPod.Spec = oldPod.Spec
+	newPod.OwnerReferences = oldPod.OwnerReferences
+}
+
+// ValidateUpdate checks the new status. Mirrors ValidatePodStatusUpdate.
+func (StatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return ValidatePodStatusUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))
+}
+
+// podSpecMutableFieldsMessage is kube's wording for a forbidden spec change.
+const podSpecMutableFieldsMessage = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+
+// specEqualIgnoringMutable reports whether two pod specs differ only in fields an update
+// may change.
+func specEqualIgnoringMutable(newSpec, oldSpec *corev1.PodSpec) bool {
+	mungedNew := newSpec.DeepCopy()
+	if len(mungedNew.Containers) == len(oldSpec.Containers) {
+		for i := range mungedNew.Containers {
+			mungedNew.Containers[i].Image = oldSpec.Containers[i].Image
+		}
+	}
+	if len(mungedNew.InitContainers) == len(oldSpec.InitContainers) {
+		for i := range mungedNew.InitContainers {
+			mungedNew.InitContainers[i].Image = oldSpec.InitContainers[i].Image
+		}
+	}
+	mungedNew.ActiveDeadlineSeconds = oldSpec.ActiveDeadlineSeconds
+	mungedNew.Tolerations = oldSpec.Tolerations
+	return apiequality.Semantic.DeepEqual(mungedNew, oldSpec)
+}

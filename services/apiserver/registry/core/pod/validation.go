@@ -1,0 +1,139 @@
+package pod
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+var (
+	supportedRestartPolicies = sets.New(corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever)
+	supportedPullPolicies    = sets.New(corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever)
+	supportedDNSPolicies     = sets.New(corev1.DNSClusterFirst, corev1.DNSClusterFirstWithHostNet, corev1.DNSDefault, corev1.DNSNone)
+	supportedPhases          = sets.New(corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed, corev1.PodUnknown)
+	supportedProtocols       = sets.New(corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP)
+)
+
+// ValidatePod checks a pod as kube-apiserver's ValidatePodCreate does for the fields
+// skiff acts on: metadata, at least one container, container names (DNS labels, unique),
+// images, pull policies, ports, requests not above limits, restart and DNS policies and a
+// non-negative grace period. Each problem is one field.Error; the caller turns the list
+// into a 422 Invalid status.
+func ValidatePod(pod *corev1.Pod) field.ErrorList {
+	allErrs := apivalidation.ValidateObjectMeta(&pod.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	allErrs = append(allErrs, validatePodSpec(&pod.Spec, field.NewPath("spec"))...)
+	return allErrs
+}
+
+func validatePodSpec(spec *corev1.PodSpec, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	names := sets.New[string]()
+	allErrs = append(allErrs, validateContainers(spec.InitContainers, names, fldPath.Child("initContainers"))...)
+	if len(spec.Containers) == 0 {
+		allErrs = append(allErrs, field.Required(fldPath.Child("containers"), ""))
+	}
+	allErrs = append(allErrs, validateContainers(spec.Containers, names, fldPath.Child("containers"))...)
+	if !supportedRestartPolicies.Has(spec.RestartPolicy) {
+		allErrs = append(allErrs, field.NotSupported(fldPath.Child("restartPolicy"), spec.RestartPolicy, sets.List(supportedRestartPolicies)))
+	}
+	if !supportedDNSPolicies.Has(spec.DNSPolicy) {
+		allErrs = append(allErrs, field.NotSupported(fldPath.Child("dnsPolicy"), spec.DNSPolicy, sets.List(supportedDNSPolicies)))
+	}
+	if g := spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("terminationGracePeriodSeconds"), *g, "must be greater than or equal to 0"))
+	}
+	if spec.NodeName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(spec.NodeName) {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("nodeName"), spec.NodeName, msg))
+		}
+	}
+	for k, v := range spec.NodeSelector {
+		for _, msg := range validation.IsQualifiedName(k) {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("nodeSelector"), k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(v) {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("nodeSelector").Key(k), v, msg))
+		}
+	}
+	return allErrs
+}
+
+func validateContainers(containers []corev1.Container, names sets.Set[string], fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	for i := range containers {
+		c := &containers[i]
+		idx := fldPath.Index(i)
+		switch {
+		case c.Name == "":
+			allErrs = append(allErrs, field.Required(idx.Child("name"), ""))
+		case names.Has(c.Name):
+			allErrs = append(allErrs, field.Duplicate(idx.Child("name"), c.Name))
+		default:
+			for _, msg := range validation.IsDNS1123Label(c.Name) {
+				allErrs = append(allErrs, field.Invalid(idx.Child("name"), c.Name, msg))
+			}
+		}
+		names.Insert(c.Name)
+		if c.Image == "" {
+			allErrs = append(allErrs, field.Required(idx.Child("image"), ""))
+		}
+		if !supportedPullPolicies.Has(c.ImagePullPolicy) {
+			allErrs = append(allErrs, field.NotSupported(idx.Child("imagePullPolicy"), c.ImagePullPolicy, sets.List(supportedPullPolicies)))
+		}
+		for j, p := range c.Ports {
+			pIdx := idx.Child("ports").Index(j)
+			for _, msg := range validation.IsValidPortNum(int(p.ContainerPort)) {
+				allErrs = append(allErrs, field.Invalid(pIdx.Child("containerPort"), p.ContainerPort, msg))
+			}
+			if !supportedProtocols.Has(p.Protocol) {
+				allErrs = append(allErrs, field.NotSupported(pIdx.Child("protocol"), p.Protocol, sets.List(supportedProtocols)))
+			}
+		}
+		for name, q := range c.Resources.Requests {
+			if q.Sign() < 0 {
+				allErrs = append(allErrs, field.Invalid(idx.Child("resources", "requests").Key(string(name)), q.String(), "must be greater than or equal to 0"))
+			}
+			if lim, ok := c.Resources.Limits[name]; ok && q.Cmp(lim) > 0 {
+				allErrs = append(allErrs, field.Invalid(idx.Child("resources", "requests").Key(string(name)), q.String(), "must be less than or equal to "+string(name)+" limit of "+lim.String()))
+			}
+		}
+		for name, q := range c.Resources.Limits {
+			if q.Sign() < 0 {
+				allErrs = append(allErrs, field.Invalid(idx.Child("resources", "limits").Key(string(name)), q.String(), "must be greater than or equal to 0"))
+			}
+		}
+	}
+	return allErrs
+}
+
+// ValidatePodUpdate checks an update of the main resource: metadata rules, and a spec
+// that changes only container images, activeDeadlineSeconds and tolerations. Mirrors
+// ValidatePodUpdate.
+func ValidatePodUpdate(newPod, oldPod *corev1.Pod) field.ErrorList {
+	allErrs := apivalidation.ValidateObjectMetaUpdate(&newPod.ObjectMeta, &oldPod.ObjectMeta, field.NewPath("metadata"))
+	allErrs = append(allErrs, ValidatePod(newPod)...)
+	if !specEqualIgnoringMutable(&newPod.Spec, &oldPod.Spec) {
+		allErrs = append(allErrs, field.Forbidden(field.NewPath("spec"), podSpecMutableFieldsMessage))
+	}
+	return allErrs
+}
+
+// ValidatePodStatusUpdate checks a pods/status write: a known phase, no way back from a
+// terminal phase, and a node name that does not change. Mirrors ValidatePodStatusUpdate.
+func ValidatePodStatusUpdate(newPod, oldPod *corev1.Pod) field.ErrorList {
+	allErrs := apivalidation.ValidateObjectMetaUpdate(&newPod.ObjectMeta, &oldPod.ObjectMeta, field.NewPath("metadata"))
+	fldPath := field.NewPath("status")
+	if newPod.Status.Phase != "" && !supportedPhases.Has(newPod.Status.Phase) {
+		allErrs = append(allErrs, field.NotSupported(fldPath.Child("phase"), newPod.Status.Phase, sets.List(supportedPhases)))
+	}
+	if isTerminal(oldPod.Status.Phase) && newPod.Status.Phase != oldPod.Status.Phase {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("phase"), "cannot transition from a terminal phase to a non-terminal phase"))
+	}
+	return allErrs
+}
+
+func isTerminal(phase corev1.PodPhase) bool {
+	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
+}

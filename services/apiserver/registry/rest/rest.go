@@ -1,0 +1,80 @@
+// Package rest defines what the HTTP layer may ask of a resource's storage: one small
+// interface per verb, so a subresource implements only the verbs it serves (pods/binding
+// creates, pods/status gets and updates). Mirrors k8s.io/apiserver/pkg/registry/rest.
+package rest
+
+import (
+	"context"
+
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Storage is the root every resource implements: it can make an empty object of its kind,
+// into which request bodies are decoded.
+type Storage interface {
+	New() runtime.Object
+}
+
+// Getter reads one object by namespace ("" for cluster-scoped) and name.
+type Getter interface {
+	Get(ctx context.Context, namespace, name string) (runtime.Object, error)
+}
+
+// Lister lists a collection; namespace "" lists across all namespaces.
+type Lister interface {
+	NewList() runtime.Object
+	List(ctx context.Context, namespace string, opts *metainternalversion.ListOptions) (runtime.Object, error)
+}
+
+// Creater stores a new object and returns it as stored.
+type Creater interface {
+	Create(ctx context.Context, namespace string, obj runtime.Object, opts *metav1.CreateOptions) (runtime.Object, error)
+}
+
+// UpdatedObjectInfo computes the new object from the current one, so PUT (replace) and
+// PATCH (apply a patch to the current state) share one update path. Mirrors
+// rest.UpdatedObjectInfo.
+type UpdatedObjectInfo interface {
+	UpdatedObject(ctx context.Context, oldObj runtime.Object) (newObj runtime.Object, err error)
+}
+
+// UpdatedObjectFunc adapts a function to UpdatedObjectInfo.
+type UpdatedObjectFunc func(ctx context.Context, oldObj runtime.Object) (runtime.Object, error)
+
+// UpdatedObject calls f.
+func (f UpdatedObjectFunc) UpdatedObject(ctx context.Context, oldObj runtime.Object) (runtime.Object, error) {
+	return f(ctx, oldObj)
+}
+
+// DefaultUpdatedObjectInfo returns an UpdatedObjectInfo that replaces the object with obj,
+// as a PUT does.
+func DefaultUpdatedObjectInfo(obj runtime.Object) UpdatedObjectInfo {
+	return UpdatedObjectFunc(func(context.Context, runtime.Object) (runtime.Object, error) {
+		return obj.DeepCopyObject(), nil
+	})
+}
+
+// Updater replaces an object. The bool is true if the update created it.
+type Updater interface {
+	Update(ctx context.Context, namespace, name string, objInfo UpdatedObjectInfo, opts *metav1.UpdateOptions) (runtime.Object, bool, error)
+}
+
+// GracefulDeleter deletes an object, possibly gracefully: the bool is true if the object
+// is gone now, false if it was only marked for deletion (deletionTimestamp set).
+type GracefulDeleter interface {
+	Delete(ctx context.Context, namespace, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error)
+}
+
+// Watcher streams changes to a collection filtered by opts.
+type Watcher interface {
+	Watch(ctx context.Context, namespace string, opts *metainternalversion.ListOptions) (watch.Interface, error)
+}
+
+// TableConvertor renders an object or a list as a meta.k8s.io/v1 Table for kubectl's
+// human-readable output. Mirrors rest.TableConvertor.
+type TableConvertor interface {
+	ConvertToTable(ctx context.Context, object runtime.Object, opts *metav1.TableOptions) (*metav1.Table, error)
+}

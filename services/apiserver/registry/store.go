@@ -1,0 +1,475 @@
+// Package registry holds the apiserver's generic Store: one implementation of create, get,
+// list, update, delete and watch for every resource, with what differs per resource in a
+// Strategy. It mirrors k8s.io/apiserver/pkg/registry/generic/registry/store.go.
+package registry
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"skiff.dev/services/apiserver/registry/rest"
+	"skiff.dev/services/apiserver/storage"
+)
+
+// Store implements create, get, list, update, delete and watch for one resource over a
+// storage.Interface. Objects live at KeyRoot/<namespace>/<name> (namespaced) or
+// KeyRoot/<name> (cluster-scoped).
+type Store struct {
+	// NewFunc returns an empty object of the resource's kind, e.g. &v1.Pod{}.
+	NewFunc func() runtime.Object
+	// NewListFunc returns an empty list, e.g. &v1.PodList{}.
+	NewListFunc func() runtime.Object
+	// Resource names the resource in errors, e.g. {Resource: "pods"} or
+	// {Group: "coordination.k8s.io", Resource: "leases"}.
+	Resource schema.GroupResource
+	// Kind is used in validation errors ("Pod \"x\" is invalid"), e.g. "Pod".
+	Kind string
+	// KeyRoot is the etcd prefix without a trailing slash, e.g. "/registry/pods".
+	KeyRoot string
+	// Strategy decides what differs per resource.
+	Strategy Strategy
+	// Storage is the key-value store beneath.
+	Storage storage.Interface
+}
+
+var (
+	_ rest.Getter          = (*Store)(nil)
+	_ rest.Lister          = (*Store)(nil)
+	_ rest.Creater         = (*Store)(nil)
+	_ rest.Updater         = (*Store)(nil)
+	_ rest.GracefulDeleter = (*Store)(nil)
+	_ rest.Watcher         = (*Store)(nil)
+	_ rest.TableConvertor  = (*Store)(nil)
+)
+
+// New returns an empty object of the resource's kind.
+func (e *Store) New() runtime.Object { return e.NewFunc() }
+
+// NewList returns an empty list of the resource's kind.
+func (e *Store) NewList() runtime.Object { return e.NewListFunc() }
+
+// WithStrategy returns a copy of e that uses strategy: subresources such as pods/status
+// share the storage and differ only in what an update may change.
+func (e *Store) WithStrategy(strategy Strategy) *Store {
+	c := *e
+	c.Strategy = strategy
+	return &c
+}
+
+// KeyFunc returns the etcd key of one object. namespace must be empty for cluster-scoped
+// resources and set for namespaced ones (a BadRequest otherwise).
+func (e *Store) KeyFunc(namespace, name string) (string, error) {
+	if name == "" {
+		return "", apierrors.NewBadRequest("name parameter required.")
+	}
+	if msgs := pathSegmentNameMayNotBe(name); msgs != "" {
+		return "", apierrors.NewBadRequest(fmt.Sprintf("Name parameter invalid: %q: %s", name, msgs))
+	}
+	if !e.Strategy.NamespaceScoped() {
+		return e.KeyRoot + "/" + name, nil
+	}
+	if namespace == "" {
+		return "", apierrors.NewBadRequest("Namespace parameter required.")
+	}
+	return e.KeyRoot + "/" + namespace + "/" + name, nil
+}
+
+// collectionKey returns the prefix holding every object in namespace ("" = all).
+func (e *Store) collectionKey(namespace string) string {
+	if namespace == "" || !e.Strategy.NamespaceScoped() {
+		return e.KeyRoot + "/"
+	}
+	return e.KeyRoot + "/" + namespace + "/"
+}
+
+// pathSegmentNameMayNotBe mirrors apimachinery's path.IsValidPathSegmentName: names that
+// cannot appear as one URL path segment.
+func pathSegmentNameMayNotBe(name string) string {
+	if name == "." || name == ".." {
+		return fmt.Sprintf("may not be '%s'", name)
+	}
+	if strings.ContainsAny(name, "/%") {
+		return "may not contain '/' or '%'"
+	}
+	return ""
+}
+
+// Create stores a new object: it fills server-managed metadata (uid, creationTimestamp,
+// generateName), runs the strategy's PrepareForCreate and Validate, and writes the object
+// if its name is free. Errors: 400 for a namespace mismatch, 422 Invalid with one cause
+// per field error, 409 AlreadyExists. Mirrors Store.Create and rest.BeforeCreate.
+func (e *Store) Create(ctx context.Context, namespace string, obj runtime.Object, opts *metav1.CreateOptions) (runtime.Object, error) {
+	objMeta, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if e.Strategy.NamespaceScoped() {
+		if objMeta.GetNamespace() == "" {
+			objMeta.SetNamespace(namespace)
+		} else if namespace != "" && objMeta.GetNamespace() != namespace {
+			return nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+	} else {
+		objMeta.SetNamespace("")
+	}
+	if objMeta.GetName() == "" && objMeta.GetGenerateName() != "" {
+		objMeta.SetName(GenerateName(objMeta.GetGenerateName()))
+	}
+	objMeta.SetUID(uuid.NewUUID())
+	objMeta.SetCreationTimestamp(metav1.Now())
+	objMeta.SetDeletionTimestamp(nil)
+	objMeta.SetDeletionGracePeriodSeconds(nil)
+	objMeta.SetResourceVersion("")
+	objMeta.SetGeneration(0)
+	objMeta.SetSelfLink("")
+
+	e.Strategy.PrepareForCreate(ctx, obj)
+	if errs := e.Strategy.Validate(ctx, obj); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(e.groupKind(), objMeta.GetName(), errs)
+	}
+	if isDryRun(opts.DryRun) {
+		return obj, nil
+	}
+	key, err := e.KeyFunc(objMeta.GetNamespace(), objMeta.GetName())
+	if err != nil {
+		return nil, err
+	}
+	out := e.NewFunc()
+	if err := e.Storage.Create(ctx, key, obj, out); err != nil {
+		return nil, e.interpretError(err, objMeta.GetName())
+	}
+	return out, nil
+}
+
+// Get returns the object or 404 NotFound.
+func (e *Store) Get(ctx context.Context, namespace, name string) (runtime.Object, error) {
+	key, err := e.KeyFunc(namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	out := e.NewFunc()
+	if err := e.Storage.Get(ctx, key, storage.GetOptions{}, out); err != nil {
+		return nil, e.interpretError(err, name)
+	}
+	return out, nil
+}
+
+// List returns the objects in namespace ("" = every namespace) matching opts' selectors.
+// Errors: 400 for a field selector on an unsupported field, 410 Expired for a compacted
+// resourceVersion.
+func (e *Store) List(ctx context.Context, namespace string, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	pred, err := e.predicate(opts)
+	if err != nil {
+		return nil, err
+	}
+	list := e.NewListFunc()
+	storageOpts := storage.ListOptions{ResourceVersion: opts.ResourceVersion, Predicate: pred}
+	if err := e.Storage.GetList(ctx, e.collectionKey(namespace), storageOpts, list); err != nil {
+		return nil, e.interpretError(err, "")
+	}
+	return list, nil
+}
+
+// Watch streams changes in namespace ("" = every namespace) matching opts' selectors,
+// from opts.ResourceVersion (see storage.Interface.Watch).
+func (e *Store) Watch(ctx context.Context, namespace string, opts *metainternalversion.ListOptions) (watch.Interface, error) {
+	pred, err := e.predicate(opts)
+	if err != nil {
+		return nil, err
+	}
+	w, err := e.Storage.Watch(ctx, e.collectionKey(namespace), storage.ListOptions{ResourceVersion: opts.ResourceVersion, Predicate: pred})
+	if err != nil {
+		return nil, e.interpretError(err, "")
+	}
+	return w, nil
+}
+
+// predicate turns list options into a storage predicate, checking that every field the
+// selector names is one the resource supports (400 "field label not supported" if not).
+func (e *Store) predicate(opts *metainternalversion.ListOptions) (storage.SelectionPredicate, error) {
+	pred := storage.SelectionPredicate{
+		Label:    opts.LabelSelector,
+		Field:    opts.FieldSelector,
+		GetAttrs: e.Strategy.GetAttrs,
+		Limit:    opts.Limit,
+		Continue: opts.Continue,
+	}
+	if pred.Label == nil {
+		pred.Label = labels.Everything()
+	}
+	if pred.Field == nil {
+		pred.Field = fields.Everything()
+	}
+	_, supported, err := e.Strategy.GetAttrs(e.NewFunc())
+	if err != nil {
+		return pred, apierrors.NewInternalError(err)
+	}
+	for _, r := range pred.Field.Requirements() {
+		if _, ok := supported[r.Field]; !ok {
+			return pred, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
+		}
+	}
+	return pred, nil
+}
+
+// Update replaces the object with what objInfo computes from the stored one, inside a
+// GuaranteedUpdate so concurrent writers never lose each other's changes. The strategy's
+// PrepareForUpdate decides what may change; server-managed metadata is kept. Errors: 404,
+// 409 Conflict for a stale resourceVersion, 422 Invalid, 400 for a name mismatch.
+// Mirrors Store.Update and rest.BeforeUpdate.
+func (e *Store) Update(ctx context.Context, namespace, name string, objInfo rest.UpdatedObjectInfo, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	key, err := e.KeyFunc(namespace, name)
+	if err != nil {
+		return nil, false, err
+	}
+	out := e.NewFunc()
+	var dryRunResult runtime.Object
+	dryRun := opts != nil && isDryRun(opts.DryRun)
+	err = e.Storage.GuaranteedUpdate(ctx, key, out, nil, func(existing runtime.Object) (runtime.Object, error) {
+		obj, err := objInfo.UpdatedObject(ctx, existing)
+		if err != nil {
+			return nil, err
+		}
+		if err := e.beforeUpdate(ctx, namespace, name, obj, existing); err != nil {
+			return nil, err
+		}
+		if dryRun {
+			dryRunResult = obj
+			return nil, errDryRun
+		}
+		return obj, nil
+	})
+	if errors.Is(err, errDryRun) {
+		return dryRunResult, false, nil
+	}
+	if err != nil {
+		return nil, false, e.interpretError(err, name)
+	}
+	return out, false, nil
+}
+
+var errDryRun = errors.New("dry run: not written")
+
+// beforeUpdate checks identity, keeps server-managed metadata and runs the strategy.
+func (e *Store) beforeUpdate(ctx context.Context, namespace, name string, obj, old runtime.Object) error {
+	objMeta, err := meta.Accessor(obj)
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	oldMeta, _ := meta.Accessor(old)
+	if objMeta.GetName() == "" {
+		objMeta.SetName(name)
+	} else if objMeta.GetName() != name {
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", objMeta.GetName(), name))
+	}
+	if e.Strategy.NamespaceScoped() {
+		if objMeta.GetNamespace() == "" {
+			objMeta.SetNamespace(namespace)
+		} else if objMeta.GetNamespace() != namespace {
+			return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+	} else {
+		objMeta.SetNamespace("")
+	}
+	if uid := objMeta.GetUID(); uid != "" && uid != oldMeta.GetUID() {
+		return apierrors.NewConflict(e.Resource, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, oldMeta.GetUID()))
+	}
+	// Server-managed fields a client cannot change (rest.FillObjectMetaSystemFields).
+	objMeta.SetUID(oldMeta.GetUID())
+	objMeta.SetCreationTimestamp(oldMeta.GetCreationTimestamp())
+	objMeta.SetDeletionTimestamp(oldMeta.GetDeletionTimestamp())
+	objMeta.SetDeletionGracePeriodSeconds(oldMeta.GetDeletionGracePeriodSeconds())
+	objMeta.SetGeneration(oldMeta.GetGeneration())
+	objMeta.SetSelfLink("")
+
+	e.Strategy.PrepareForUpdate(ctx, obj, old)
+	if errs := e.Strategy.ValidateUpdate(ctx, obj, old); len(errs) > 0 {
+		return apierrors.NewInvalid(e.groupKind(), name, errs)
+	}
+	return nil
+}
+
+// Delete removes the object, or, for a graceful delete (pods with a grace period), only
+// sets deletionTimestamp and deletionGracePeriodSeconds and leaves the removal to the
+// object's owner (the kubelet). The bool is true if the object is gone. Preconditions in
+// opts (uid, resourceVersion) that fail give 409 Conflict. Mirrors Store.Delete and
+// rest.BeforeDelete.
+func (e *Store) Delete(ctx context.Context, namespace, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	key, err := e.KeyFunc(namespace, name)
+	if err != nil {
+		return nil, false, err
+	}
+	if opts == nil {
+		opts = &metav1.DeleteOptions{}
+	}
+	var preconditions *storage.Preconditions
+	if p := opts.Preconditions; p != nil {
+		preconditions = &storage.Preconditions{UID: p.UID, ResourceVersion: p.ResourceVersion}
+	}
+	existing := e.NewFunc()
+	if err := e.Storage.Get(ctx, key, storage.GetOptions{}, existing); err != nil {
+		return nil, false, e.interpretError(err, name)
+	}
+	if err := checkPreconditions(existing, preconditions); err != nil {
+		return nil, false, apierrors.NewConflict(e.Resource, name, err)
+	}
+	if graceful, ok := e.Strategy.(GracefulDeleteStrategy); ok && graceful.CheckGracefulDelete(ctx, existing, opts) {
+		out, pending, err := e.markForDeletion(ctx, key, name, preconditions, opts)
+		if err != nil || pending {
+			return out, false, err
+		}
+		// The grace period was shortened to zero on an already-marked object: delete now.
+	}
+	if isDryRun(opts.DryRun) {
+		return existing, true, nil
+	}
+	out := e.NewFunc()
+	if err := e.Storage.Delete(ctx, key, out, preconditions); err != nil {
+		if storage.IsInvalidObj(err) {
+			return nil, false, apierrors.NewConflict(e.Resource, name, err)
+		}
+		return nil, false, e.interpretError(err, name)
+	}
+	return out, true, nil
+}
+
+// markForDeletion sets deletionTimestamp = now + grace and deletionGracePeriodSeconds,
+// never lengthening an earlier, shorter grace period. It reports pending=false when the
+// resulting grace period is zero, meaning the caller should delete at once. Mirrors
+// rest.BeforeDelete and Store.updateForGracefulDeletionAndFinalizers.
+func (e *Store) markForDeletion(ctx context.Context, key, name string, preconditions *storage.Preconditions, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	grace := int64(0)
+	if opts.GracePeriodSeconds != nil {
+		grace = *opts.GracePeriodSeconds
+	}
+	pending := true
+	out := e.NewFunc()
+	err := e.Storage.GuaranteedUpdate(ctx, key, out, preconditions, func(existing runtime.Object) (runtime.Object, error) {
+		m, err := meta.Accessor(existing)
+		if err != nil {
+			return nil, err
+		}
+		if current := m.GetDeletionGracePeriodSeconds(); m.GetDeletionTimestamp() != nil && current != nil && *current <= grace {
+			// Already marked with a grace period at least as short: nothing to change.
+			pending = *current > 0
+			return existing, nil
+		}
+		if grace == 0 && m.GetDeletionTimestamp() != nil {
+			pending = false
+			return existing, nil
+		}
+		now := metav1.NewTime(time.Now().Add(time.Duration(grace) * time.Second))
+		m.SetDeletionTimestamp(&now)
+		m.SetDeletionGracePeriodSeconds(&grace)
+		pending = grace > 0
+		return existing, nil
+	})
+	if err != nil {
+		if storage.IsInvalidObj(err) {
+			return nil, false, apierrors.NewConflict(e.Resource, name, err)
+		}
+		return nil, false, e.interpretError(err, name)
+	}
+	return out, pending, nil
+}
+
+func checkPreconditions(obj runtime.Object, p *storage.Preconditions) error {
+	if p == nil {
+		return nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	if p.UID != nil && *p.UID != m.GetUID() {
+		return fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, m.GetUID())
+	}
+	if p.ResourceVersion != nil && *p.ResourceVersion != m.GetResourceVersion() {
+		return fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, m.GetResourceVersion())
+	}
+	return nil
+}
+
+// interpretError maps storage errors to API errors with this resource's name, as
+// k8s.io/apiserver/pkg/registry/generic/registry/storage_factory's storeerr does.
+// Errors that already are API errors pass through.
+func (e *Store) interpretError(err error, name string) error {
+	if _, ok := err.(apierrors.APIStatus); ok {
+		return err
+	}
+	var se *storage.StorageError
+	if !errors.As(err, &se) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return apierrors.NewTimeoutError(err.Error(), 0)
+		}
+		var bad interface{ BadRequest() bool }
+		if errors.As(err, &bad) && bad.BadRequest() {
+			return apierrors.NewBadRequest(err.Error())
+		}
+		return apierrors.NewInternalError(err)
+	}
+	switch se.Code {
+	case storage.ErrCodeKeyNotFound:
+		return apierrors.NewNotFound(e.Resource, name)
+	case storage.ErrCodeKeyExists:
+		return apierrors.NewAlreadyExists(e.Resource, name)
+	case storage.ErrCodeResourceVersionConflicts:
+		return apierrors.NewConflict(e.Resource, name, errors.New(registryConflictMessage))
+	case storage.ErrCodeInvalidObj:
+		return apierrors.NewConflict(e.Resource, name, errors.New(se.AdditionalErrorMsg))
+	case storage.ErrCodeResourceVersionTooOld:
+		return apierrors.NewResourceExpired(se.AdditionalErrorMsg)
+	}
+	return apierrors.NewInternalError(err)
+}
+
+// registryConflictMessage is kube's OptimisticLockErrorMsg.
+const registryConflictMessage = "the object has been modified; please apply your changes to the latest version and try again"
+
+func (e *Store) groupKind() schema.GroupKind {
+	return schema.GroupKind{Group: e.Resource.Group, Kind: e.Kind}
+}
+
+func isDryRun(dryRun []string) bool { return len(dryRun) > 0 }
+
+// GenerateName appends five random characters to base, trimming base so the result fits
+// in 63 characters. Mirrors names.SimpleNameGenerator (the alphabet avoids vowels and
+// look-alike characters so no words are spelled).
+func GenerateName(base string) string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	const randomLength, maxNameLength = 5, 63
+	if len(base) > maxNameLength-randomLength {
+		base = base[:maxNameLength-randomLength]
+	}
+	b := make([]byte, randomLength)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return base + string(b)
+}
+
+// UIDOf returns obj's UID, or "" if it has no ObjectMeta.
+func UIDOf(obj runtime.Object) types.UID {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	return m.GetUID()
+}

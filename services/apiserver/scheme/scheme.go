@@ -1,0 +1,65 @@
+// Package scheme holds the apiserver's runtime.Scheme: the k8s.io/api types skiff serves,
+// meta.k8s.io/v1 (Table, PartialObjectMetadata) and the option types decoded from query
+// parameters. It mirrors kube-apiserver's legacyscheme, minus internal versions: skiff
+// stores and serves the versioned types directly.
+package scheme
+
+import (
+	certificatesv1 "k8s.io/api/certificates/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+)
+
+// Scheme knows every type the apiserver encodes or decodes. It is filled once at init
+// and only read afterwards.
+var Scheme = runtime.NewScheme()
+
+// Codecs builds serializers for JSON, YAML and protobuf over Scheme.
+var Codecs = serializer.NewCodecFactory(Scheme)
+
+// ParameterCodec decodes query parameters into option structs (ListOptions,
+// CreateOptions, DeleteOptions, PatchOptions).
+var ParameterCodec = runtime.NewParameterCodec(Scheme)
+
+// StorageCodec encodes objects for etcd as protobuf (as kube-apiserver does by default)
+// and decodes whatever it finds there (protobuf, or JSON written by hand).
+var StorageCodec runtime.Codec
+
+// JSONSerializer writes response bodies.
+var JSONSerializer = json.NewSerializerWithOptions(json.DefaultMetaFactory, Scheme, Scheme, json.SerializerOptions{})
+
+// ServedGroupVersions lists the API group versions skiff serves, preferred first.
+var ServedGroupVersions = []schema.GroupVersion{
+	corev1.SchemeGroupVersion,
+	coordinationv1.SchemeGroupVersion,
+	certificatesv1.SchemeGroupVersion,
+}
+
+func init() {
+	utilruntime.Must(corev1.AddToScheme(Scheme))
+	utilruntime.Must(coordinationv1.AddToScheme(Scheme))
+	utilruntime.Must(certificatesv1.AddToScheme(Scheme))
+	// Status, WatchEvent and the option types live in the core group version too, as in
+	// kube-apiserver; Table and PartialObjectMetadata in meta.k8s.io/v1.
+	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
+	utilruntime.Must(metav1.AddMetaToScheme(Scheme))
+	for _, gv := range ServedGroupVersions {
+		utilruntime.Must(Scheme.SetVersionPriority(gv))
+	}
+
+	proto := protobuf.NewSerializer(Scheme, Scheme)
+	StorageCodec = Codecs.CodecForVersions(proto, Codecs.UniversalDeserializer(),
+		schema.GroupVersions(ServedGroupVersions), nil)
+}
+
+// EncoderFor returns a JSON encoder that sets apiVersion and kind for objects of gv.
+func EncoderFor(gv schema.GroupVersion) runtime.Encoder {
+	return Codecs.EncoderForVersion(JSONSerializer, gv)
+}

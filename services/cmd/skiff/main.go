@@ -1,0 +1,57 @@
+// Command skiff runs every skiff service in one process with an embedded etcd: the
+// apiserver, the scheduler, a built-in CRI runtime and one kubelet. Point kubectl at the
+// kubeconfig it prints.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"skiff.dev/services/allinone"
+)
+
+func main() {
+	dataDir := os.Getenv("SKIFF_DATA_DIR")
+	if dataDir == "" {
+		dataDir = "./skiff-data"
+	}
+	var cfg allinone.Config
+	var runtimeName, logLevel string
+	flag.StringVar(&cfg.DataDir, "data-dir", dataDir, "directory for etcd data, runtime and kubelet state and the admin kubeconfig (env SKIFF_DATA_DIR)")
+	flag.StringVar(&cfg.BindAddress, "bind-address", "127.0.0.1", "address every service listens on")
+	flag.IntVar(&cfg.APIServerPort, "apiserver-port", 6443, "apiserver port (0 = any free port)")
+	flag.IntVar(&cfg.EtcdPort, "etcd-port", 2379, "embedded etcd client port (0 = any free port)")
+	flag.StringVar(&runtimeName, "runtime", "process", "built-in CRI runtime: process (real host processes) or sim (simulated containers)")
+	flag.StringVar(&cfg.NodeName, "node-name", "", "the kubelet's node name (default: host name)")
+	flag.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	flag.Parse()
+	cfg.Runtime = allinone.Runtime(runtimeName)
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "skiff: --log-level: %v\n", err)
+		os.Exit(2)
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cluster, wait, err := allinone.Start(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "skiff: %v\n", err)
+		os.Exit(1)
+	}
+	slog.Info("skiff is running", "apiserver", cluster.APIServerURL, "runtime", cfg.Runtime)
+	fmt.Printf("export KUBECONFIG=%s\n", cluster.Kubeconfig)
+	<-ctx.Done()
+	slog.Info("stopping")
+	if err := wait(); err != nil {
+		fmt.Fprintf(os.Stderr, "skiff: %v\n", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,118 @@
+// Package embedetcd runs a single-member etcd server inside the current process, for the
+// all-in-one skiff binary and for tests that need a real etcd.
+package embedetcd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Config says where the embedded etcd keeps its data and listens.
+type Config struct {
+	// Dir holds etcd's data (member/ wal and snap); created if missing.
+	Dir string
+	// ClientURL is where clients connect, e.g. "http://127.0.0.1:2379". Port 0 picks a
+	// free port; Etcd.Endpoint reports the one in use.
+	ClientURL string
+	// PeerURL is the raft peer listener; default "http://127.0.0.1:0".
+	PeerURL string
+}
+
+// Etcd is a running embedded etcd server.
+type Etcd struct {
+	server   *embed.Etcd
+	endpoint string
+}
+
+// Start launches etcd and waits up to 60 s until it serves clients. Returns an error if
+// the data directory is unusable, a port is taken or etcd does not become ready.
+func Start(ctx context.Context, cfg Config) (*Etcd, error) {
+	ec := embed.NewConfig()
+	ec.Name = "skiff"
+	ec.Dir = cfg.Dir
+	ec.LogLevel = "error"
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	if cfg.ClientURL == "" {
+		cfg.ClientURL = "http://127.0.0.1:2379"
+	}
+	if cfg.PeerURL == "" {
+		cfg.PeerURL = "http://127.0.0.1:0"
+	}
+	clientURL, err := url.Parse(cfg.ClientURL)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client url %q: %w", cfg.ClientURL, err)
+	}
+	peerURL, err := url.Parse(cfg.PeerURL)
+	if err != nil {
+		return nil, fmt.Errorf("etcd peer url %q: %w", cfg.PeerURL, err)
+	}
+	// Resolve port 0 up front so the advertised URLs are real ones.
+	if clientURL.Port() == "0" {
+		if clientURL.Host, err = freeHostPort(clientURL.Hostname()); err != nil {
+			return nil, err
+		}
+	}
+	if peerURL.Port() == "0" {
+		if peerURL.Host, err = freeHostPort(peerURL.Hostname()); err != nil {
+			return nil, err
+		}
+	}
+	ec.ListenClientUrls = []url.URL{*clientURL}
+	ec.AdvertiseClientUrls = []url.URL{*clientURL}
+	ec.ListenPeerUrls = []url.URL{*peerURL}
+	ec.AdvertisePeerUrls = []url.URL{*peerURL}
+	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	ec.ListenMetricsUrls = nil
+
+	server, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("start etcd: %w", err)
+	}
+	select {
+	case <-server.Server.ReadyNotify():
+	case err := <-server.Err():
+		server.Close()
+		return nil, fmt.Errorf("etcd: %w", err)
+	case <-time.After(60 * time.Second):
+		server.Close()
+		return nil, fmt.Errorf("etcd did not become ready within 60s")
+	case <-ctx.Done():
+		server.Close()
+		return nil, ctx.Err()
+	}
+	return &Etcd{server: server, endpoint: clientURL.String()}, nil
+}
+
+// Endpoint is the client URL, e.g. "http://127.0.0.1:2379".
+func (e *Etcd) Endpoint() string { return e.endpoint }
+
+// Client returns a new etcd client connected to this server; the caller closes it.
+func (e *Etcd) Client() (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:   []string{e.endpoint},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+	})
+}
+
+// Close stops etcd and waits for it to release its ports and data directory.
+func (e *Etcd) Close() { e.server.Close() }
+
+func freeHostPort(host string) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", fmt.Errorf("pick a free port on %s: %w", host, err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

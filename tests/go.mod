@@ -1,0 +1,3 @@
+module skiff.dev/tests
+
+go 1.26.0
