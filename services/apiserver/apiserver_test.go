@@ -1,0 +1,394 @@
+package apiserver_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"skiff.dev/services/apiserver/apiservertest"
+)
+
+func newPod(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
+	}
+}
+
+// do sends a raw request and decodes a Status from a non-2xx answer.
+func do(t *testing.T, method, url, contentType, body string) (int, *metav1.Status, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode < 300 {
+		return resp.StatusCode, nil, data
+	}
+	var status metav1.Status
+	if err := json.Unmarshal(data, &status); err != nil || status.Kind != "Status" {
+		t.Fatalf("%s %s: %d with a body that is not a Status: %s", method, url, resp.StatusCode, data)
+	}
+	return resp.StatusCode, &status, data
+}
+
+func TestBadInputGetsStatusWithClientErrorCode(t *testing.T) {
+	srv := apiservertest.StartServer(t)
+	cs := kubernetes.NewForConfigOrDie(srv.Config)
+	ctx := context.Background()
+	bound := newPod("bound")
+	bound.Spec.NodeName = "node-a"
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, bound, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := srv.URL + "/api/v1/namespaces/default/pods"
+	tests := []struct {
+		name, method, url, body string
+		wantCode                int
+		wantReason              metav1.StatusReason
+		wantMessage             string
+	}{
+		{"malformed JSON", "POST", pods, `{"kind":"Pod","apiVersion":"v1","metadata":{"name":`, 400, metav1.StatusReasonBadRequest, "cannot be handled as a Pod"},
+		{"invalid name", "POST", pods, `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"Not_Valid"},"spec":{"containers":[{"name":"c","image":"x"}]}}`, 422, metav1.StatusReasonInvalid, "metadata.name: Invalid value"},
+		{"pod without containers", "POST", pods, `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"empty"},"spec":{}}`, 422, metav1.StatusReasonInvalid, `Pod "empty" is invalid: spec.containers: Required value`},
+		{"wrong kind for the URL", "POST", pods, `{"kind":"Node","apiVersion":"v1","metadata":{"name":"n"}}`, 400, metav1.StatusReasonBadRequest, "cannot be handled as a Pod"},
+		{"unknown field selector", "GET", pods + "?fieldSelector=foo%3Dbar", "", 400, metav1.StatusReasonBadRequest, "field label not supported: foo"},
+		{"malformed label selector", "GET", pods + "?labelSelector=a%20in%20(", "", 400, metav1.StatusReasonBadRequest, ""},
+		{"binding of a bound pod", "POST", pods + "/bound/binding", `{"kind":"Binding","apiVersion":"v1","metadata":{"name":"bound"},"target":{"kind":"Node","name":"node-b"}}`, 409, metav1.StatusReasonConflict, `pod bound is already assigned to node "node-a"`},
+		{"binding without a target", "POST", pods + "/bound/binding", `{"kind":"Binding","apiVersion":"v1","metadata":{"name":"bound"},"target":{}}`, 422, metav1.StatusReasonInvalid, "target.name: Required value"},
+		{"binding whose name differs from the URL", "POST", pods + "/bound/binding", `{"kind":"Binding","apiVersion":"v1","metadata":{"name":"other"},"target":{"name":"n"}}`, 400, metav1.StatusReasonBadRequest, "does not match"},
+		{"missing pod", "GET", pods + "/nope", "", 404, metav1.StatusReasonNotFound, `pods "nope" not found`},
+		{"missing namespace", "POST", srv.URL + "/api/v1/namespaces/nope/pods", `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"x"}]}}`, 404, metav1.StatusReasonNotFound, `namespaces "nope" not found`},
+		{"unknown resource", "GET", srv.URL + "/api/v1/namespaces/default/widgets", "", 404, metav1.StatusReasonNotFound, ""},
+		{"sendInitialEvents on a watch", "GET", pods + "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan", "", 422, metav1.StatusReasonInvalid, "sendInitialEvents is forbidden"},
+		{"negative grace period", "DELETE", pods + "/bound", `{"gracePeriodSeconds":-5}`, 400, metav1.StatusReasonBadRequest, "gracePeriodSeconds"},
+		{"unsupported patch type", "PATCH", pods + "/bound", `{}`, 415, metav1.StatusReasonUnsupportedMediaType, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			contentType := "application/json"
+			if tt.method == "PATCH" {
+				contentType = "application/apply-patch+yaml"
+			}
+			code, status, body := do(t, tt.method, tt.url, contentType, tt.body)
+			if code != tt.wantCode || status == nil {
+				t.Fatalf("code %d, want %d; body %s", code, tt.wantCode, body)
+			}
+			if status.Code != int32(tt.wantCode) || status.Reason != tt.wantReason || status.Status != metav1.StatusFailure {
+				t.Errorf("status %+v, want code %d reason %s", status, tt.wantCode, tt.wantReason)
+			}
+			if !strings.Contains(status.Message, tt.wantMessage) {
+				t.Errorf("message %q, want it to contain %q", status.Message, tt.wantMessage)
+			}
+		})
+	}
+}
+
+func TestCreateUpdateConflicts(t *testing.T) {
+	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	ctx := context.Background()
+	created, err := cs.CoreV1().Pods("default").Create(ctx, newPod("web"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.UID == "" || created.ResourceVersion == "" || created.CreationTimestamp.IsZero() {
+		t.Fatalf("server-managed metadata missing: %+v", created.ObjectMeta)
+	}
+	if created.Spec.RestartPolicy != corev1.RestartPolicyAlways || created.Spec.SchedulerName != "default-scheduler" ||
+		*created.Spec.TerminationGracePeriodSeconds != 30 || created.Status.Phase != corev1.PodPending {
+		t.Errorf("defaults not applied: %+v", created.Spec)
+	}
+
+	_, err = cs.CoreV1().Pods("default").Create(ctx, newPod("web"), metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		t.Errorf("second create: got %v, want AlreadyExists", err)
+	}
+
+	update := created.DeepCopy()
+	update.Labels["tier"] = "frontend"
+	updated, err := cs.CoreV1().Pods("default").Update(ctx, update, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if updated.ResourceVersion == created.ResourceVersion {
+		t.Errorf("resourceVersion did not change on update")
+	}
+	stale := created.DeepCopy()
+	stale.Labels["tier"] = "backend"
+	_, err = cs.CoreV1().Pods("default").Update(ctx, stale, metav1.UpdateOptions{})
+	if !apierrors.IsConflict(err) {
+		t.Errorf("update with a stale resourceVersion: got %v, want Conflict", err)
+	}
+
+	// The main resource ignores status; pods/status ignores spec.
+	withStatus := updated.DeepCopy()
+	withStatus.Status.Phase = corev1.PodRunning
+	afterMain, err := cs.CoreV1().Pods("default").Update(ctx, withStatus, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if afterMain.Status.Phase != corev1.PodPending {
+		t.Errorf("main resource changed status to %s", afterMain.Status.Phase)
+	}
+	statusWrite := afterMain.DeepCopy()
+	statusWrite.Status.Phase = corev1.PodRunning
+	statusWrite.Spec.ActiveDeadlineSeconds = ptr.To(int64(5))
+	afterStatus, err := cs.CoreV1().Pods("default").UpdateStatus(ctx, statusWrite, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if afterStatus.Status.Phase != corev1.PodRunning || afterStatus.Spec.ActiveDeadlineSeconds != nil {
+		t.Errorf("status write: phase %s, activeDeadlineSeconds %v", afterStatus.Status.Phase, afterStatus.Spec.ActiveDeadlineSeconds)
+	}
+
+	// A spec change other than the image is forbidden.
+	forbidden := afterStatus.DeepCopy()
+	forbidden.Spec.Containers[0].Name = "renamed"
+	_, err = cs.CoreV1().Pods("default").Update(ctx, forbidden, metav1.UpdateOptions{})
+	if !apierrors.IsInvalid(err) {
+		t.Errorf("renaming a container: got %v, want Invalid", err)
+	}
+
+	// kubectl label sends a merge patch; a stale resourceVersion in it is a precondition.
+	patched, err := cs.CoreV1().Pods("default").Patch(ctx, "web", types.MergePatchType, []byte(`{"metadata":{"labels":{"patched":"yes"}}}`), metav1.PatchOptions{})
+	if err != nil || patched.Labels["patched"] != "yes" {
+		t.Fatalf("merge patch: %v %v", err, patched)
+	}
+	_, err = cs.CoreV1().Pods("default").Patch(ctx, "web", types.MergePatchType,
+		[]byte(`{"metadata":{"resourceVersion":"`+created.ResourceVersion+`","labels":{"x":"y"}}}`), metav1.PatchOptions{})
+	if !apierrors.IsConflict(err) {
+		t.Errorf("patch with a stale resourceVersion: got %v, want Conflict", err)
+	}
+	_, err = cs.CoreV1().Pods("default").Patch(ctx, "web", types.StrategicMergePatchType,
+		[]byte(`{"spec":{"containers":[{"name":"c","image":"busybox:1.37"}]}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Errorf("strategic merge patch of the image: %v", err)
+	}
+}
+
+func TestBindingAssignsNodeAndSetsPodScheduled(t *testing.T) {
+	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	ctx := context.Background()
+	pod, err := cs.CoreV1().Pods("default").Create(ctx, newPod("p"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cs.CoreV1().Pods("default").Bind(ctx, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", UID: pod.UID, Annotations: map[string]string{"bound-by": "test"}},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: "node-a"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cs.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.NodeName != "node-a" || got.Annotations["bound-by"] != "test" {
+		t.Errorf("after binding: nodeName %q annotations %v", got.Spec.NodeName, got.Annotations)
+	}
+	scheduled := false
+	for _, c := range got.Status.Conditions {
+		scheduled = scheduled || (c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue)
+	}
+	if !scheduled {
+		t.Errorf("PodScheduled=True missing: %+v", got.Status.Conditions)
+	}
+	err = cs.CoreV1().Pods("default").Bind(ctx, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Name: "node-b"},
+	}, metav1.CreateOptions{})
+	if !apierrors.IsConflict(err) {
+		t.Errorf("second binding: got %v, want Conflict", err)
+	}
+}
+
+func TestGracefulPodDeletion(t *testing.T) {
+	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	ctx := context.Background()
+	unscheduled, err := cs.CoreV1().Pods("default").Create(ctx, newPod("unscheduled"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Pods("default").Delete(ctx, unscheduled.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods("default").Get(ctx, unscheduled.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a pod no kubelet runs is deleted at once; get: %v", err)
+	}
+
+	running := newPod("running")
+	running.Spec.NodeName = "node-a"
+	pod, err := cs.CoreV1().Pods("default").Create(ctx, running, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	marked, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("a bound pod stays until its kubelet deletes it: %v", err)
+	}
+	if marked.DeletionTimestamp == nil || marked.DeletionGracePeriodSeconds == nil || *marked.DeletionGracePeriodSeconds != 30 {
+		t.Fatalf("deletion not marked: %+v", marked.ObjectMeta)
+	}
+	wrongUID := types.UID("not-the-uid")
+	err = cs.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0)), Preconditions: &metav1.Preconditions{UID: &wrongUID}})
+	if !apierrors.IsConflict(err) {
+		t.Errorf("delete with a wrong UID precondition: got %v, want Conflict", err)
+	}
+	err = cs.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0)), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after the kubelet's final delete: %v", err)
+	}
+}
+
+func TestWatchFromResourceVersionWithFieldSelector(t *testing.T) {
+	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	before, err := cs.CoreV1().Pods("default").Create(ctx, newPod("before"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cs.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{
+		ResourceVersion: before.ResourceVersion,
+		FieldSelector:   "spec.nodeName=node-a",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	p := newPod("p")
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Pods("default").Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Name: "node-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Pods("default").Delete(ctx, "p", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	// The unbound create does not match; binding makes the pod match (ADDED); the delete
+	// removes it (DELETED). "before" predates the watch and never shows.
+	want := []watch.EventType{watch.Added, watch.Deleted}
+	for i, wantType := range want {
+		select {
+		case ev := <-w.ResultChan():
+			pod, ok := ev.Object.(*corev1.Pod)
+			if ev.Type != wantType || !ok || pod.Name != "p" {
+				t.Fatalf("event %d: %s %T %v, want %s of pod p", i, ev.Type, ev.Object, ev.Object, wantType)
+			}
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for event %d (%s)", i, wantType)
+		}
+	}
+}
+
+func TestKubectlFacingShapes(t *testing.T) {
+	srv := apiservertest.StartServer(t)
+	cs := kubernetes.NewForConfigOrDie(srv.Config)
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, newPod("t"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("version names the Kubernetes minor kubectl dispatches on", func(t *testing.T) {
+		_, _, body := do(t, "GET", srv.URL+"/version", "", "")
+		var v map[string]string
+		if err := json.Unmarshal(body, &v); err != nil || v["major"] != "1" || v["minor"] != "32" || !strings.HasPrefix(v["gitVersion"], "v1.32.") {
+			t.Errorf("/version = %s", body)
+		}
+	})
+
+	t.Run("pods print as a Table with kubectl's columns", func(t *testing.T) {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/v1/namespaces/default/pods?limit=500", nil)
+		req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var table metav1.Table
+		if err := json.NewDecoder(resp.Body).Decode(&table); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, c := range table.ColumnDefinitions {
+			if c.Priority == 0 {
+				names = append(names, strings.ToUpper(c.Name))
+			}
+		}
+		if got := strings.Join(names, " "); got != "NAME READY STATUS RESTARTS AGE" || table.Kind != "Table" || table.ResourceVersion == "" {
+			t.Errorf("columns %q kind %q rv %q", got, table.Kind, table.ResourceVersion)
+		}
+		if len(table.Rows) != 1 || table.Rows[0].Cells[0] != "t" || table.Rows[0].Cells[2] != "Pending" {
+			t.Errorf("rows %+v", table.Rows)
+		}
+	})
+
+	t.Run("watch stream is newline-delimited JSON events", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/v1/namespaces/default/pods?watch=1&resourceVersion=0", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		line, err := bufio.NewReader(resp.Body).ReadBytes('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev struct {
+			Type   string
+			Object map[string]interface{}
+		}
+		if err := json.Unmarshal(line, &ev); err != nil || ev.Type != "ADDED" || ev.Object["kind"] != "Pod" || ev.Object["apiVersion"] != "v1" {
+			t.Errorf("first event %s (%v)", line, err)
+		}
+	})
+
+	t.Run("discovery lists short names", func(t *testing.T) {
+		resources, err := cs.Discovery().ServerResourcesForGroupVersion("v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		short := map[string]string{}
+		for _, r := range resources.APIResources {
+			if len(r.ShortNames) > 0 {
+				short[r.Name] = r.ShortNames[0]
+			}
+		}
+		for name, want := range map[string]string{"pods": "po", "nodes": "no", "namespaces": "ns", "events": "ev"} {
+			if short[name] != want {
+				t.Errorf("%s short name %q, want %q", name, short[name], want)
+			}
+		}
+	})
+}
