@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -415,12 +414,13 @@ func (e *Store) interpretError(err error, name string) error {
 	}
 	var se *storage.StorageError
 	if !errors.As(err, &se) {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return apierrors.NewTimeoutError(err.Error(), 0)
-		}
-		var bad interface{ BadRequest() bool }
-		if errors.As(err, &bad) && bad.BadRequest() {
+		switch {
+		case errors.Is(err, storage.ErrInvalidResourceVersion), errors.Is(err, storage.ErrInvalidContinue):
 			return apierrors.NewBadRequest(err.Error())
+		case errors.Is(err, storage.ErrResourceVersionTooLarge):
+			return tooLargeResourceVersion()
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			return apierrors.NewTimeoutError(err.Error(), 0)
 		}
 		return apierrors.NewInternalError(err)
 	}
@@ -437,6 +437,15 @@ func (e *Store) interpretError(err error, name string) error {
 		return apierrors.NewResourceExpired(se.AdditionalErrorMsg)
 	}
 	return apierrors.NewInternalError(err)
+}
+
+// tooLargeResourceVersion is kube's storage.NewTooLargeResourceVersionError as a status:
+// 504 Timeout with the cause ResourceVersionTooLarge, which client-go's reflector treats
+// like 410 and relists.
+func tooLargeResourceVersion() error {
+	err := apierrors.NewTimeoutError("Too large resource version", 1)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+	return err
 }
 
 // registryConflictMessage is kube's OptimisticLockErrorMsg.
@@ -463,13 +472,4 @@ func GenerateName(base string) string {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
 	return base + string(b)
-}
-
-// UIDOf returns obj's UID, or "" if it has no ObjectMeta.
-func UIDOf(obj runtime.Object) types.UID {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return ""
-	}
-	return m.GetUID()
 }

@@ -93,3 +93,19 @@ func IsInvalidObj(err error) bool { return hasCode(err, ErrCodeInvalidObj) }
 
 // IsTooOldResourceVersion reports whether err is ErrCodeResourceVersionTooOld.
 func IsTooOldResourceVersion(err error) bool { return hasCode(err, ErrCodeResourceVersionTooOld) }
+
+// ErrInvalidResourceVersion is wrapped by the error GetList and Watch return for a
+// resourceVersion that is not "", "0" or a positive decimal etcd revision. The registry
+// maps it to 400 Bad Request.
+var ErrInvalidResourceVersion = errors.New("invalid resource version")
+
+// ErrInvalidContinue is wrapped by the error GetList returns for a continue token the
+// store did not issue, or one sent together with a resourceVersion other than "" and
+// "0". The registry maps it to 400 Bad Request, as Kubernetes does.
+var ErrInvalidContinue = errors.New("invalid continue token")
+
+// ErrResourceVersionTooLarge is wrapped by the error GetList returns when asked to read
+// at a revision etcd has not reached yet. The registry maps it to 504 Timeout with the
+// cause ResourceVersionTooLarge, as Kubernetes' storage.NewTooLargeResourceVersionError
+// does; client-go's reflector then relists.
+var ErrResourceVersionTooLarge = errors.New("too large resource version")

@@ -1,0 +1,450 @@
+package etcd3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"skiff.dev/services/apiserver/storage"
+)
+
+// ErrResourceVersionSetOnCreate is wrapped by the error Create returns when obj carries
+// a resourceVersion. Kubernetes' etcd3 store returns the same condition as a plain error
+// ("resourceVersion should not be set on objects to be created"), i.e. 500: the registry
+// is expected to clear it first.
+var ErrResourceVersionSetOnCreate = errors.New("resourceVersion should not be set on objects to be created")
+
+// maxListBatch caps how many keys one etcd range read of a filtered, paged GetList
+// fetches (Kubernetes' etcd3 store uses the same cap).
+const maxListBatch = 10000
+
+// Store is storage.Interface on etcd v3 for one resource. It mirrors
+// k8s.io/apiserver/pkg/storage/etcd3.store. A Store holds no state besides its
+// dependencies and is safe for concurrent use.
+type Store struct {
+	kv      clientv3.KV
+	watcher clientv3.Watcher
+	codec   runtime.Codec
+	newFunc func() runtime.Object
+}
+
+var _ storage.Interface = (*Store)(nil)
+
+// New returns a Store that reads and writes through client, encodes objects with codec
+// (e.g. scheme.Codecs.LegacyCodec(corev1.SchemeGroupVersion)) and uses newFunc to make
+// an empty object of the resource (e.g. &corev1.Pod{}) to decode list items and watch
+// events into. The caller keeps ownership of client.
+func New(client *clientv3.Client, codec runtime.Codec, newFunc func() runtime.Object) *Store {
+	return &Store{kv: client.KV, watcher: client.Watcher, codec: codec, newFunc: newFunc}
+}
+
+// CurrentRevision returns etcd's current revision: the resourceVersion a write made now
+// would be compared against. It is one count-only range read.
+func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
+	resp, err := s.kv.Get(ctx, "/", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("read current revision: %w", err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// Create implements storage.Interface.Create: a Txn If(CreateRevision(key)==0)
+// Then(Put) Else(Get). out (may be nil) receives the stored object with resourceVersion
+// = the put's revision. Returns *StorageError ErrCodeKeyExists (ResourceVersion = the
+// existing object's ModRevision) or an error wrapping ErrResourceVersionSetOnCreate.
+func (s *Store) Create(ctx context.Context, key string, obj, out runtime.Object) error {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", key, err)
+	}
+	if acc.GetResourceVersion() != "" {
+		return fmt.Errorf("create %s: %w", key, ErrResourceVersionSetOnCreate)
+	}
+	data, err := s.encode(obj)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", key, err)
+	}
+	resp, err := s.kv.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(data))).
+		Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("create %s: %w", key, err)
+	}
+	if !resp.Succeeded {
+		var rev int64
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			rev = kvs[0].ModRevision
+		}
+		return storage.NewKeyExistsError(key, rev)
+	}
+	return s.decode(data, out, resp.Header.Revision)
+}
+
+// Get implements storage.Interface.Get: one linearizable read of key. Returns
+// *StorageError ErrCodeKeyNotFound unless opts.IgnoreNotFound, which zeroes out instead.
+func (s *Store) Get(ctx context.Context, key string, opts storage.GetOptions, out runtime.Object) error {
+	resp, err := s.kv.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		if opts.IgnoreNotFound {
+			return runtime.SetZeroValue(out)
+		}
+		return storage.NewKeyNotFoundError(key, 0)
+	}
+	kv := resp.Kvs[0]
+	return s.decode(kv.Value, out, kv.ModRevision)
+}
+
+// GetList implements storage.Interface.GetList with one consistent snapshot: every page
+// and every etcd batch of one list reads at the same revision, which is the list's
+// resourceVersion. key is a collection key; a missing trailing "/" is added so that
+// "/registry/pods/default" never matches namespace "default2".
+//
+// Paging (opts.Predicate.Limit > 0) returns at most Limit matching items and, when more
+// keys remain, a continue token: base64url (unpadded) JSON {"v","rv","start"} where
+// start is the next key relative to key, as Kubernetes encodes it. A continue request
+// must leave ResourceVersion "" or "0"; it reads at the token's revision.
+//
+// Errors: *StorageError ErrCodeResourceVersionTooOld (410) when the revision, explicit
+// or from a continue token, is compacted; storage.ErrInvalidResourceVersion and
+// storage.ErrInvalidContinue (400); storage.ErrResourceVersionTooLarge (504).
+func (s *Store) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
+	listAcc, err := meta.ListAccessor(listObj)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", key, err)
+	}
+	prefix := key
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	rev, err := parseResourceVersion(opts.ResourceVersion)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", key, err)
+	}
+	pred := opts.Predicate
+	startKey := prefix
+	if pred.Continue != "" {
+		if rev != 0 {
+			return fmt.Errorf("list %s: %w: resourceVersion %q is not allowed with a continue token",
+				key, storage.ErrInvalidContinue, opts.ResourceVersion)
+		}
+		tokenRev, start, err := decodeContinue(pred.Continue)
+		if err != nil {
+			return fmt.Errorf("list %s: %w", key, err)
+		}
+		rev, startKey = tokenRev, prefix+start
+	}
+	limit := max(pred.Limit, 0)
+	batch := limit
+	rangeEnd := clientv3.GetPrefixRangeEnd(prefix)
+
+	var items []runtime.Object
+	var next string // key the next page starts at; "" = no next page
+	for {
+		ops := []clientv3.OpOption{clientv3.WithRange(rangeEnd)}
+		if batch > 0 {
+			ops = append(ops, clientv3.WithLimit(batch))
+		}
+		if rev > 0 {
+			ops = append(ops, clientv3.WithRev(rev))
+		}
+		resp, err := s.kv.Get(ctx, startKey, ops...)
+		if err != nil {
+			return s.listError(ctx, key, rev, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		full := false
+		for i, kv := range resp.Kvs {
+			obj, err := s.decodeNew(kv.Value, kv.ModRevision)
+			if err != nil {
+				return fmt.Errorf("list %s: %w", key, err)
+			}
+			ok, err := pred.Matches(obj)
+			if err != nil {
+				return fmt.Errorf("list %s: match %s: %w", key, kv.Key, err)
+			}
+			if ok {
+				items = append(items, obj)
+			}
+			if limit > 0 && int64(len(items)) == limit {
+				full = true
+				if i < len(resp.Kvs)-1 || resp.More {
+					next = string(kv.Key) + "\x00"
+				}
+				break
+			}
+		}
+		if full || !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		// The predicate filtered some keys out: read on from after the last key, at
+		// the same revision, in growing batches.
+		startKey = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		batch = min(batch*2, maxListBatch)
+	}
+
+	if err := meta.SetList(listObj, items); err != nil {
+		return fmt.Errorf("list %s: %w", key, err)
+	}
+	listAcc.SetResourceVersion(strconv.FormatInt(rev, 10))
+	token := ""
+	if next != "" {
+		token = encodeContinue(rev, strings.TrimPrefix(next, prefix))
+	}
+	listAcc.SetContinue(token)
+	return nil
+}
+
+// listError turns an etcd range error at rev into the storage error the contract names.
+func (s *Store) listError(ctx context.Context, key string, rev int64, err error) error {
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
+		return storage.NewTooOldResourceVersionError(rev, s.compactRevision(ctx, key, rev))
+	case errors.Is(err, rpctypes.ErrFutureRev):
+		return fmt.Errorf("list %s at revision %d: %w", key, rev, storage.ErrResourceVersionTooLarge)
+	default:
+		return fmt.Errorf("list %s: %w", key, err)
+	}
+}
+
+// compactRevision returns the revision etcd has compacted up to, given that rev is
+// compacted, or 0 if it cannot tell. etcd reports it only on a watch, so this opens one
+// at rev, which the server answers at once with a compacted response.
+func (s *Store) compactRevision(ctx context.Context, key string, rev int64) int64 {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, ok := <-s.watcher.Watch(ctx, key, clientv3.WithRev(rev))
+	if !ok {
+		return 0
+	}
+	return resp.CompactRevision
+}
+
+// GuaranteedUpdate implements storage.Interface.GuaranteedUpdate, mirroring Kubernetes'
+// etcd3 store: read, check preconditions, call tryUpdate on a freshly decoded copy
+// (resourceVersion = the read revision), then Txn If(ModRevision(key)==read revision)
+// Then(Put) Else(Get); a lost race repeats the whole cycle on the Else read.
+//
+// If tryUpdate returns an object whose resourceVersion is non-empty and differs from the
+// revision it was given, the update fails with ErrCodeResourceVersionConflicts (409):
+// the caller based its change on a state that is no longer current. If the encoded
+// result equals the stored bytes nothing is written and out gets the current object
+// with its current resourceVersion (no-op updates do not bump the revision).
+//
+// Errors: *StorageError ErrCodeKeyNotFound, ErrCodeInvalidObj (failed precondition),
+// ErrCodeResourceVersionConflicts; tryUpdate's own error unchanged.
+func (s *Store) GuaranteedUpdate(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc) error {
+	resp, err := s.kv.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("update %s: %w", key, err)
+	}
+	state, err := s.stateFrom(resp.Kvs)
+	if err != nil {
+		return fmt.Errorf("update %s: %w", key, err)
+	}
+	for {
+		if state == nil {
+			return storage.NewKeyNotFoundError(key, 0)
+		}
+		if err := checkPreconditions(key, preconditions, state.obj); err != nil {
+			return err
+		}
+		updated, err := tryUpdate(state.obj)
+		if err != nil {
+			return err
+		}
+		acc, err := meta.Accessor(updated)
+		if err != nil {
+			return fmt.Errorf("update %s: %w", key, err)
+		}
+		if rv := acc.GetResourceVersion(); rv != "" && rv != strconv.FormatInt(state.rev, 10) {
+			return storage.NewResourceVersionConflictsError(key, state.rev)
+		}
+		data, err := s.encode(updated)
+		if err != nil {
+			return fmt.Errorf("update %s: %w", key, err)
+		}
+		if bytes.Equal(data, state.data) {
+			return s.decode(state.data, out, state.rev)
+		}
+		txn, err := s.kv.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", state.rev)).
+			Then(clientv3.OpPut(key, string(data))).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return fmt.Errorf("update %s: %w", key, err)
+		}
+		if txn.Succeeded {
+			return s.decode(data, out, txn.Header.Revision)
+		}
+		if state, err = s.stateFrom(txn.Responses[0].GetResponseRange().GetKvs()); err != nil {
+			return fmt.Errorf("update %s: %w", key, err)
+		}
+	}
+}
+
+// Delete implements storage.Interface.Delete, mirroring Kubernetes' etcd3 conditional
+// delete: read, check preconditions, Txn If(ModRevision(key)==read revision)
+// Then(Delete) Else(Get), repeating on a lost race. out receives the last stored state
+// with resourceVersion = the revision of the delete itself (as Kubernetes does, and as
+// the watch's DELETED event carries).
+//
+// Errors: *StorageError ErrCodeKeyNotFound, ErrCodeInvalidObj (failed precondition).
+func (s *Store) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions) error {
+	resp, err := s.kv.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	state, err := s.stateFrom(resp.Kvs)
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	for {
+		if state == nil {
+			return storage.NewKeyNotFoundError(key, 0)
+		}
+		if err := checkPreconditions(key, preconditions, state.obj); err != nil {
+			return err
+		}
+		txn, err := s.kv.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", state.rev)).
+			Then(clientv3.OpDelete(key)).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return fmt.Errorf("delete %s: %w", key, err)
+		}
+		if txn.Succeeded {
+			return s.decode(state.data, out, txn.Header.Revision)
+		}
+		if state, err = s.stateFrom(txn.Responses[0].GetResponseRange().GetKvs()); err != nil {
+			return fmt.Errorf("delete %s: %w", key, err)
+		}
+	}
+}
+
+// objState is one read of a key: the stored bytes, their ModRevision and a decoded copy
+// whose resourceVersion is that revision.
+type objState struct {
+	obj  runtime.Object
+	data []byte
+	rev  int64
+}
+
+// stateFrom decodes the result of a single-key read; nil means the key does not exist.
+func (s *Store) stateFrom(kvs []*mvccpb.KeyValue) (*objState, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	kv := kvs[0]
+	obj, err := s.decodeNew(kv.Value, kv.ModRevision)
+	if err != nil {
+		return nil, err
+	}
+	return &objState{obj: obj, data: kv.Value, rev: kv.ModRevision}, nil
+}
+
+// checkPreconditions mirrors storage.Preconditions.Check in Kubernetes, messages included.
+func checkPreconditions(key string, p *storage.Preconditions, obj runtime.Object) error {
+	if p == nil {
+		return nil
+	}
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return storage.NewInvalidObjError(key, err.Error())
+	}
+	if p.UID != nil && *p.UID != acc.GetUID() {
+		return storage.NewInvalidObjError(key, fmt.Sprintf(
+			"Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, acc.GetUID()))
+	}
+	if p.ResourceVersion != nil && *p.ResourceVersion != acc.GetResourceVersion() {
+		return storage.NewInvalidObjError(key, fmt.Sprintf(
+			"Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v",
+			*p.ResourceVersion, acc.GetResourceVersion()))
+	}
+	return nil
+}
+
+// encode serializes obj with resourceVersion cleared (it is never stored: it is the
+// ModRevision). obj itself is left untouched.
+func (s *Store) encode(obj runtime.Object) ([]byte, error) {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	if acc.GetResourceVersion() != "" {
+		obj = obj.DeepCopyObject()
+		acc, err = meta.Accessor(obj)
+		if err != nil {
+			return nil, err
+		}
+		acc.SetResourceVersion("")
+	}
+	return runtime.Encode(s.codec, obj)
+}
+
+// decode fills out (zeroed first, since decoding into a used object merges maps and
+// slices) from data and sets its resourceVersion to rev. A nil out asks for nothing.
+func (s *Store) decode(data []byte, out runtime.Object, rev int64) error {
+	if out == nil {
+		return nil
+	}
+	if err := runtime.SetZeroValue(out); err != nil {
+		return err
+	}
+	got, _, err := s.codec.Decode(data, nil, out)
+	if err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	if got != out {
+		return fmt.Errorf("decode: stored object is %T, want %T", got, out)
+	}
+	return setResourceVersion(out, rev)
+}
+
+// decodeNew decodes data into a new object of the resource with resourceVersion rev.
+func (s *Store) decodeNew(data []byte, rev int64) (runtime.Object, error) {
+	obj := s.newFunc()
+	if err := s.decode(data, obj, rev); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+func setResourceVersion(obj runtime.Object, rev int64) error {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	acc.SetResourceVersion(strconv.FormatInt(rev, 10))
+	return nil
+}
+
+// parseResourceVersion returns the etcd revision rv names; 0 means "latest" ("" or "0").
+func parseResourceVersion(rv string) (int64, error) {
+	if rv == "" {
+		return 0, nil
+	}
+	rev, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil || rev < 0 {
+		return 0, fmt.Errorf("%w: %q", storage.ErrInvalidResourceVersion, rv)
+	}
+	return rev, nil
+}

@@ -1,0 +1,240 @@
+package etcd3
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"skiff.dev/services/apiserver/storage"
+)
+
+// watchBufferSize is how many events a watcher holds for a slow consumer before it stops
+// reading from etcd (etcd then buffers on its side). Kubernetes' etcd3 watcher uses 100.
+const watchBufferSize = 100
+
+// Watch implements storage.Interface.Watch, mirroring Kubernetes' etcd3 watcher
+// (watcher.go). key is one object, or a collection when it ends in "/".
+//
+// opts.ResourceVersion "" or "0" first reads the current state and sends a synthetic
+// watch.Added for each match, in key order, then every change after that read;
+// any other revision R sends every change after R (an etcd watch from R+1 with
+// WithPrevKV). With opts.Predicate, an object that starts matching arrives as Added, one
+// that stops matching as Deleted carrying its last matching state with the
+// resourceVersion of the change. A Deleted event's resourceVersion is the delete's.
+//
+// The watch requires an etcd leader (clientv3.WithRequireLeader), so a member cut off
+// from its cluster ends the watch instead of going silent. Errors end the watch with
+// one watch.Error event whose object is a *metav1.Status: 410 Expired ("too old
+// resource version: R (C)") when R is compacted, 500 InternalError otherwise (decode
+// failure, lost leader, etcd gone). The result channel (capacity 100) is closed when the
+// watch ends: after an error, when ctx is done, or when Stop is called. Stop returns once
+// the watcher's goroutine has exited.
+//
+// Returns storage.ErrInvalidResourceVersion (400) for a malformed opts.ResourceVersion.
+func (s *Store) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
+	rev, err := parseResourceVersion(opts.ResourceVersion)
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", key, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &watcher{
+		store:     s,
+		key:       key,
+		recursive: strings.HasSuffix(key, "/"),
+		pred:      opts.Predicate,
+		result:    make(chan watch.Event, watchBufferSize),
+		cancel:    cancel,
+		done:      make(chan struct{}),
+	}
+	go w.run(ctx, rev)
+	return w, nil
+}
+
+// watcher is one running Watch: a goroutine that turns etcd watch responses into
+// watch.Events on result. It mirrors Kubernetes' etcd3 watchChan.
+type watcher struct {
+	store     *Store
+	key       string
+	recursive bool
+	pred      storage.SelectionPredicate
+	result    chan watch.Event
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+// ResultChan implements watch.Interface.
+func (w *watcher) ResultChan() <-chan watch.Event { return w.result }
+
+// Stop implements watch.Interface: it ends the watch, and returns once the result
+// channel is closed and the etcd watch released. Safe to call more than once.
+func (w *watcher) Stop() {
+	w.cancel()
+	<-w.done
+}
+
+// run sends the initial state when rev is 0, then the etcd watch after it, until ctx is
+// done or an error ends the watch.
+func (w *watcher) run(ctx context.Context, rev int64) {
+	defer close(w.done)
+	defer close(w.result)
+	defer w.cancel()
+
+	if rev == 0 {
+		var ok bool
+		if rev, ok = w.sendInitialState(ctx); !ok {
+			return
+		}
+	}
+
+	opts := []clientv3.OpOption{clientv3.WithRev(rev + 1), clientv3.WithPrevKV()}
+	if w.recursive {
+		opts = append(opts, clientv3.WithPrefix())
+	}
+	wch := w.store.watcher.Watch(clientv3.WithRequireLeader(ctx), w.key, opts...)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case resp, open := <-wch:
+			if !open {
+				if ctx.Err() == nil {
+					w.sendInternalError(ctx, fmt.Errorf("watch %s: etcd closed the watch", w.key))
+				}
+				return
+			}
+			if resp.CompactRevision != 0 {
+				status := apierrors.NewResourceExpired(fmt.Sprintf(
+					"too old resource version: %d (%d)", rev, resp.CompactRevision)).ErrStatus
+				w.send(ctx, watch.Event{Type: watch.Error, Object: &status})
+				return
+			}
+			if err := resp.Err(); err != nil {
+				w.sendInternalError(ctx, fmt.Errorf("watch %s: %w", w.key, err))
+				return
+			}
+			for _, ev := range resp.Events {
+				event, ok, err := w.transform(ev)
+				if err != nil {
+					w.sendInternalError(ctx, fmt.Errorf("watch %s: %w", w.key, err))
+					return
+				}
+				if ok && !w.send(ctx, event) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// sendInitialState sends a synthetic Added for every current match and returns the
+// revision it read at; ok is false when the watch must end.
+func (w *watcher) sendInitialState(ctx context.Context) (rev int64, ok bool) {
+	var opts []clientv3.OpOption
+	if w.recursive {
+		opts = append(opts, clientv3.WithPrefix())
+	}
+	resp, err := w.store.kv.Get(ctx, w.key, opts...)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.sendInternalError(ctx, fmt.Errorf("watch %s: initial read: %w", w.key, err))
+		}
+		return 0, false
+	}
+	for _, kv := range resp.Kvs {
+		obj, err := w.store.decodeNew(kv.Value, kv.ModRevision)
+		if err != nil {
+			w.sendInternalError(ctx, fmt.Errorf("watch %s: %w", w.key, err))
+			return 0, false
+		}
+		match, err := w.pred.Matches(obj)
+		if err != nil {
+			w.sendInternalError(ctx, fmt.Errorf("watch %s: match %s: %w", w.key, kv.Key, err))
+			return 0, false
+		}
+		if match && !w.send(ctx, watch.Event{Type: watch.Added, Object: obj}) {
+			return 0, false
+		}
+	}
+	return resp.Header.Revision, true
+}
+
+// transform turns one etcd event into the watch event the predicate calls for; ok is
+// false when the event concerns no matching object. Mirrors watchChan.transform.
+func (w *watcher) transform(ev *clientv3.Event) (event watch.Event, ok bool, err error) {
+	rev := ev.Kv.ModRevision
+	if ev.Type == clientv3.EventTypeDelete {
+		if ev.PrevKv == nil {
+			return event, false, fmt.Errorf("delete of %s at revision %d has no previous value", ev.Kv.Key, rev)
+		}
+		old, match, err := w.decodeAndMatch(ev.PrevKv.Value, rev)
+		if err != nil || !match {
+			return event, false, err
+		}
+		return watch.Event{Type: watch.Deleted, Object: old}, true, nil
+	}
+
+	cur, curMatch, err := w.decodeAndMatch(ev.Kv.Value, rev)
+	if err != nil {
+		return event, false, err
+	}
+	if ev.IsCreate() || w.pred.Empty() {
+		// Nothing was visible before a create, and without a predicate an object
+		// cannot move in or out of view: no need to decode the previous state.
+		evType := watch.Modified
+		if ev.IsCreate() {
+			evType = watch.Added
+		}
+		return watch.Event{Type: evType, Object: cur}, curMatch, nil
+	}
+	var old runtime.Object
+	prevMatch := false
+	if ev.PrevKv != nil {
+		if old, prevMatch, err = w.decodeAndMatch(ev.PrevKv.Value, rev); err != nil {
+			return event, false, err
+		}
+	}
+	switch {
+	case curMatch && prevMatch:
+		return watch.Event{Type: watch.Modified, Object: cur}, true, nil
+	case curMatch:
+		return watch.Event{Type: watch.Added, Object: cur}, true, nil
+	case prevMatch:
+		return watch.Event{Type: watch.Deleted, Object: old}, true, nil
+	default:
+		return event, false, nil
+	}
+}
+
+// decodeAndMatch decodes a stored value with resourceVersion rev and applies the predicate.
+func (w *watcher) decodeAndMatch(data []byte, rev int64) (runtime.Object, bool, error) {
+	obj, err := w.store.decodeNew(data, rev)
+	if err != nil {
+		return nil, false, err
+	}
+	match, err := w.pred.Matches(obj)
+	if err != nil {
+		return nil, false, fmt.Errorf("match: %w", err)
+	}
+	return obj, match, nil
+}
+
+// send delivers ev unless the watch is ending; it reports whether ev was delivered.
+func (w *watcher) send(ctx context.Context, ev watch.Event) bool {
+	select {
+	case w.result <- ev:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// sendInternalError delivers err as a watch.Error event with a 500 InternalError Status.
+func (w *watcher) sendInternalError(ctx context.Context, err error) {
+	status := apierrors.NewInternalError(err).ErrStatus
+	w.send(ctx, watch.Event{Type: watch.Error, Object: &status})
+}
