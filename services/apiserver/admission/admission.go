@@ -80,7 +80,7 @@ func (l NamespaceLifecycle) Admit(ctx context.Context, a Attributes) error {
 	if a.Operation != Create || a.Namespace == "" || a.Subresource != "" {
 		return nil
 	}
-	obj, err := l.Namespaces.Get(ctx, "", a.Namespace)
+	obj, err := l.Namespaces.Get(ctx, "", a.Namespace, &metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return apierrors.NewNotFound(corev1.Resource("namespaces"), a.Namespace)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 
@@ -103,7 +102,12 @@ func (h *resourceHandler) get(ctx context.Context, w http.ResponseWriter, r *htt
 		h.notSupported(w, req, "get")
 		return
 	}
-	obj, err := getter.Get(ctx, req.Namespace, req.Name)
+	opts := &metav1.GetOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		writeError(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	obj, err := getter.Get(ctx, req.Namespace, req.Name, opts)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -208,11 +212,12 @@ func (h *resourceHandler) create(ctx context.Context, w http.ResponseWriter, r *
 		writeError(w, apierrors.NewBadRequest(err.Error()))
 		return
 	}
-	obj, err := decodeBody(r, req.gvk, req.storage.New())
+	obj, warnings, err := decodeBody(r, req.gvk, req.storage.New(), opts.FieldValidation)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	addWarnings(w, warnings)
 	objMeta, err := meta.Accessor(obj)
 	if err != nil {
 		writeError(w, apierrors.NewBadRequest(err.Error()))
@@ -257,11 +262,12 @@ func (h *resourceHandler) update(ctx context.Context, w http.ResponseWriter, r *
 		writeError(w, apierrors.NewBadRequest(err.Error()))
 		return
 	}
-	obj, err := decodeBody(r, req.gvk, req.storage.New())
+	obj, warnings, err := decodeBody(r, req.gvk, req.storage.New(), opts.FieldValidation)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	addWarnings(w, warnings)
 	h.runUpdate(ctx, w, req, updater, rest.DefaultUpdatedObjectInfo(obj), opts)
 }
 
@@ -309,9 +315,9 @@ func (h *resourceHandler) patch(ctx context.Context, w http.ResponseWriter, r *h
 		writeError(w, unsupportedMediaType(r.Header.Get("Content-Type")))
 		return
 	}
-	patchBytes, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxRequestBodyBytes))
+	patchBytes, err := readBody(r)
 	if err != nil {
-		writeError(w, apierrors.NewBadRequest(fmt.Sprintf("reading patch: %v", err)))
+		writeError(w, err)
 		return
 	}
 	gvk := req.gvk
@@ -364,9 +370,9 @@ func (h *resourceHandler) delete(ctx context.Context, w http.ResponseWriter, r *
 		return
 	}
 	if r.ContentLength != 0 && r.Body != nil {
-		body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxRequestBodyBytes))
+		body, err := readBody(r)
 		if err != nil {
-			writeError(w, apierrors.NewBadRequest(fmt.Sprintf("reading request body: %v", err)))
+			writeError(w, err)
 			return
 		}
 		if len(body) > 0 {

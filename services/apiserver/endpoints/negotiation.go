@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,8 +40,62 @@ func wantsTable(r *http.Request) bool {
 
 // decodeBody reads the request body into into, accepting JSON, YAML or protobuf
 // (client-go's typed clients send protobuf). defaultGVK fills a missing apiVersion/kind
-// (kubectl's DeleteOptions body has neither). Errors are 400/415 statuses.
-func decodeBody(r *http.Request, defaultGVK schema.GroupVersionKind, into runtime.Object) (runtime.Object, error) {
+// (kubectl's DeleteOptions body has neither). fieldValidation says what unknown or
+// duplicate fields do, as kube-apiserver's server-side field validation: "Strict" fails
+// with 400, "Ignore" drops them, "Warn" (the default) drops them and returns one warning
+// each for the Warning header. Errors are 400/413/415 statuses.
+func decodeBody(r *http.Request, defaultGVK schema.GroupVersionKind, into runtime.Object, fieldValidation string) (runtime.Object, []string, error) {
+	body, err := readBody(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(body) == 0 {
+		return nil, nil, apierrors.NewBadRequest("request body is empty")
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mediaType, _, err := mime.ParseMediaType(ct)
+		if err != nil {
+			return nil, nil, unsupportedMediaType(ct)
+		}
+		switch mediaType {
+		case "application/json", "application/yaml", "application/vnd.kubernetes.protobuf", "*/*", "text/plain":
+		default:
+			return nil, nil, unsupportedMediaType(ct)
+		}
+	}
+	var warnings []string
+	decoder := scheme.Codecs.UniversalDeserializer()
+	switch fieldValidation {
+	case "", metav1.FieldValidationWarn, metav1.FieldValidationStrict:
+		decoder = scheme.StrictCodecs.UniversalDeserializer()
+	case metav1.FieldValidationIgnore:
+	default:
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("fieldValidation parameter unsupported: %q, must be one of Ignore, Warn or Strict", fieldValidation))
+	}
+	obj, gvk, err := decoder.Decode(body, &defaultGVK, into)
+	if strictErr, ok := runtime.AsStrictDecodingError(err); ok && obj != nil {
+		if fieldValidation == metav1.FieldValidationStrict {
+			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v",
+				defaultGVK.Kind, defaultGVK.GroupVersion().String(), defaultGVK.Kind, err))
+		}
+		for _, e := range strictErr.Errors() {
+			warnings = append(warnings, e.Error())
+		}
+		err = nil
+	}
+	if err != nil {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v",
+			defaultGVK.Kind, defaultGVK.GroupVersion().String(), defaultGVK.Kind, err))
+	}
+	if gvk.Kind != defaultGVK.Kind || obj != into {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: the object provided is unrecognized (must be of type %s)",
+			gvk.Kind, gvk.GroupVersion().String(), defaultGVK.Kind, defaultGVK.Kind))
+	}
+	return obj, warnings, nil
+}
+
+// readBody reads at most maxRequestBodyBytes (413 beyond).
+func readBody(r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxRequestBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -49,30 +104,15 @@ func decodeBody(r *http.Request, defaultGVK schema.GroupVersionKind, into runtim
 		}
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("reading request body: %v", err))
 	}
-	if len(body) == 0 {
-		return nil, apierrors.NewBadRequest("request body is empty")
+	return body, nil
+}
+
+// addWarnings sets one Warning header per message, as kube-apiserver does
+// (299 - "message"), which kubectl prints as "Warning: message".
+func addWarnings(w http.ResponseWriter, warnings []string) {
+	for _, msg := range warnings {
+		w.Header().Add("Warning", fmt.Sprintf("299 - %s", strconv.Quote(msg)))
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mediaType, _, err := mime.ParseMediaType(ct)
-		if err != nil {
-			return nil, unsupportedMediaType(ct)
-		}
-		switch mediaType {
-		case "application/json", "application/yaml", "application/vnd.kubernetes.protobuf", "*/*", "text/plain":
-		default:
-			return nil, unsupportedMediaType(ct)
-		}
-	}
-	obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(body, &defaultGVK, into)
-	if err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v",
-			defaultGVK.Kind, defaultGVK.GroupVersion().String(), defaultGVK.Kind, err))
-	}
-	if gvk.Kind != defaultGVK.Kind || obj != into {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: the object provided is unrecognized (must be of type %s)",
-			gvk.Kind, gvk.GroupVersion().String(), defaultGVK.Kind, defaultGVK.Kind))
-	}
-	return obj, nil
 }
 
 // writeObject writes obj as JSON with its apiVersion and kind for gv.

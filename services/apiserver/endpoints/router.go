@@ -75,6 +75,10 @@ func NewHandler(cfg Config) http.Handler {
 		ok(w, req)
 	})
 
+	openapi := newOpenAPIV3(append([]*APIGroupVersion{cfg.Core}, cfg.Groups...))
+	r.Get("/openapi/v3", openapi.serveIndex)
+	r.Get("/openapi/v3/*", openapi.serveDocument)
+
 	d := newDiscovery(cfg.Core, cfg.Groups)
 	r.Get("/api", d.serveAPIVersions)
 	r.Get("/apis", d.serveAPIGroupList)

@@ -156,14 +156,19 @@ func (e *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 	return out, nil
 }
 
-// Get returns the object or 404 NotFound.
-func (e *Store) Get(ctx context.Context, namespace, name string) (runtime.Object, error) {
+// Get returns the object or 404 NotFound. opts.ResourceVersion "" reads from etcd; "0"
+// accepts the watch cache's state.
+func (e *Store) Get(ctx context.Context, namespace, name string, opts *metav1.GetOptions) (runtime.Object, error) {
 	key, err := e.KeyFunc(namespace, name)
 	if err != nil {
 		return nil, err
 	}
+	var storageOpts storage.GetOptions
+	if opts != nil {
+		storageOpts.ResourceVersion = opts.ResourceVersion
+	}
 	out := e.NewFunc()
-	if err := e.Storage.Get(ctx, key, storage.GetOptions{}, out); err != nil {
+	if err := e.Storage.Get(ctx, key, storageOpts, out); err != nil {
 		return nil, e.interpretError(err, name)
 	}
 	return out, nil
@@ -178,7 +183,7 @@ func (e *Store) List(ctx context.Context, namespace string, opts *metainternalve
 		return nil, err
 	}
 	list := e.NewListFunc()
-	storageOpts := storage.ListOptions{ResourceVersion: opts.ResourceVersion, Predicate: pred}
+	storageOpts := storage.ListOptions{ResourceVersion: opts.ResourceVersion, ResourceVersionMatch: opts.ResourceVersionMatch, Predicate: pred}
 	if err := e.Storage.GetList(ctx, e.collectionKey(namespace), storageOpts, list); err != nil {
 		return nil, e.interpretError(err, "")
 	}
@@ -192,7 +197,12 @@ func (e *Store) Watch(ctx context.Context, namespace string, opts *metainternalv
 	if err != nil {
 		return nil, err
 	}
-	w, err := e.Storage.Watch(ctx, e.collectionKey(namespace), storage.ListOptions{ResourceVersion: opts.ResourceVersion, Predicate: pred})
+	w, err := e.Storage.Watch(ctx, e.collectionKey(namespace), storage.ListOptions{
+		ResourceVersion:     opts.ResourceVersion,
+		Predicate:           pred,
+		AllowWatchBookmarks: opts.AllowWatchBookmarks,
+		SendInitialEvents:   opts.SendInitialEvents,
+	})
 	if err != nil {
 		return nil, e.interpretError(err, "")
 	}
@@ -208,6 +218,9 @@ func (e *Store) predicate(opts *metainternalversion.ListOptions) (storage.Select
 		GetAttrs: e.Strategy.GetAttrs,
 		Limit:    opts.Limit,
 		Continue: opts.Continue,
+	}
+	if indexed, ok := e.Strategy.(IndexedStrategy); ok {
+		pred.IndexFields = indexed.IndexFields()
 	}
 	if pred.Label == nil {
 		pred.Label = labels.Everything()

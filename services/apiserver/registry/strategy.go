@@ -53,3 +53,11 @@ type TablePrinter interface {
 	// TableRow returns the cells of one object, one per column.
 	TableRow(obj runtime.Object) []interface{}
 }
+
+// IndexedStrategy is implemented by strategies whose objects a watch cache should index
+// by field (pods by spec.nodeName), so a watcher selecting one value pays only for the
+// objects carrying it. Mirrors the cacher's IndexerFuncs.
+type IndexedStrategy interface {
+	// IndexFields names the indexed fields, each a key of GetAttrs' field set.
+	IndexFields() []string
+}

@@ -24,6 +24,10 @@ var Scheme = runtime.NewScheme()
 // Codecs builds serializers for JSON, YAML and protobuf over Scheme.
 var Codecs = serializer.NewCodecFactory(Scheme)
 
+// StrictCodecs decode request bodies reporting unknown and duplicate fields as a
+// strict-decoding error next to the decoded object, for fieldValidation=Strict|Warn.
+var StrictCodecs = serializer.NewCodecFactory(Scheme, serializer.EnableStrict)
+
 // ParameterCodec decodes query parameters into option structs (ListOptions,
 // CreateOptions, DeleteOptions, PatchOptions).
 var ParameterCodec = runtime.NewParameterCodec(Scheme)

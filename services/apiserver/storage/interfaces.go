@@ -7,6 +7,7 @@ package storage
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -83,15 +84,29 @@ type Preconditions struct {
 type GetOptions struct {
 	// IgnoreNotFound makes a missing key return nil with out left zeroed.
 	IgnoreNotFound bool
+	// ResourceVersion: "" = a consistent read from etcd; "0" = any recent state (a
+	// watch cache may answer); otherwise the state must be at least that new.
+	ResourceVersion string
 }
 
-// ListOptions tunes GetList and Watch.
+// ListOptions tunes GetList and Watch. Mirrors k8s.io/apiserver/pkg/storage.ListOptions.
 type ListOptions struct {
 	// ResourceVersion: "" or "0" = latest (and, for Watch, synthetic Added events
-	// first); otherwise an etcd revision in decimal.
+	// first); otherwise an etcd revision in decimal. For GetList, "" is a consistent
+	// read from etcd and "0" may be served from a watch cache.
 	ResourceVersion string
+	// ResourceVersionMatch (GetList only): NotOlderThan or Exact, as in
+	// metav1.ListOptions; empty means NotOlderThan for a non-zero ResourceVersion.
+	ResourceVersionMatch metav1.ResourceVersionMatch
 	// Predicate filters objects by labels and fields and pages lists.
 	Predicate SelectionPredicate
+	// AllowWatchBookmarks lets Watch send watch.Bookmark events whose object carries
+	// only the resourceVersion up to which the watcher has seen every change.
+	AllowWatchBookmarks bool
+	// SendInitialEvents (Watch only, WatchList): when true, Watch first sends an Added
+	// event for every object matching at ResourceVersion ("" = latest), then one
+	// Bookmark annotated "k8s.io/initial-events-end": "true", then changes.
+	SendInitialEvents *bool
 }
 
 // AttrFunc returns the labels and the selectable fields (e.g. "spec.nodeName") of obj.
@@ -108,6 +123,10 @@ type SelectionPredicate struct {
 	GetAttrs AttrFunc
 	Limit    int64
 	Continue string
+	// IndexFields names fields (e.g. "spec.nodeName") whose exact-match requirement in
+	// Field a watch cache may use to look up watchers and objects by index instead of
+	// testing every one.
+	IndexFields []string
 }
 
 // Empty reports whether the predicate matches every object.

@@ -18,9 +18,10 @@ type Storage interface {
 	New() runtime.Object
 }
 
-// Getter reads one object by namespace ("" for cluster-scoped) and name.
+// Getter reads one object by namespace ("" for cluster-scoped) and name. opts may be
+// nil; its resourceVersion "0" allows an answer from the watch cache.
 type Getter interface {
-	Get(ctx context.Context, namespace, name string) (runtime.Object, error)
+	Get(ctx context.Context, namespace, name string, opts *metav1.GetOptions) (runtime.Object, error)
 }
 
 // Lister lists a collection; namespace "" lists across all namespaces.

@@ -68,6 +68,9 @@ func (Strategy) GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
 	return labels.Set(pod.Labels), ToSelectableFields(pod), nil
 }
 
+// IndexFields indexes pods by spec.nodeName: every kubelet watches only its own pods.
+func (Strategy) IndexFields() []string { return []string{"spec.nodeName"} }
+
 // ToSelectableFields returns the field set pods support in field selectors. Mirrors
 // kube's PodToSelectableFields (pkg/registry/core/pod/strategy.go).
 func ToSelectableFields(pod *corev1.Pod) fields.Set {
