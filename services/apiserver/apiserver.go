@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"skiff.dev/services/apiserver/admission"
+	namespacecontroller "skiff.dev/services/apiserver/controller/namespace"
 	"skiff.dev/services/apiserver/endpoints"
-	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/coordination/lease"
 	"skiff.dev/services/apiserver/registry/core/event"
 	"skiff.dev/services/apiserver/registry/core/namespace"
@@ -40,9 +40,10 @@ type Config struct {
 
 // APIServer serves the Kubernetes API over etcd.
 type APIServer struct {
-	etcd       *clientv3.Client
-	handler    http.Handler
-	namespaces *registry.Store
+	etcd                *clientv3.Client
+	handler             http.Handler
+	namespaces          *namespace.REST
+	namespaceController *namespacecontroller.Controller
 }
 
 // New builds the apiserver's registries and HTTP handler. It does not touch etcd yet.
@@ -55,7 +56,7 @@ func New(cfg Config) (*APIServer, error) {
 	}
 	pods := pod.NewStorage(storageFor(func() runtime.Object { return &corev1.Pod{} }))
 	nodes := node.NewStorage(storageFor(func() runtime.Object { return &corev1.Node{} }))
-	namespaces := namespace.NewStorage(storageFor(func() runtime.Object { return &corev1.Namespace{} }))
+	namespaces := namespace.NewREST(storageFor(func() runtime.Object { return &corev1.Namespace{} }))
 	events := event.NewStorage(storageFor(func() runtime.Object { return &corev1.Event{} }))
 	leases := lease.NewStorage(storageFor(func() runtime.Object { return &coordinationv1.Lease{} }))
 
@@ -79,7 +80,14 @@ func New(cfg Config) (*APIServer, error) {
 			{Name: "leases", SingularName: "lease", Kind: "Lease", Namespaced: true, Storage: leases},
 		},
 	}
-	s := &APIServer{etcd: cfg.Etcd, namespaces: namespaces}
+	s := &APIServer{
+		etcd:       cfg.Etcd,
+		namespaces: namespaces,
+		namespaceController: &namespacecontroller.Controller{
+			Namespaces: namespaces,
+			Contents:   []namespacecontroller.Content{pods.Pod, events, leases},
+		},
+	}
 	s.handler = endpoints.NewHandler(endpoints.Config{
 		Core:      core,
 		Groups:    []*endpoints.APIGroupVersion{coordination},
@@ -133,6 +141,12 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 			slog.Error("creating system namespaces", "err", err)
 		}
 	}()
+	controllerDone := make(chan struct{})
+	go func() {
+		defer close(controllerDone)
+		s.namespaceController.Run(ctx)
+	}()
+	defer func() { <-controllerDone }()
 	errCh := make(chan error, 1)
 	go func() { errCh <- srv.Serve(l) }()
 	select {

@@ -392,3 +392,127 @@ func TestKubectlFacingShapes(t *testing.T) {
 		}
 	})
 }
+
+func TestNamespaceDeletionRemovesContentsThenNamespace(t *testing.T) {
+	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods("team").Create(ctx, newPod("p"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Namespaces().Delete(ctx, "team", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := cs.CoreV1().Pods("team").Create(ctx, newPod("late"), metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) && !apierrors.IsNotFound(err) {
+		t.Errorf("create in a terminating namespace: got %v, want Forbidden (or NotFound once it is gone)", err)
+	}
+	for {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, "team", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("namespace still there: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if pods, err := cs.CoreV1().Pods("team").List(ctx, metav1.ListOptions{}); err != nil || len(pods.Items) != 0 {
+		t.Errorf("contents left after the namespace went: %v %v", err, pods)
+	}
+	err = cs.CoreV1().Namespaces().Delete(ctx, "kube-system", metav1.DeleteOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("deleting kube-system: got %v, want Forbidden", err)
+	}
+}
+
+func TestFinalizersHoldDeletionUntilRemoved(t *testing.T) {
+	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	ctx := context.Background()
+	p := newPod("held")
+	p.Finalizers = []string{"example.com/hold"}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Pods("default").Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := cs.CoreV1().Pods("default").Get(ctx, "held", metav1.GetOptions{})
+	if err != nil || held.DeletionTimestamp == nil {
+		t.Fatalf("a pod with a finalizer stays, marked: %v %+v", err, held)
+	}
+	if _, err := cs.CoreV1().Pods("default").Patch(ctx, "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods("default").Get(ctx, "held", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("removing the last finalizer deletes the pod; get: %v", err)
+	}
+}
+
+func TestFieldValidation(t *testing.T) {
+	srv := apiservertest.StartServer(t)
+	pods := srv.URL + "/api/v1/namespaces/default/pods"
+	body := func(name string) string {
+		return `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"` + name + `"},"spec":{"bogusField":1,"containers":[{"name":"c","image":"x"}]}}`
+	}
+	code, status, _ := do(t, "POST", pods+"?fieldValidation=Strict", "application/json", body("strict"))
+	if code != 400 || !strings.Contains(status.Message, `strict decoding error: unknown field "spec.bogusField"`) {
+		t.Errorf("Strict: %d %+v", code, status)
+	}
+	req, _ := http.NewRequest("POST", pods+"?fieldValidation=Warn", strings.NewReader(body("warn")))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 || resp.Header.Get("Warning") != `299 - "unknown field \"spec.bogusField\""` {
+		t.Errorf("Warn: %d, Warning %q", resp.StatusCode, resp.Header.Get("Warning"))
+	}
+	if code, _, _ := do(t, "POST", pods+"?fieldValidation=Ignore", "application/json", body("ignore")); code != 201 {
+		t.Errorf("Ignore: %d", code)
+	}
+}
+
+func TestDiscoveryOpenAPIAndMetrics(t *testing.T) {
+	srv := apiservertest.StartServer(t)
+	get := func(path, accept string) (*http.Response, []byte) {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, body
+	}
+	resp, body := get("/api", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json")
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList" ||
+		!strings.Contains(string(body), `"responseKind":{"group":"","version":"v1","kind":"Pod"}`) {
+		t.Errorf("aggregated /api: %s %s", ct, body)
+	}
+	if _, body := get("/api", "application/json"); !strings.Contains(string(body), `"kind":"APIVersions"`) {
+		t.Errorf("legacy /api: %s", body)
+	}
+	_, index := get("/openapi/v3", "")
+	var paths struct {
+		Paths map[string]struct{ ServerRelativeURL string }
+	}
+	if err := json.Unmarshal(index, &paths); err != nil || paths.Paths["api/v1"].ServerRelativeURL == "" {
+		t.Fatalf("openapi index %s", index)
+	}
+	_, doc := get(paths.Paths["api/v1"].ServerRelativeURL, "")
+	if !strings.Contains(string(doc), `"/api/v1/namespaces/{namespace}/pods/{name}":{"patch"`) || !strings.Contains(string(doc), `"name":"fieldValidation"`) {
+		t.Errorf("openapi api/v1 document lacks the pods PATCH operation: %.400s", doc)
+	}
+	_, _ = get("/api/v1/namespaces/default/pods", "")
+	if _, metrics := get("/metrics", ""); !strings.Contains(string(metrics), `apiserver_request_total{code="200",component="apiserver",group="",resource="pods",scope="namespace",subresource="",verb="LIST",version="v1"} 1`) {
+		t.Errorf("metrics lack the pod LIST: %s", metrics)
+	}
+}

@@ -1,11 +1,20 @@
 package endpoints
 
 import (
+	"mime"
 	"net"
 	"net/http"
+	"sort"
+	"strings"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// aggregatedContentType is the media type of aggregated discovery (apidiscovery.k8s.io/v2).
+// client-go branches on it in the response Content-Type: with it, one request per /api and
+// /apis replaces one per group version.
+const aggregatedContentType = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
 // discovery serves the legacy discovery documents kubectl and client-go read to map
 // kinds to resources: APIVersions at /api, APIGroupList at /apis, APIGroup at
@@ -20,7 +29,66 @@ func newDiscovery(core *APIGroupVersion, groups []*APIGroupVersion) *discovery {
 	return &discovery{core: core, groups: groups}
 }
 
+// wantsAggregated reports whether the Accept header asks for aggregated discovery v2.
+func wantsAggregated(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mediaType, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err == nil && mediaType == "application/json" && params["g"] == "apidiscovery.k8s.io" &&
+			params["v"] == "v2" && params["as"] == "APIGroupDiscoveryList" {
+			return true
+		}
+	}
+	return false
+}
+
+// aggregated is the APIGroupDiscoveryList of the given group versions, as
+// kube-apiserver serves at /api (core) and /apis (named groups). Mirrors
+// k8s.io/apiserver/pkg/endpoints/discovery/aggregated.
+func aggregated(gvs []*APIGroupVersion) *apidiscoveryv2.APIGroupDiscoveryList {
+	list := &apidiscoveryv2.APIGroupDiscoveryList{
+		TypeMeta: metav1.TypeMeta{Kind: "APIGroupDiscoveryList", APIVersion: "apidiscovery.k8s.io/v2"},
+		Items:    []apidiscoveryv2.APIGroupDiscovery{},
+	}
+	for _, gv := range gvs {
+		version := apidiscoveryv2.APIVersionDiscovery{Version: gv.GroupVersion.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
+		for _, r := range gv.Resources {
+			scope := apidiscoveryv2.ScopeCluster
+			if r.Namespaced {
+				scope = apidiscoveryv2.ScopeNamespace
+			}
+			res := apidiscoveryv2.APIResourceDiscovery{
+				Resource: r.Name, SingularResource: r.SingularName, Scope: scope,
+				ResponseKind: &metav1.GroupVersionKind{Group: gv.GroupVersion.Group, Version: gv.GroupVersion.Version, Kind: r.Kind},
+				Verbs:        verbs(r.Storage), ShortNames: r.ShortNames, Categories: r.Categories,
+			}
+			names := make([]string, 0, len(r.Subresources))
+			for name := range r.Subresources {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			for _, name := range names {
+				sub := r.Subresources[name]
+				res.Subresources = append(res.Subresources, apidiscoveryv2.APISubresourceDiscovery{
+					Subresource:  name,
+					ResponseKind: &metav1.GroupVersionKind{Group: gv.GroupVersion.Group, Version: gv.GroupVersion.Version, Kind: sub.Kind},
+					Verbs:        verbs(sub.Storage),
+				})
+			}
+			version.Resources = append(version.Resources, res)
+		}
+		list.Items = append(list.Items, apidiscoveryv2.APIGroupDiscovery{
+			ObjectMeta: metav1.ObjectMeta{Name: gv.GroupVersion.Group},
+			Versions:   []apidiscoveryv2.APIVersionDiscovery{version},
+		})
+	}
+	return list
+}
+
 func (d *discovery) serveAPIVersions(w http.ResponseWriter, r *http.Request) {
+	if wantsAggregated(r) {
+		writeJSON(w, http.StatusOK, aggregatedContentType, aggregated([]*APIGroupVersion{d.core}))
+		return
+	}
 	host := r.Host
 	if _, _, err := net.SplitHostPort(host); err != nil {
 		host = net.JoinHostPort(host, "80")
@@ -44,7 +112,11 @@ func apiGroup(gv *APIGroupVersion) metav1.APIGroup {
 	}
 }
 
-func (d *discovery) serveAPIGroupList(w http.ResponseWriter, _ *http.Request) {
+func (d *discovery) serveAPIGroupList(w http.ResponseWriter, r *http.Request) {
+	if wantsAggregated(r) {
+		writeJSON(w, http.StatusOK, aggregatedContentType, aggregated(d.groups))
+		return
+	}
 	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
 	for _, gv := range d.groups {
 		g := apiGroup(gv)

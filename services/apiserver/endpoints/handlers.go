@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -27,8 +28,9 @@ import (
 
 // resourceHandler serves every resource URL of one group version.
 type resourceHandler struct {
-	gv    *APIGroupVersion
-	admit admission.Interface
+	gv      *APIGroupVersion
+	admit   admission.Interface
+	metrics *metrics
 }
 
 // request is one resolved resource request: what it names and the storage serving it.
@@ -46,7 +48,20 @@ func (h *resourceHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	h.metrics.instrument(w, r, req, func(w http.ResponseWriter) { h.serve(w, r, req) })
+}
+
+// requestTimeout bounds every request but watches, as kube-apiserver's
+// --request-timeout does; a request that runs out gets 504 Timeout.
+const requestTimeout = 60 * time.Second
+
+func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, req *request) {
 	ctx := r.Context()
+	if !isWatch(r) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+	}
 	switch {
 	case r.Method == http.MethodGet && req.Name == "":
 		h.list(ctx, w, r, req)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
@@ -37,6 +39,9 @@ type Config struct {
 	Groups []*APIGroupVersion
 	// Admission runs on every write.
 	Admission admission.Interface
+	// Metrics is where the apiserver's metrics are registered and /metrics reads from;
+	// nil means a registry of this handler's own.
+	Metrics *prometheus.Registry
 	// Ready reports whether the apiserver can serve (its storage is reachable); /readyz
 	// answers 500 with the error otherwise.
 	Ready func() error
@@ -49,6 +54,10 @@ func NewHandler(cfg Config) http.Handler {
 	if cfg.Admission == nil {
 		cfg.Admission = admission.Chain{}
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = prometheus.NewRegistry()
+	}
+	m := newMetrics(cfg.Metrics)
 	r := chi.NewRouter()
 	r.Use(recoverPanics, logRequests)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, notFoundPath(r.URL.Path)) })
@@ -63,6 +72,7 @@ func NewHandler(cfg Config) http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok"))
 	}
+	r.Handle("/metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
 	r.Get("/healthz", ok)
 	r.Get("/livez", ok)
 	r.Get("/readyz", func(w http.ResponseWriter, req *http.Request) {
@@ -84,7 +94,7 @@ func NewHandler(cfg Config) http.Handler {
 	r.Get("/apis", d.serveAPIGroupList)
 
 	cfg.Core.index()
-	core := &resourceHandler{gv: cfg.Core, admit: cfg.Admission}
+	core := &resourceHandler{gv: cfg.Core, admit: cfg.Admission, metrics: m}
 	r.Get("/api/v1", d.serveResourceList(cfg.Core))
 	r.Handle("/api/v1/*", core)
 	for _, gv := range cfg.Groups {
@@ -92,7 +102,7 @@ func NewHandler(cfg Config) http.Handler {
 		prefix := "/apis/" + gv.GroupVersion.Group
 		r.Get(prefix, d.serveAPIGroup(gv))
 		r.Get(prefix+"/"+gv.GroupVersion.Version, d.serveResourceList(gv))
-		r.Handle(prefix+"/"+gv.GroupVersion.Version+"/*", &resourceHandler{gv: gv, admit: cfg.Admission})
+		r.Handle(prefix+"/"+gv.GroupVersion.Version+"/*", &resourceHandler{gv: gv, admit: cfg.Admission, metrics: m})
 	}
 	return r
 }

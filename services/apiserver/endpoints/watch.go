@@ -100,6 +100,7 @@ func (h *resourceHandler) serveWatch(w http.ResponseWriter, r *http.Request, req
 				return
 			}
 			flusher.Flush()
+			h.metrics.watchEvents.WithLabelValues(req.gvr.Group, req.gvr.Version, req.gvr.Resource).Inc()
 			if ev.Type == watch.Error {
 				return
 			}

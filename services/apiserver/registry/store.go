@@ -151,7 +151,7 @@ func (e *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 	}
 	out := e.NewFunc()
 	if err := e.Storage.Create(ctx, key, obj, out); err != nil {
-		return nil, e.interpretError(err, objMeta.GetName())
+		return nil, e.InterpretError(err, objMeta.GetName())
 	}
 	return out, nil
 }
@@ -169,7 +169,7 @@ func (e *Store) Get(ctx context.Context, namespace, name string, opts *metav1.Ge
 	}
 	out := e.NewFunc()
 	if err := e.Storage.Get(ctx, key, storageOpts, out); err != nil {
-		return nil, e.interpretError(err, name)
+		return nil, e.InterpretError(err, name)
 	}
 	return out, nil
 }
@@ -185,7 +185,7 @@ func (e *Store) List(ctx context.Context, namespace string, opts *metainternalve
 	list := e.NewListFunc()
 	storageOpts := storage.ListOptions{ResourceVersion: opts.ResourceVersion, ResourceVersionMatch: opts.ResourceVersionMatch, Predicate: pred}
 	if err := e.Storage.GetList(ctx, e.collectionKey(namespace), storageOpts, list); err != nil {
-		return nil, e.interpretError(err, "")
+		return nil, e.InterpretError(err, "")
 	}
 	return list, nil
 }
@@ -204,7 +204,7 @@ func (e *Store) Watch(ctx context.Context, namespace string, opts *metainternalv
 		SendInitialEvents:   opts.SendInitialEvents,
 	})
 	if err != nil {
-		return nil, e.interpretError(err, "")
+		return nil, e.InterpretError(err, "")
 	}
 	return w, nil
 }
@@ -271,7 +271,17 @@ func (e *Store) Update(ctx context.Context, namespace, name string, objInfo rest
 		return dryRunResult, false, nil
 	}
 	if err != nil {
-		return nil, false, e.interpretError(err, name)
+		return nil, false, e.InterpretError(err, name)
+	}
+	if m, _ := meta.Accessor(out); m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 &&
+		(m.GetDeletionGracePeriodSeconds() == nil || *m.GetDeletionGracePeriodSeconds() == 0) {
+		// The last finalizer of an object being deleted is gone: finish the delete.
+		rv := m.GetResourceVersion()
+		deleted := e.NewFunc()
+		if err := e.Storage.Delete(ctx, key, deleted, &storage.Preconditions{ResourceVersion: &rv}); err != nil && !storage.IsNotFound(err) {
+			return nil, false, e.InterpretError(err, name)
+		}
+		return deleted, false, nil
 	}
 	return out, false, nil
 }
@@ -336,10 +346,13 @@ func (e *Store) Delete(ctx context.Context, namespace, name string, opts *metav1
 	}
 	existing := e.NewFunc()
 	if err := e.Storage.Get(ctx, key, storage.GetOptions{}, existing); err != nil {
-		return nil, false, e.interpretError(err, name)
+		return nil, false, e.InterpretError(err, name)
 	}
 	if err := checkPreconditions(existing, preconditions); err != nil {
 		return nil, false, apierrors.NewConflict(e.Resource, name, err)
+	}
+	if isDryRun(opts.DryRun) {
+		return existing, false, nil
 	}
 	if graceful, ok := e.Strategy.(GracefulDeleteStrategy); ok && graceful.CheckGracefulDelete(ctx, existing, opts) {
 		out, pending, err := e.markForDeletion(ctx, key, name, preconditions, opts)
@@ -348,15 +361,19 @@ func (e *Store) Delete(ctx context.Context, namespace, name string, opts *metav1
 		}
 		// The grace period was shortened to zero on an already-marked object: delete now.
 	}
-	if isDryRun(opts.DryRun) {
-		return existing, true, nil
+	if existingMeta, _ := meta.Accessor(existing); len(existingMeta.GetFinalizers()) > 0 {
+		// Finalizers hold the object: mark it and let their owners remove them; the
+		// update that removes the last one deletes it (see Update).
+		zero := int64(0)
+		out, _, err := e.markForDeletion(ctx, key, name, preconditions, &metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		return out, false, err
 	}
 	out := e.NewFunc()
 	if err := e.Storage.Delete(ctx, key, out, preconditions); err != nil {
 		if storage.IsInvalidObj(err) {
 			return nil, false, apierrors.NewConflict(e.Resource, name, err)
 		}
-		return nil, false, e.interpretError(err, name)
+		return nil, false, e.InterpretError(err, name)
 	}
 	return out, true, nil
 }
@@ -383,7 +400,9 @@ func (e *Store) markForDeletion(ctx context.Context, key, name string, precondit
 			return existing, nil
 		}
 		if grace == 0 && m.GetDeletionTimestamp() != nil {
+			// Shortened to zero: the caller deletes now, or finalizers still hold it.
 			pending = false
+			m.SetDeletionGracePeriodSeconds(&grace)
 			return existing, nil
 		}
 		now := metav1.NewTime(time.Now().Add(time.Duration(grace) * time.Second))
@@ -396,7 +415,7 @@ func (e *Store) markForDeletion(ctx context.Context, key, name string, precondit
 		if storage.IsInvalidObj(err) {
 			return nil, false, apierrors.NewConflict(e.Resource, name, err)
 		}
-		return nil, false, e.interpretError(err, name)
+		return nil, false, e.InterpretError(err, name)
 	}
 	return out, pending, nil
 }
@@ -418,10 +437,10 @@ func checkPreconditions(obj runtime.Object, p *storage.Preconditions) error {
 	return nil
 }
 
-// interpretError maps storage errors to API errors with this resource's name, as
+// InterpretError maps storage errors to API errors with this resource's name, as
 // k8s.io/apiserver/pkg/registry/generic/registry/storage_factory's storeerr does.
 // Errors that already are API errors pass through.
-func (e *Store) interpretError(err error, name string) error {
+func (e *Store) InterpretError(err error, name string) error {
 	if _, ok := err.(apierrors.APIStatus); ok {
 		return err
 	}

@@ -97,3 +97,53 @@ func (Strategy) TableRow(obj runtime.Object) []interface{} {
 	ns := obj.(*corev1.Namespace)
 	return []interface{}{ns.Name, string(ns.Status.Phase), registry.TranslateTimestampSince(ns.CreationTimestamp)}
 }
+
+// REST is the namespaces resource. Deleting a namespace only marks it Terminating; the
+// namespace controller deletes its contents and then calls Finalize. Mirrors
+// k8s.io/kubernetes/pkg/registry/core/namespace/storage.REST.
+type REST struct {
+	*registry.Store
+}
+
+// NewREST builds the namespaces resource over s, which must store *corev1.Namespace.
+func NewREST(s storage.Interface) *REST {
+	return &REST{Store: NewStorage(s)}
+}
+
+// Delete sets deletionTimestamp and phase Terminating and returns the namespace; a second
+// delete of a terminating namespace changes nothing. Preconditions in opts (uid,
+// resourceVersion) that fail give 409 Conflict.
+func (r *REST) Delete(ctx context.Context, _, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	key, err := r.KeyFunc("", name)
+	if err != nil {
+		return nil, false, err
+	}
+	var preconditions *storage.Preconditions
+	if opts != nil && opts.Preconditions != nil {
+		preconditions = &storage.Preconditions{UID: opts.Preconditions.UID, ResourceVersion: opts.Preconditions.ResourceVersion}
+	}
+	if opts != nil && len(opts.DryRun) > 0 {
+		obj, err := r.Get(ctx, "", name, &metav1.GetOptions{})
+		return obj, false, err
+	}
+	out := r.NewFunc()
+	err = r.Storage.GuaranteedUpdate(ctx, key, out, preconditions, func(existing runtime.Object) (runtime.Object, error) {
+		ns := existing.(*corev1.Namespace)
+		if ns.DeletionTimestamp == nil {
+			now := metav1.Now()
+			ns.DeletionTimestamp = &now
+		}
+		ns.Status.Phase = corev1.NamespaceTerminating
+		return ns, nil
+	})
+	if err != nil {
+		return nil, false, r.InterpretError(err, name)
+	}
+	return out, false, nil
+}
+
+// Finalize removes a terminating namespace once the controller has emptied it.
+func (r *REST) Finalize(ctx context.Context, name string) error {
+	_, _, err := r.Store.Delete(ctx, "", name, &metav1.DeleteOptions{})
+	return err
+}
