@@ -335,37 +335,8 @@ func (h *resourceHandler) patch(ctx context.Context, w http.ResponseWriter, r *h
 		writeError(w, err)
 		return
 	}
-	gvk := req.gvk
-	newObj := req.storage.New
 	objInfo := rest.UpdatedObjectFunc(func(_ context.Context, old runtime.Object) (runtime.Object, error) {
-		oldJSON, err := runtime.Encode(scheme.EncoderFor(gvk.GroupVersion()), old)
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-		var patched []byte
-		switch patchType {
-		case types.JSONPatchType:
-			p, err := jsonpatch.DecodePatch(patchBytes)
-			if err != nil {
-				return nil, apierrors.NewBadRequest(err.Error())
-			}
-			if patched, err = p.Apply(oldJSON); err != nil {
-				return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", gvk.GroupVersion().WithResource(req.gvr.Resource).GroupResource(), req.Name, err.Error(), 0, false)
-			}
-		case types.MergePatchType:
-			if patched, err = jsonpatch.MergePatch(oldJSON, patchBytes); err != nil {
-				return nil, apierrors.NewBadRequest(err.Error())
-			}
-		case types.StrategicMergePatchType:
-			if patched, err = strategicpatch.StrategicMergePatch(oldJSON, patchBytes, newObj()); err != nil {
-				return nil, apierrors.NewBadRequest(err.Error())
-			}
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(patched, &gvk, newObj())
-		if err != nil {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("the patched object is not a valid %s: %v", gvk.Kind, err))
-		}
-		return obj, nil
+		return applyPatch(patchType, patchBytes, old, req.gvk, req.storage.New())
 	})
 	h.runUpdate(ctx, w, req, updater, objInfo, &metav1.UpdateOptions{DryRun: patchOpts.DryRun, FieldManager: patchOpts.FieldManager})
 }
@@ -428,4 +399,45 @@ func writeJSON(w http.ResponseWriter, code int, contentType string, v interface{
 	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(code)
 	_, _ = w.Write(append(data, '\n'))
+}
+
+// applyPatch applies a patch of patchType to old and decodes the result into into.
+// Errors are API statuses: 400 for a malformed patch or result, 422 for a JSON patch
+// operation that cannot apply (a test that fails, a path that does not exist).
+func applyPatch(patchType types.PatchType, patch []byte, old runtime.Object, gvk schema.GroupVersionKind, into runtime.Object) (runtime.Object, error) {
+	oldJSON, err := runtime.Encode(scheme.EncoderFor(gvk.GroupVersion()), old)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	var patched []byte
+	switch patchType {
+	case types.JSONPatchType:
+		p, err := jsonpatch.DecodePatch(patch)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		if patched, err = p.Apply(oldJSON); err != nil {
+			return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+				Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid, Message: err.Error(),
+			}}
+		}
+	case types.MergePatchType:
+		if patched, err = jsonpatch.MergePatch(oldJSON, patch); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+	case types.StrategicMergePatchType:
+		if patched, err = strategicpatch.StrategicMergePatch(oldJSON, patch, into); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+	default:
+		return nil, unsupportedMediaType(string(patchType))
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(patched, &gvk, into)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the patched object is not a valid %s: %v", gvk.Kind, err))
+	}
+	if obj != into {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the patch changed the kind of the object to %s", obj.GetObjectKind().GroupVersionKind().Kind))
+	}
+	return obj, nil
 }
