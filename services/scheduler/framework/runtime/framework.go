@@ -1,0 +1,214 @@
+// Package runtime instantiates the plugins of a scheduling profile and runs
+// them at each extension point. Mirrors kube-scheduler's
+// pkg/scheduler/framework/runtime (frameworkImpl and Registry).
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"skiff.dev/services/scheduler/framework"
+)
+
+// PluginFactory builds a plugin, giving it the framework Handle.
+type PluginFactory func(ctx context.Context, h framework.Handle) (framework.Plugin, error)
+
+// Registry maps plugin names to factories: the plugins a profile may enable.
+// Mirrors kube-scheduler's runtime.Registry.
+type Registry map[string]PluginFactory
+
+// PluginConfig enables one plugin in a profile. Weight multiplies its Score
+// (0 means 1) and is ignored for plugins that do not score.
+type PluginConfig struct {
+	Name   string
+	Weight int64
+}
+
+// Profile is one scheduler personality: the schedulerName it serves and its
+// plugins in order. A plugin is enabled at every extension point it
+// implements, in the order listed. Mirrors kube-scheduler's
+// KubeSchedulerProfile, flattened (no per-extension-point lists).
+type Profile struct {
+	SchedulerName string
+	Plugins       []PluginConfig
+}
+
+type frameworkImpl struct {
+	profileName  string
+	client       kubernetes.Interface
+	logger       *slog.Logger
+	queueSort    framework.QueueSortPlugin
+	preFilter    []framework.PreFilterPlugin
+	filter       []framework.FilterPlugin
+	preScore     []framework.PreScorePlugin
+	score        []framework.ScorePlugin
+	scoreWeights map[string]int64
+	reserve      []framework.ReservePlugin
+	bind         []framework.BindPlugin
+}
+
+var _ framework.Framework = (*frameworkImpl)(nil)
+
+// NewFramework builds every plugin the profile enables from the registry and
+// sorts them into extension points. It fails on an unknown plugin name, a
+// failing factory, or a profile without exactly one QueueSort plugin or
+// without a Bind plugin.
+func NewFramework(ctx context.Context, r Registry, profile Profile, client kubernetes.Interface, logger *slog.Logger) (framework.Framework, error) {
+	f := &frameworkImpl{
+		profileName:  profile.SchedulerName,
+		client:       client,
+		logger:       logger,
+		scoreWeights: map[string]int64{},
+	}
+	seen := map[string]bool{}
+	for _, pc := range profile.Plugins {
+		if seen[pc.Name] {
+			return nil, fmt.Errorf("profile %q: plugin %q enabled twice", profile.SchedulerName, pc.Name)
+		}
+		seen[pc.Name] = true
+		factory, ok := r[pc.Name]
+		if !ok {
+			return nil, fmt.Errorf("profile %q: plugin %q is not registered", profile.SchedulerName, pc.Name)
+		}
+		p, err := factory(ctx, f)
+		if err != nil {
+			return nil, fmt.Errorf("profile %q: building plugin %q: %w", profile.SchedulerName, pc.Name, err)
+		}
+		if p, ok := p.(framework.QueueSortPlugin); ok {
+			if f.queueSort != nil {
+				return nil, fmt.Errorf("profile %q: only one QueueSort plugin may be enabled, have %q and %q", profile.SchedulerName, f.queueSort.Name(), p.Name())
+			}
+			f.queueSort = p
+		}
+		if p, ok := p.(framework.PreFilterPlugin); ok {
+			f.preFilter = append(f.preFilter, p)
+		}
+		if p, ok := p.(framework.FilterPlugin); ok {
+			f.filter = append(f.filter, p)
+		}
+		if p, ok := p.(framework.PreScorePlugin); ok {
+			f.preScore = append(f.preScore, p)
+		}
+		if p, ok := p.(framework.ScorePlugin); ok {
+			f.score = append(f.score, p)
+			w := pc.Weight
+			if w == 0 {
+				w = 1
+			}
+			f.scoreWeights[p.Name()] = w
+		}
+		if p, ok := p.(framework.ReservePlugin); ok {
+			f.reserve = append(f.reserve, p)
+		}
+		if p, ok := p.(framework.BindPlugin); ok {
+			f.bind = append(f.bind, p)
+		}
+	}
+	if f.queueSort == nil {
+		return nil, fmt.Errorf("profile %q: no QueueSort plugin enabled", profile.SchedulerName)
+	}
+	if len(f.bind) == 0 {
+		return nil, fmt.Errorf("profile %q: no Bind plugin enabled", profile.SchedulerName)
+	}
+	return f, nil
+}
+
+func (f *frameworkImpl) ClientSet() kubernetes.Interface { return f.client }
+func (f *frameworkImpl) Logger() *slog.Logger            { return f.logger }
+func (f *frameworkImpl) ProfileName() string             { return f.profileName }
+func (f *frameworkImpl) QueueSortFunc() framework.LessFunc {
+	return f.queueSort.Less
+}
+func (f *frameworkImpl) HasScorePlugins() bool { return len(f.score) > 0 }
+
+func (f *frameworkImpl) RunPreFilterPlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod) *framework.Status {
+	for _, p := range f.preFilter {
+		if s := p.PreFilter(ctx, state, pod); !s.IsSuccess() {
+			if !s.IsRejected() {
+				return framework.AsStatus(fmt.Errorf("running PreFilter plugin %q: %w", p.Name(), s.AsError())).WithPlugin(p.Name())
+			}
+			return s.WithPlugin(p.Name())
+		}
+	}
+	return nil
+}
+
+func (f *frameworkImpl) RunFilterPlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodeInfo *framework.NodeInfo) *framework.Status {
+	for _, p := range f.filter {
+		if s := p.Filter(ctx, state, pod, nodeInfo); !s.IsSuccess() {
+			if !s.IsRejected() {
+				return framework.AsStatus(fmt.Errorf("running Filter plugin %q: %w", p.Name(), s.AsError())).WithPlugin(p.Name())
+			}
+			return s.WithPlugin(p.Name())
+		}
+	}
+	return nil
+}
+
+func (f *frameworkImpl) RunPreScorePlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) *framework.Status {
+	for _, p := range f.preScore {
+		if s := p.PreScore(ctx, state, pod, nodes); !s.IsSuccess() {
+			return framework.AsStatus(fmt.Errorf("running PreScore plugin %q: %w", p.Name(), s.AsError())).WithPlugin(p.Name())
+		}
+	}
+	return nil
+}
+
+func (f *frameworkImpl) RunScorePlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) ([]framework.NodePluginScores, *framework.Status) {
+	result := make([]framework.NodePluginScores, len(nodes))
+	for i, n := range nodes {
+		result[i] = framework.NodePluginScores{Name: n.Node().Name, Scores: make([]framework.PluginScore, 0, len(f.score))}
+	}
+	for _, p := range f.score {
+		scores := make(framework.NodeScoreList, len(nodes))
+		for i, n := range nodes {
+			s, status := p.Score(ctx, state, pod, n)
+			if !status.IsSuccess() {
+				return nil, framework.AsStatus(fmt.Errorf("running Score plugin %q on node %q: %w", p.Name(), n.Node().Name, status.AsError())).WithPlugin(p.Name())
+			}
+			scores[i] = framework.NodeScore{Name: n.Node().Name, Score: s}
+		}
+		if ext := p.ScoreExtensions(); ext != nil {
+			if status := ext.NormalizeScore(ctx, state, pod, scores); !status.IsSuccess() {
+				return nil, framework.AsStatus(fmt.Errorf("normalizing scores of plugin %q: %w", p.Name(), status.AsError())).WithPlugin(p.Name())
+			}
+		}
+		weight := f.scoreWeights[p.Name()]
+		for i, ns := range scores {
+			if ns.Score < framework.MinNodeScore || ns.Score > framework.MaxNodeScore {
+				return nil, framework.AsStatus(fmt.Errorf("plugin %q scored node %q %d, outside [%d, %d]", p.Name(), ns.Name, ns.Score, framework.MinNodeScore, framework.MaxNodeScore)).WithPlugin(p.Name())
+			}
+			weighted := ns.Score * weight
+			result[i].Scores = append(result[i].Scores, framework.PluginScore{Name: p.Name(), Score: weighted})
+			result[i].TotalScore += weighted
+		}
+	}
+	return result, nil
+}
+
+func (f *frameworkImpl) RunReservePluginsReserve(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodeName string) *framework.Status {
+	for _, p := range f.reserve {
+		if s := p.Reserve(ctx, state, pod, nodeName); !s.IsSuccess() {
+			return s.WithPlugin(p.Name())
+		}
+	}
+	return nil
+}
+
+func (f *frameworkImpl) RunReservePluginsUnreserve(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodeName string) {
+	for i := len(f.reserve) - 1; i >= 0; i-- {
+		f.reserve[i].Unreserve(ctx, state, pod, nodeName)
+	}
+}
+
+func (f *frameworkImpl) RunBindPlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodeName string) *framework.Status {
+	p := f.bind[0]
+	if s := p.Bind(ctx, state, pod, nodeName); !s.IsSuccess() {
+		return s.WithPlugin(p.Name())
+	}
+	return nil
+}

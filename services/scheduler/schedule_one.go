@@ -1,0 +1,371 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/retry"
+
+	"skiff.dev/services/scheduler/framework"
+	"skiff.dev/services/scheduler/internal/queue"
+	"skiff.dev/services/scheduler/metrics"
+)
+
+// ErrNoNodesAvailable is the scheduling error when the cluster has no nodes
+// at all; its text is kube-scheduler's.
+var ErrNoNodesAvailable = errors.New("no nodes available to schedule pods")
+
+// noNodesPlugin stands in for a plugin in QueuedPodInfo.UnschedulablePlugins
+// when a pod failed because there were no nodes: like a plugin rejection it
+// parks the pod until a node event, instead of retrying it with backoff.
+// kube-scheduler uses the same device for extenders (framework.ExtenderName).
+const noNodesPlugin = "NoNodesAvailable"
+
+// ScheduleResult is the outcome of the scheduling algorithm for one pod.
+type ScheduleResult struct {
+	// SuggestedHost is the chosen node.
+	SuggestedHost string
+	// EvaluatedNodes counts nodes filtered; FeasibleNodes those that passed.
+	EvaluatedNodes int
+	FeasibleNodes  int
+}
+
+// scheduleOne is one scheduling cycle: pop a pod, pick a node for it, assume
+// it there and start its binding cycle in the background, so the next pod
+// can be scheduled against a cache that already counts this one. Mirrors
+// kube-scheduler's ScheduleOne.
+func (s *Scheduler) scheduleOne(ctx context.Context) {
+	pInfo, err := s.queue.Pop()
+	if err != nil {
+		return // closed: Run is stopping
+	}
+	podCycle := s.queue.SchedulingCycle()
+	pod := pInfo.Pod
+	logger := s.logger.With("pod", podKey(pod))
+	if s.skipPodSchedule(logger, pod) {
+		s.queue.Done(pod.UID)
+		return
+	}
+	logger.Debug("attempting to schedule pod", "attempt", pInfo.Attempts)
+
+	start := time.Now()
+	state := framework.NewCycleState()
+	result, err := s.schedulePod(ctx, state, pod)
+	if err != nil {
+		var status *framework.Status
+		var fitErr *framework.FitError
+		switch {
+		case errors.Is(err, ErrNoNodesAvailable):
+			status = framework.NewStatus(framework.UnschedulableAndUnresolvable).WithError(err)
+		case errors.As(err, &fitErr):
+			status = framework.NewStatus(framework.Unschedulable).WithError(err)
+		default:
+			status = framework.AsStatus(err)
+		}
+		s.handleSchedulingFailure(ctx, logger, pInfo, status, podCycle, start)
+		return
+	}
+
+	// Assume on a copy: the queue's object must keep an empty nodeName.
+	assumedPInfo := pInfo.DeepCopy()
+	assumed := assumedPInfo.Pod
+	assumed.Spec.NodeName = result.SuggestedHost
+	if err := s.cache.AssumePod(assumed); err != nil {
+		s.handleSchedulingFailure(ctx, logger, pInfo, framework.AsStatus(fmt.Errorf("assume pod: %w", err)), podCycle, start)
+		return
+	}
+	if status := s.framework.RunReservePluginsReserve(ctx, state, assumed, result.SuggestedHost); !status.IsSuccess() {
+		s.framework.RunReservePluginsUnreserve(ctx, state, assumed, result.SuggestedHost)
+		if err := s.cache.ForgetPod(assumed); err != nil {
+			logger.Error("forgetting assumed pod", "err", err)
+		}
+		s.handleSchedulingFailure(ctx, logger, pInfo, status, podCycle, start)
+		return
+	}
+
+	s.bindings.Add(1)
+	go func() {
+		defer s.bindings.Done()
+		s.bindingCycle(ctx, logger, state, pInfo, assumed, result, podCycle, start)
+	}()
+}
+
+// skipPodSchedule reports whether the popped pod should not be scheduled:
+// it is being deleted, it is already assumed (an update re-queued it while
+// it was being bound), or the informer no longer has it unscheduled (deleted
+// or bound meanwhile). Mirrors kube-scheduler's skipPodSchedule.
+func (s *Scheduler) skipPodSchedule(logger *slog.Logger, pod *v1.Pod) bool {
+	if pod.DeletionTimestamp != nil {
+		logger.Debug("skipping pod being deleted")
+		return true
+	}
+	if s.cache.IsAssumedPod(pod) {
+		logger.Debug("skipping pod already assumed")
+		return true
+	}
+	current, err := s.podLister.Pods(pod.Namespace).Get(pod.Name)
+	if err != nil || current.UID != pod.UID || current.Spec.NodeName != "" {
+		logger.Debug("skipping pod deleted or assigned meanwhile")
+		return true
+	}
+	return false
+}
+
+// schedulePod runs the scheduling algorithm on a fresh snapshot: filter every
+// node, score the feasible ones, pick the best. It returns ErrNoNodesAvailable,
+// a *framework.FitError when no node fits, or another error when a plugin
+// failed. Mirrors kube-scheduler's schedulePod.
+func (s *Scheduler) schedulePod(ctx context.Context, state *framework.CycleState, pod *v1.Pod) (ScheduleResult, error) {
+	s.cache.UpdateSnapshot(s.snapshot)
+	if s.snapshot.NumNodes() == 0 {
+		return ScheduleResult{}, ErrNoNodesAvailable
+	}
+	feasible, diagnosis, err := s.findNodesThatFitPod(ctx, state, pod)
+	if err != nil {
+		return ScheduleResult{}, err
+	}
+	if len(feasible) == 0 {
+		return ScheduleResult{}, &framework.FitError{Pod: pod, NumAllNodes: s.snapshot.NumNodes(), Diagnosis: diagnosis}
+	}
+	result := ScheduleResult{EvaluatedNodes: len(feasible) + len(diagnosis.NodeToStatusMap), FeasibleNodes: len(feasible)}
+	if len(feasible) == 1 {
+		result.SuggestedHost = feasible[0].Node().Name
+		return result, nil
+	}
+	scores, err := s.prioritizeNodes(ctx, state, pod, feasible)
+	if err != nil {
+		return ScheduleResult{}, err
+	}
+	result.SuggestedHost = s.selectHost(scores)
+	return result, nil
+}
+
+// findNodesThatFitPod runs the PreFilter plugins once and the Filter
+// plugins on every node, and returns the nodes that passed with the
+// statuses of those that did not. Mirrors kube-scheduler's
+// findNodesThatFitPod (sequential, and always over all nodes).
+func (s *Scheduler) findNodesThatFitPod(ctx context.Context, state *framework.CycleState, pod *v1.Pod) ([]*framework.NodeInfo, framework.Diagnosis, error) {
+	diagnosis := framework.Diagnosis{NodeToStatusMap: framework.NodeToStatusMap{}, UnschedulablePlugins: sets.New[string]()}
+	nodes := s.snapshot.List()
+	if status := s.framework.RunPreFilterPlugins(ctx, state, pod); !status.IsSuccess() {
+		if !status.IsRejected() {
+			return nil, diagnosis, status.AsError()
+		}
+		for _, n := range nodes {
+			diagnosis.NodeToStatusMap[n.Node().Name] = status
+		}
+		diagnosis.PreFilterMsg = status.Message()
+		diagnosis.UnschedulablePlugins.Insert(status.Plugin())
+		return nil, diagnosis, nil
+	}
+	var feasible []*framework.NodeInfo
+	for _, n := range nodes {
+		status := s.framework.RunFilterPlugins(ctx, state, pod, n)
+		switch {
+		case status.IsSuccess():
+			feasible = append(feasible, n)
+		case status.IsRejected():
+			diagnosis.NodeToStatusMap[n.Node().Name] = status
+			diagnosis.UnschedulablePlugins.Insert(status.Plugin())
+		default:
+			return nil, diagnosis, status.AsError()
+		}
+	}
+	return feasible, diagnosis, nil
+}
+
+// prioritizeNodes runs PreScore and Score over the feasible nodes and
+// returns each node's weighted total. Mirrors kube-scheduler's
+// prioritizeNodes.
+func (s *Scheduler) prioritizeNodes(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) ([]framework.NodePluginScores, error) {
+	if !s.framework.HasScorePlugins() {
+		scores := make([]framework.NodePluginScores, len(nodes))
+		for i, n := range nodes {
+			scores[i] = framework.NodePluginScores{Name: n.Node().Name, TotalScore: 1}
+		}
+		return scores, nil
+	}
+	if status := s.framework.RunPreScorePlugins(ctx, state, pod, nodes); !status.IsSuccess() {
+		return nil, status.AsError()
+	}
+	scores, status := s.framework.RunScorePlugins(ctx, state, pod, nodes)
+	if !status.IsSuccess() {
+		return nil, status.AsError()
+	}
+	return scores, nil
+}
+
+// selectHost returns the node with the highest total score, choosing
+// uniformly at random among ties (reservoir sampling) so equal nodes share
+// the load. Mirrors kube-scheduler's selectHost.
+func (s *Scheduler) selectHost(scores []framework.NodePluginScores) string {
+	best, ties := 0, 1
+	for i := 1; i < len(scores); i++ {
+		switch {
+		case scores[i].TotalScore > scores[best].TotalScore:
+			best, ties = i, 1
+		case scores[i].TotalScore == scores[best].TotalScore:
+			ties++
+			if s.rng.IntN(ties) == 0 {
+				best = i
+			}
+		}
+	}
+	return scores[best].Name
+}
+
+// bindingCycle binds the assumed pod. On failure it forgets the assumption
+// (freeing the node for the pods parked behind it) and retries the pod with
+// backoff. Mirrors kube-scheduler's bindingCycle and handleBindingCycleError.
+func (s *Scheduler) bindingCycle(ctx context.Context, logger *slog.Logger, state *framework.CycleState, pInfo *framework.QueuedPodInfo, assumed *v1.Pod, result ScheduleResult, podCycle int64, start time.Time) {
+	// A bind failure is never "unschedulable", so the pod's in-flight
+	// bookkeeping can end now.
+	s.queue.Done(assumed.UID)
+	status := s.framework.RunBindPlugins(ctx, state, assumed, result.SuggestedHost)
+	if err := s.cache.FinishBinding(assumed); err != nil {
+		logger.Error("finishing binding in the scheduler cache", "err", err)
+	}
+	if !status.IsSuccess() {
+		s.framework.RunReservePluginsUnreserve(ctx, state, assumed, result.SuggestedHost)
+		if err := s.cache.ForgetPod(assumed); err != nil {
+			logger.Error("forgetting assumed pod", "err", err)
+		} else {
+			// The room the pod held is free again.
+			s.queue.MoveAllToActiveOrBackoffQueue(queue.EventAssignedPodDelete, func(p *v1.Pod) bool { return p.UID != assumed.UID })
+		}
+		s.handleSchedulingFailure(ctx, logger, pInfo, status, podCycle, start)
+		return
+	}
+	logger.Info("bound pod to node", "node", result.SuggestedHost, "evaluatedNodes", result.EvaluatedNodes, "feasibleNodes", result.FeasibleNodes, "attempts", pInfo.Attempts)
+	s.metrics.Observe(metrics.Scheduled, s.schedulerName, start)
+}
+
+// handleSchedulingFailure re-queues a pod whose attempt failed and records
+// why on the pod: condition PodScheduled=False with reason Unschedulable
+// (no node fits; the message is the FitError) or SchedulerError (something
+// broke). Rejected pods are parked until the cluster changes; errors are
+// retried with backoff. A pod deleted or bound meanwhile is dropped.
+// Mirrors kube-scheduler's handleSchedulingFailure.
+func (s *Scheduler) handleSchedulingFailure(ctx context.Context, logger *slog.Logger, pInfo *framework.QueuedPodInfo, status *framework.Status, podCycle int64, start time.Time) {
+	reason := v1.PodReasonSchedulerError
+	result := metrics.Error
+	if status.IsRejected() {
+		reason = v1.PodReasonUnschedulable
+		result = metrics.Unschedulable
+	}
+	s.metrics.Observe(result, s.schedulerName, start)
+
+	err := status.AsError()
+	msg := status.Message()
+	var fitErr *framework.FitError
+	switch {
+	case errors.Is(err, ErrNoNodesAvailable):
+		pInfo.UnschedulablePlugins = sets.New(noNodesPlugin)
+		logger.Info("unable to schedule pod: no nodes are registered, waiting")
+	case errors.As(err, &fitErr):
+		pInfo.UnschedulablePlugins = fitErr.Diagnosis.UnschedulablePlugins
+		logger.Info("unable to schedule pod: no fit, waiting", "reason", msg)
+	default:
+		pInfo.UnschedulablePlugins = nil
+		logger.Error("error scheduling pod, retrying", "err", err)
+	}
+
+	cached, getErr := s.podLister.Pods(pInfo.Pod.Namespace).Get(pInfo.Pod.Name)
+	if getErr != nil || cached.UID != pInfo.Pod.UID || cached.Spec.NodeName != "" {
+		logger.Debug("pod deleted or assigned meanwhile, not re-queueing")
+		s.queue.Done(pInfo.Pod.UID)
+		return
+	}
+	pInfo.PodInfo = framework.NewPodInfo(cached)
+	if err := s.queue.AddUnschedulableIfNotPresent(pInfo, podCycle); err != nil {
+		logger.Debug("not re-queueing pod", "reason", err)
+	}
+
+	if ctx.Err() != nil {
+		return // stopping: leave the status as it is
+	}
+	cond := &v1.PodCondition{
+		Type:               v1.PodScheduled,
+		Status:             v1.ConditionFalse,
+		Reason:             reason,
+		Message:            msg,
+		ObservedGeneration: cached.Generation,
+	}
+	if err := s.updatePodCondition(ctx, cached, cond); err != nil {
+		logger.Error("updating pod condition", "err", err)
+	}
+}
+
+// updatePodCondition writes cond into the pod's status with UpdateStatus,
+// retrying on conflict with a fresh copy. It writes nothing if the condition
+// is already there, and stops if the pod was recreated or bound meanwhile.
+// kube-scheduler patches pods/status with a strategic-merge patch; skiff's
+// apiserver guarantees only update, hence read-modify-write.
+func (s *Scheduler) updatePodCondition(ctx context.Context, pod *v1.Pod, cond *v1.PodCondition) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.apiTimeout)
+	defer cancel()
+	pods := s.client.CoreV1().Pods(pod.Namespace)
+	current := pod
+	first := true
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if !first {
+			fresh, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			current = fresh
+		}
+		first = false
+		if current.UID != pod.UID || current.Spec.NodeName != "" {
+			return nil
+		}
+		status := current.Status.DeepCopy()
+		if !updatePodCondition(status, cond.DeepCopy()) {
+			return nil
+		}
+		updated := current.DeepCopy()
+		updated.Status = *status
+		_, err := pods.UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+// updatePodCondition sets condition in status, keeping the old
+// lastTransitionTime if the condition's status did not change, and reports
+// whether anything changed. Mirrors k8s.io/kubernetes/pkg/api/v1/pod
+// UpdatePodCondition.
+func updatePodCondition(status *v1.PodStatus, condition *v1.PodCondition) bool {
+	condition.LastTransitionTime = metav1.Now()
+	for i := range status.Conditions {
+		old := &status.Conditions[i]
+		if old.Type != condition.Type {
+			continue
+		}
+		if old.Status == condition.Status {
+			condition.LastTransitionTime = old.LastTransitionTime
+		}
+		equal := old.Status == condition.Status &&
+			old.Reason == condition.Reason &&
+			old.Message == condition.Message &&
+			old.ObservedGeneration == condition.ObservedGeneration &&
+			old.LastProbeTime.Equal(&condition.LastProbeTime) &&
+			old.LastTransitionTime.Equal(&condition.LastTransitionTime)
+		status.Conditions[i] = *condition
+		return !equal
+	}
+	status.Conditions = append(status.Conditions, *condition)
+	return true
+}

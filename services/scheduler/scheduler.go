@@ -1,0 +1,226 @@
+// Package scheduler assigns pending pods to nodes, as kube-scheduler does:
+// informers feed unscheduled pods into a scheduling queue and nodes and
+// assigned pods into a cache; one loop pops a pod, runs the framework's
+// filter and score plugins over a snapshot of the cache, assumes the pod on
+// the chosen node and binds it asynchronously through pods/binding. A pod no
+// node fits gets PodScheduled=False with kube's "0/N nodes are available:
+// ..." message and waits for the cluster to change.
+//
+// Mirrors kube-scheduler's pkg/scheduler (scheduler.go, schedule_one.go,
+// eventhandlers.go).
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"skiff.dev/services/scheduler/framework"
+	"skiff.dev/services/scheduler/framework/plugins"
+	"skiff.dev/services/scheduler/framework/runtime"
+	internalcache "skiff.dev/services/scheduler/internal/cache"
+	"skiff.dev/services/scheduler/internal/queue"
+	"skiff.dev/services/scheduler/metrics"
+)
+
+// DefaultSchedulerName is the spec.schedulerName the scheduler serves when
+// Config.SchedulerName is empty, and the name a pod without one is taken to
+// ask for (the apiserver defaults it to this).
+const DefaultSchedulerName = v1.DefaultSchedulerName
+
+// Field selectors of the two pod informers, as kube-scheduler splits them:
+// non-terminal pods not yet on a node go to the queue, non-terminal pods on a
+// node go to the cache.
+const (
+	unscheduledPodsFieldSelector = "spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed"
+	assignedPodsFieldSelector    = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+)
+
+// Config is what the scheduler needs to run.
+type Config struct {
+	// Client is the client-go clientset to the apiserver.
+	Client kubernetes.Interface
+	// SchedulerName selects the pods to schedule: those whose
+	// spec.schedulerName equals it (default "default-scheduler").
+	SchedulerName string
+}
+
+// Scheduler watches unscheduled pods and binds each to a node. Build it with
+// New and start it with Run. Mirrors kube-scheduler's scheduler.Scheduler.
+type Scheduler struct {
+	client        kubernetes.Interface
+	schedulerName string
+	logger        *slog.Logger
+	opts          options
+
+	framework framework.Framework
+	queue     *queue.PriorityQueue
+	cache     internalcache.Cache
+	// snapshot is read by the scheduling loop only.
+	snapshot *internalcache.Snapshot
+	rng      *rand.Rand
+	metrics  *metrics.Metrics
+
+	podInformer         toolscache.SharedIndexInformer // unscheduled pods
+	podLister           corelisters.PodLister
+	assignedPodInformer toolscache.SharedIndexInformer
+	nodeInformer        toolscache.SharedIndexInformer
+
+	started  atomic.Bool
+	bindings sync.WaitGroup
+}
+
+// options are the timings tests shorten; production uses kube's defaults.
+type options struct {
+	podInitialBackoff     time.Duration
+	podMaxBackoff         time.Duration
+	podMaxInUnschedulable time.Duration
+	backoffQFlushPeriod   time.Duration
+	unschedulableFlush    time.Duration
+	assumedPodTTL         time.Duration
+	// apiTimeout bounds a status update, so a hung apiserver cannot stall
+	// the scheduling loop.
+	apiTimeout time.Duration
+	logger     *slog.Logger
+}
+
+type option func(*options)
+
+func defaultOptions() options {
+	return options{
+		podInitialBackoff:     queue.DefaultPodInitialBackoffDuration,
+		podMaxBackoff:         queue.DefaultPodMaxBackoffDuration,
+		podMaxInUnschedulable: queue.DefaultPodMaxInUnschedulablePodsDuration,
+		backoffQFlushPeriod:   queue.DefaultBackoffQFlushPeriod,
+		unschedulableFlush:    queue.DefaultUnschedulableFlushPeriod,
+		assumedPodTTL:         internalcache.DefaultAssumedPodTTL,
+		apiTimeout:            30 * time.Second,
+		logger:                slog.Default(),
+	}
+}
+
+// New builds a scheduler with the default plugins (NodeUnschedulable,
+// NodeAffinity, TaintToleration, NodeResourcesFit,
+// NodeResourcesLeastAllocated, DefaultBinder) and its informers. It does not
+// contact the apiserver; Run does. It fails if cfg.Client is nil.
+func New(cfg Config) (*Scheduler, error) {
+	return newScheduler(cfg)
+}
+
+func newScheduler(cfg Config, opts ...option) (*Scheduler, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("scheduler: Config.Client is nil")
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	name := cfg.SchedulerName
+	if name == "" {
+		name = DefaultSchedulerName
+	}
+	logger := o.logger.With("component", "scheduler", "schedulerName", name)
+
+	fwk, err := runtime.NewFramework(context.Background(), plugins.NewInTreeRegistry(), plugins.DefaultProfile(name), cfg.Client, logger)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	s := &Scheduler{
+		client:        cfg.Client,
+		schedulerName: name,
+		logger:        logger,
+		opts:          o,
+		framework:     fwk,
+		queue: queue.NewPriorityQueue(fwk.QueueSortFunc(),
+			queue.WithLogger(logger),
+			queue.WithPodInitialBackoffDuration(o.podInitialBackoff),
+			queue.WithPodMaxBackoffDuration(o.podMaxBackoff),
+			queue.WithPodMaxInUnschedulablePodsDuration(o.podMaxInUnschedulable),
+			queue.WithFlushPeriods(o.backoffQFlushPeriod, o.unschedulableFlush),
+		),
+		cache:    internalcache.New(internalcache.WithLogger(logger), internalcache.WithAssumedPodTTL(o.assumedPodTTL)),
+		snapshot: internalcache.NewEmptySnapshot(),
+		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+	}
+	s.metrics = metrics.New(s.queue.Lengths)
+
+	podIndexers := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
+	s.podInformer = coreinformers.NewFilteredPodInformer(cfg.Client, metav1.NamespaceAll, 0, podIndexers,
+		func(lo *metav1.ListOptions) { lo.FieldSelector = unscheduledPodsFieldSelector })
+	s.podLister = corelisters.NewPodLister(s.podInformer.GetIndexer())
+	s.assignedPodInformer = coreinformers.NewFilteredPodInformer(cfg.Client, metav1.NamespaceAll, 0, toolscache.Indexers{},
+		func(lo *metav1.ListOptions) { lo.FieldSelector = assignedPodsFieldSelector })
+	s.nodeInformer = coreinformers.NewNodeInformer(cfg.Client, 0, toolscache.Indexers{})
+	if err := s.addAllEventHandlers(); err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	return s, nil
+}
+
+// Metrics returns the scheduler's Prometheus collector
+// (scheduler_schedule_attempts_total, scheduler_scheduling_attempt_duration_seconds,
+// scheduler_pending_pods) for the binary to register; nothing is registered
+// globally.
+func (s *Scheduler) Metrics() prometheus.Collector {
+	return s.metrics
+}
+
+// Run starts the informers, waits for their first list, then schedules
+// pods one at a time until ctx is done. While the apiserver is unreachable
+// the informers retry with backoff and scheduling simply finds nothing new;
+// Run does not fail on it. On ctx done it stops the queue, waits for
+// in-flight bindings and informers to finish, and returns nil. Calling Run
+// twice is an error.
+func (s *Scheduler) Run(ctx context.Context) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("scheduler: Run called twice")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.logger.Info("starting scheduler")
+
+	var wg sync.WaitGroup
+	goRun := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
+	for _, inf := range []toolscache.SharedIndexInformer{s.podInformer, s.assignedPodInformer, s.nodeInformer} {
+		goRun(func() { inf.RunWithContext(ctx) })
+	}
+	goRun(func() { s.queue.Run(ctx.Done()) })
+	goRun(func() { s.cache.Run(ctx.Done()) })
+	goRun(func() {
+		<-ctx.Done()
+		s.queue.Close()
+	})
+
+	if toolscache.WaitForCacheSync(ctx.Done(), s.podInformer.HasSynced, s.assignedPodInformer.HasSynced, s.nodeInformer.HasSynced) {
+		s.logger.Info("informer caches synced, scheduling")
+		for ctx.Err() == nil {
+			s.scheduleOne(ctx)
+		}
+	}
+
+	cancel()
+	wg.Wait()
+	s.bindings.Wait()
+	s.logger.Info("scheduler stopped")
+	return nil
+}
