@@ -199,7 +199,7 @@ func TestProcessRuntime(t *testing.T) {
 		})
 	})
 
-	t.Run("bad input is an Error from server, never a 500", func(t *testing.T) {
+	t.Run("bad input is an Error from server and never a 500", func(t *testing.T) {
 		manifest := filepath.Join(t.TempDir(), "empty.yaml")
 		if err := os.WriteFile(manifest, []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: empty\nspec:\n  containers: []\n"), 0o644); err != nil {
 			t.Fatal(err)

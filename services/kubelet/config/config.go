@@ -1,0 +1,201 @@
+// Package config is where the kubelet learns which pods it should run: the
+// API server's pods bound to this node, watched with a client-go informer
+// (field selector spec.nodeName=<node>, all namespaces), turned into
+// PodUpdates on one channel for the sync loop. Mirrors kubelet's
+// pkg/kubelet/config (PodConfig, NewSourceApiserver) and the PodUpdate type
+// of pkg/kubelet/types.
+package config
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// PodOperation says what a PodUpdate means. Mirrors kubetypes.PodOperation.
+type PodOperation int
+
+// The operations, as in Kubernetes.
+const (
+	// ADD: pods seen for the first time.
+	ADD PodOperation = iota
+	// UPDATE: the spec, labels or annotations of known pods changed.
+	UPDATE
+	// DELETE: known pods got a deletionTimestamp (graceful deletion began).
+	DELETE
+	// REMOVE: pods are gone from the API server.
+	REMOVE
+	// RECONCILE: only the status of known pods changed in the API server.
+	RECONCILE
+)
+
+// String returns the operation's name.
+func (o PodOperation) String() string {
+	switch o {
+	case ADD:
+		return "ADD"
+	case UPDATE:
+		return "UPDATE"
+	case DELETE:
+		return "DELETE"
+	case REMOVE:
+		return "REMOVE"
+	case RECONCILE:
+		return "RECONCILE"
+	}
+	return fmt.Sprintf("PodOperation(%d)", int(o))
+}
+
+// ApiserverSource is the name of the API server pod source.
+const ApiserverSource = "api"
+
+// PodUpdate is one change to the desired pods. The pods are the informer's
+// objects: shared, never to be modified. Mirrors kubetypes.PodUpdate.
+type PodUpdate struct {
+	Pods   []*v1.Pod
+	Op     PodOperation
+	Source string
+}
+
+// updateChannelCapacity bounds the updates waiting for the sync loop
+// (kubelet: 50); beyond it the informer waits.
+const updateChannelCapacity = 50
+
+// PodConfig watches the pods bound to one node and publishes their changes
+// on Updates. Mirrors kubelet's PodConfig with its API server source.
+type PodConfig struct {
+	nodeName string
+	logger   *slog.Logger
+	factory  informers.SharedInformerFactory
+	informer cache.SharedIndexInformer
+	updates  chan PodUpdate
+
+	mu   sync.Mutex
+	done <-chan struct{}
+}
+
+// NewPodConfig returns a PodConfig over client for nodeName; logger nil
+// means slog.Default(). Nothing is watched until Run.
+func NewPodConfig(client kubernetes.Interface, nodeName string, logger *slog.Logger) *PodConfig {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	selector := fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }))
+	c := &PodConfig{
+		nodeName: nodeName,
+		logger:   logger,
+		factory:  factory,
+		informer: factory.Core().V1().Pods().Informer(),
+		updates:  make(chan PodUpdate, updateChannelCapacity),
+	}
+	_, _ = c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onAdd,
+		UpdateFunc: c.onUpdate,
+		DeleteFunc: c.onDelete,
+	})
+	return c
+}
+
+// Updates returns the channel of pod changes (the sync loop's configCh).
+func (c *PodConfig) Updates() <-chan PodUpdate { return c.updates }
+
+// SeenAllSources reports whether the initial list of pods has been
+// delivered; until then the kubelet must not clean up pods it does not know,
+// since it may just not have heard of them yet.
+func (c *PodConfig) SeenAllSources() bool { return c.informer.HasSynced() }
+
+// Run watches until ctx ends (retrying, with the informer's backoff, while
+// the API server is unreachable), then stops the informer and returns.
+func (c *PodConfig) Run(ctx context.Context) {
+	c.mu.Lock()
+	c.done = ctx.Done()
+	c.mu.Unlock()
+	c.factory.Start(ctx.Done())
+	<-ctx.Done()
+	c.factory.Shutdown()
+}
+
+func (c *PodConfig) send(u PodUpdate) {
+	c.mu.Lock()
+	done := c.done
+	c.mu.Unlock()
+	select {
+	case c.updates <- u:
+	case <-done:
+	}
+}
+
+func (c *PodConfig) onAdd(obj any) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	c.send(PodUpdate{Pods: []*v1.Pod{pod}, Op: ADD, Source: ApiserverSource})
+}
+
+func (c *PodConfig) onUpdate(oldObj, newObj any) {
+	oldPod, ok1 := oldObj.(*v1.Pod)
+	newPod, ok2 := newObj.(*v1.Pod)
+	if !ok1 || !ok2 {
+		return
+	}
+	if oldPod.UID != newPod.UID {
+		// The name was reused by a new pod between two watch events.
+		c.send(PodUpdate{Pods: []*v1.Pod{oldPod}, Op: REMOVE, Source: ApiserverSource})
+		c.send(PodUpdate{Pods: []*v1.Pod{newPod}, Op: ADD, Source: ApiserverSource})
+		return
+	}
+	op, changed := classifyUpdate(oldPod, newPod)
+	if !changed {
+		return
+	}
+	c.send(PodUpdate{Pods: []*v1.Pod{newPod}, Op: op, Source: ApiserverSource})
+}
+
+func (c *PodConfig) onDelete(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	c.send(PodUpdate{Pods: []*v1.Pod{pod}, Op: REMOVE, Source: ApiserverSource})
+}
+
+// classifyUpdate says what a change of a known pod means: DELETE when it
+// (now) has a deletionTimestamp, UPDATE when its spec, labels, annotations or
+// deletion fields changed, RECONCILE when only its status did; changed=false
+// when nothing the kubelet cares about did (e.g. only resourceVersion).
+// Mirrors podStorage's checkAndUpdatePod.
+func classifyUpdate(oldPod, newPod *v1.Pod) (op PodOperation, changed bool) {
+	if podsDifferSemantically(oldPod, newPod) {
+		if newPod.DeletionTimestamp != nil {
+			return DELETE, true
+		}
+		return UPDATE, true
+	}
+	if !apiequality.Semantic.DeepEqual(oldPod.Status, newPod.Status) {
+		return RECONCILE, true
+	}
+	return 0, false
+}
+
+func podsDifferSemantically(a, b *v1.Pod) bool {
+	return !apiequality.Semantic.DeepEqual(a.Spec, b.Spec) ||
+		!apiequality.Semantic.DeepEqual(a.Labels, b.Labels) ||
+		!apiequality.Semantic.DeepEqual(a.Annotations, b.Annotations) ||
+		!apiequality.Semantic.DeepEqual(a.DeletionTimestamp, b.DeletionTimestamp) ||
+		!apiequality.Semantic.DeepEqual(a.DeletionGracePeriodSeconds, b.DeletionGracePeriodSeconds)
+}

@@ -1,0 +1,728 @@
+// Package kubelet is skiff's node agent: it registers the Node, keeps its
+// status and Lease fresh, watches the pods bound to the node, and runs them
+// through a CRI runtime, reporting their status back to the API server.
+//
+// The structure is the Kubernetes kubelet's, with the same names: one
+// syncLoop whose syncLoopIteration dispatches config updates (package
+// config), PLEG events (package pleg), resync and housekeeping ticks to the
+// pod workers (package podworkers), which call SyncPod, SyncTerminatingPod
+// and SyncTerminatedPod here; those use the CRI client (package
+// kuberuntime) and the status manager (package status). Mirrors kubelet's
+// pkg/kubelet/kubelet.go.
+package kubelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"skiff.dev/services/kubelet/config"
+	"skiff.dev/services/kubelet/container"
+	"skiff.dev/services/kubelet/kuberuntime"
+	"skiff.dev/services/kubelet/nodelease"
+	"skiff.dev/services/kubelet/nodestatus"
+	"skiff.dev/services/kubelet/pleg"
+	kubepod "skiff.dev/services/kubelet/pod"
+	"skiff.dev/services/kubelet/podworkers"
+	"skiff.dev/services/kubelet/status"
+)
+
+// KubeletVersion is the version the kubelet reports in
+// node.status.nodeInfo.kubeletVersion: the Kubernetes release whose
+// behaviour it follows.
+const KubeletVersion = "v1.32.4"
+
+// KubeletPort is the kubelet API port reported in
+// node.status.daemonEndpoints.
+const KubeletPort = 10250
+
+// Defaults of Config's durations, Kubernetes' own.
+const (
+	DefaultSyncFrequency             = time.Minute
+	DefaultNodeStatusUpdateFrequency = 10 * time.Second
+	DefaultLeaseDuration             = 40 * time.Second
+	DefaultRootDir                   = "/var/lib/kubelet"
+)
+
+const (
+	// housekeepingPeriod is how often pods that are no longer wanted are
+	// cleaned up.
+	housekeepingPeriod = 2 * time.Second
+	// runtimeUpPeriod is how often the runtime's Status is checked.
+	runtimeUpPeriod = 5 * time.Second
+	// backOffPeriod and maxContainerBackOff bound the crash-loop backoff.
+	backOffPeriod       = 10 * time.Second
+	maxContainerBackOff = 300 * time.Second
+)
+
+// Config configures a Kubelet.
+type Config struct {
+	// NodeName is the Node object's name and the Lease's holder; required.
+	NodeName string
+	// Client is a clientset to the API server; required.
+	Client kubernetes.Interface
+	// RuntimeEndpoint is the CRI socket, "unix:///path" or a path; required.
+	RuntimeEndpoint string
+	// RootDir holds the kubelet's state; pod logs go to
+	// RootDir/pods/<namespace>_<name>_<uid>/<container>/<attempt>.log, laid
+	// out as /var/log/pods. "" means /var/lib/kubelet.
+	RootDir string
+	// NodeIP is the InternalIP reported for the node (and the pods' hostIP);
+	// "" means the first non-loopback IPv4 address, or 127.0.0.1.
+	NodeIP string
+	// NodeLabels are extra node labels; kubernetes.io/hostname,
+	// kubernetes.io/os and kubernetes.io/arch are always set.
+	NodeLabels map[string]string
+	// Capacity overrides entries of the node's capacity (and allocatable);
+	// the rest comes from the machine: cpu=NumCPU, memory=MemTotal,
+	// ephemeral-storage of RootDir's filesystem, pods=110.
+	Capacity v1.ResourceList
+	// SyncFrequency is how often a running pod is resynced without any
+	// event (default 1 min).
+	SyncFrequency time.Duration
+	// NodeStatusUpdateFrequency is how often the node status is written
+	// (default 10 s); it is also written at once when readiness changes.
+	NodeStatusUpdateFrequency time.Duration
+	// LeaseDuration is the node Lease's duration (default 40 s); the lease
+	// is renewed every quarter of it.
+	LeaseDuration time.Duration
+	// HealthzAddr, if set, is where a plain-HTTP /healthz is served, e.g.
+	// ":10250"; "" serves nothing.
+	HealthzAddr string
+	// Logger receives the kubelet's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Kubelet is one node's agent. Several may run in one process: a Kubelet
+// shares no state with another. Mirrors kubelet's Kubelet.
+type Kubelet struct {
+	nodeName                  string
+	kubeClient                kubernetes.Interface
+	rootDir                   string
+	podLogsDir                string
+	nodeIP                    string
+	nodeLabels                map[string]string
+	syncFrequency             time.Duration
+	nodeStatusUpdateFrequency time.Duration
+	healthzAddr               string
+	logger                    *slog.Logger
+
+	conn                *grpc.ClientConn
+	containerRuntime    *kuberuntime.Manager
+	podCache            *container.Cache
+	pleg                *pleg.GenericPLEG
+	podManager          *kubepod.Manager
+	podWorkers          *podworkers.PodWorkers
+	workQueue           *podworkers.WorkQueue
+	statusManager       *status.Manager
+	podConfig           *config.PodConfig
+	reasonCache         *ReasonCache
+	runtimeState        *runtimeState
+	crashLoopBackOff    *flowcontrol.Backoff
+	nodeLeaseController *nodelease.Controller
+	setNodeStatusFuncs  []nodestatus.Setter
+
+	// nodeStatusUpdateCh asks for an immediate node status update.
+	nodeStatusUpdateCh chan struct{}
+
+	runOnce sync.Once
+}
+
+// New validates cfg and builds a Kubelet; nothing runs until Run, which also
+// closes the runtime connection New opens (lazily: no dial happens before the
+// first call). Errors name the missing or invalid field.
+func New(cfg Config) (*Kubelet, error) {
+	switch {
+	case cfg.NodeName == "":
+		return nil, errors.New("kubelet: NodeName is required")
+	case cfg.Client == nil:
+		return nil, errors.New("kubelet: Client is required")
+	case cfg.RuntimeEndpoint == "":
+		return nil, errors.New("kubelet: RuntimeEndpoint is required")
+	}
+	if cfg.RootDir == "" {
+		cfg.RootDir = DefaultRootDir
+	}
+	if cfg.NodeIP == "" {
+		cfg.NodeIP = nodestatus.DefaultNodeIP()
+	}
+	if cfg.SyncFrequency <= 0 {
+		cfg.SyncFrequency = DefaultSyncFrequency
+	}
+	if cfg.NodeStatusUpdateFrequency <= 0 {
+		cfg.NodeStatusUpdateFrequency = DefaultNodeStatusUpdateFrequency
+	}
+	if cfg.LeaseDuration <= 0 {
+		cfg.LeaseDuration = DefaultLeaseDuration
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("component", "kubelet", "node", cfg.NodeName)
+
+	conn, err := kuberuntime.Dial(cfg.RuntimeEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet: %w", err)
+	}
+
+	kl := &Kubelet{
+		nodeName:                  cfg.NodeName,
+		kubeClient:                cfg.Client,
+		rootDir:                   cfg.RootDir,
+		podLogsDir:                filepath.Join(cfg.RootDir, "pods"),
+		nodeIP:                    cfg.NodeIP,
+		nodeLabels:                maps.Clone(cfg.NodeLabels),
+		syncFrequency:             cfg.SyncFrequency,
+		nodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
+		healthzAddr:               cfg.HealthzAddr,
+		logger:                    logger,
+		conn:                      conn,
+		podCache:                  container.NewCache(),
+		podManager:                kubepod.NewManager(),
+		workQueue:                 podworkers.NewWorkQueue(nil),
+		reasonCache:               NewReasonCache(),
+		runtimeState:              &runtimeState{},
+		crashLoopBackOff:          flowcontrol.NewBackOff(backOffPeriod, maxContainerBackOff),
+		nodeStatusUpdateCh:        make(chan struct{}, 1),
+	}
+	kl.containerRuntime = kuberuntime.NewManager(conn, kuberuntime.Options{
+		PodLogsDirectory: kl.podLogsDir,
+		Logger:           logger,
+	})
+	kl.pleg = pleg.NewGenericPLEG(kl.containerRuntime, kl.podCache, pleg.RelistPeriod, logger)
+	kl.runtimeState.addHealthCheck("PLEG", kl.pleg.Healthy)
+	kl.statusManager = status.NewManager(cfg.Client, kl.podManager, kl, logger)
+	kl.podWorkers = podworkers.New(kl, kl.podCache, kl.workQueue, cfg.SyncFrequency, backOffPeriod, logger)
+	kl.podConfig = config.NewPodConfig(cfg.Client, cfg.NodeName, logger)
+	kl.nodeLeaseController = nodelease.NewController(cfg.Client, cfg.NodeName, cfg.LeaseDuration, cfg.LeaseDuration/4, logger)
+
+	machine := nodestatus.ReadMachine(cfg.RootDir)
+	kl.setNodeStatusFuncs = []nodestatus.Setter{
+		nodestatus.NodeAddress(kl.nodeIP, kl.nodeName),
+		nodestatus.MachineInfo(machine, machine.Capacity(cfg.Capacity)),
+		nodestatus.VersionInfo(machine, KubeletVersion, kl.runtimeVersion),
+		nodestatus.DaemonEndpoints(KubeletPort),
+		nodestatus.GoRuntime(),
+		nodestatus.MemoryPressureCondition(time.Now),
+		nodestatus.DiskPressureCondition(time.Now),
+		nodestatus.PIDPressureCondition(time.Now),
+		// Ready last, after capacity, as in kubelet.
+		nodestatus.ReadyCondition(time.Now, kl.readinessErrors),
+	}
+	return kl, nil
+}
+
+// Run starts every component, runs the sync loop until ctx ends, then stops
+// the pod workers and the components, closes the runtime connection and
+// returns. Containers keep running after Run returns; the next kubelet on
+// the node adopts them. Run may be called once; it returns an error if the
+// kubelet's directories cannot be created.
+func (kl *Kubelet) Run(ctx context.Context) error {
+	err := errors.New("kubelet: Run called twice")
+	kl.runOnce.Do(func() { err = kl.run(ctx) })
+	return err
+}
+
+func (kl *Kubelet) run(ctx context.Context) error {
+	defer kl.conn.Close()
+	if err := os.MkdirAll(kl.podLogsDir, 0o755); err != nil {
+		return fmt.Errorf("kubelet: create %s: %w", kl.podLogsDir, err)
+	}
+	kl.logger.Info("starting kubelet", "nodeIP", kl.nodeIP, "rootDir", kl.rootDir)
+
+	var wg sync.WaitGroup
+	start := func(f func(context.Context)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(ctx)
+		}()
+	}
+	start(kl.statusManager.Run)
+	start(kl.syncNodeStatusLoop)
+	start(kl.nodeLeaseController.Run)
+	start(kl.updateRuntimeUpLoop)
+	start(kl.pleg.Run)
+	start(kl.podConfig.Run)
+	if kl.healthzAddr != "" {
+		start(kl.serveHealthz)
+	}
+
+	kl.syncLoop(ctx, kl.podConfig.Updates(), kl)
+
+	kl.podWorkers.Stop()
+	wg.Wait()
+	kl.logger.Info("kubelet stopped")
+	return nil
+}
+
+// SyncHandler is what syncLoopIteration dispatches to; the Kubelet
+// implements it. Mirrors kubelet's SyncHandler.
+type SyncHandler interface {
+	HandlePodAdditions(pods []*v1.Pod)
+	HandlePodUpdates(pods []*v1.Pod)
+	HandlePodRemoves(pods []*v1.Pod)
+	HandlePodReconcile(pods []*v1.Pod)
+	HandlePodSyncs(pods []*v1.Pod)
+	HandlePodCleanups(ctx context.Context) error
+}
+
+// syncLoop runs syncLoopIteration until ctx ends, pausing (with backoff from
+// 100 ms to 5 s) while the runtime is not usable: no pod is synced before the
+// runtime answers and the PLEG has relisted it once. Mirrors
+// Kubelet.syncLoop.
+func (kl *Kubelet) syncLoop(ctx context.Context, updates <-chan config.PodUpdate, handler SyncHandler) {
+	kl.logger.Info("starting kubelet main sync loop")
+	syncTicker := time.NewTicker(time.Second)
+	defer syncTicker.Stop()
+	housekeepingTicker := time.NewTicker(housekeepingPeriod)
+	defer housekeepingTicker.Stop()
+	plegCh := kl.pleg.Watch()
+
+	const base, maxWait = 100 * time.Millisecond, 5 * time.Second
+	wait := base
+	for ctx.Err() == nil {
+		if err := kl.runtimeState.runtimeErrors(); err != nil {
+			kl.logger.Debug("skipping pod synchronization", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, maxWait)
+			continue
+		}
+		wait = base
+		if !kl.syncLoopIteration(ctx, updates, handler, syncTicker.C, housekeepingTicker.C, plegCh) {
+			return
+		}
+	}
+}
+
+// syncLoopIteration waits for one event and dispatches it:
+//
+//   - configCh: pod changes from the API server → HandlePodAdditions,
+//     HandlePodUpdates (also for DELETE: graceful deletion is an update),
+//     HandlePodRemoves, HandlePodReconcile;
+//   - plegCh: a container of a pod started or died → HandlePodSyncs of it;
+//   - syncCh (every second): pods whose worker asked for a resync (after
+//     the resync interval, or a backoff) → HandlePodSyncs;
+//   - housekeepingCh (every 2 s): once the pod source has synced,
+//     HandlePodCleanups.
+//
+// It returns false when the loop should end. Mirrors
+// Kubelet.syncLoopIteration.
+func (kl *Kubelet) syncLoopIteration(ctx context.Context, configCh <-chan config.PodUpdate, handler SyncHandler,
+	syncCh <-chan time.Time, housekeepingCh <-chan time.Time, plegCh <-chan *pleg.PodLifecycleEvent) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case u, open := <-configCh:
+		if !open {
+			kl.logger.Error("update channel is closed, exiting the sync loop")
+			return false
+		}
+		kl.logger.Debug("SyncLoop config update", "op", u.Op.String(), "pods", podNames(u.Pods))
+		switch u.Op {
+		case config.ADD:
+			handler.HandlePodAdditions(u.Pods)
+		case config.UPDATE, config.DELETE:
+			handler.HandlePodUpdates(u.Pods)
+		case config.REMOVE:
+			handler.HandlePodRemoves(u.Pods)
+		case config.RECONCILE:
+			handler.HandlePodReconcile(u.Pods)
+		}
+	case e := <-plegCh:
+		if e.Type != pleg.ContainerRemoved {
+			if pod, ok := kl.podManager.GetPodByUID(e.ID); ok {
+				kl.logger.Debug("SyncLoop PLEG event", "pod", pod.Namespace+"/"+pod.Name, "event", e.Type, "container", e.Data)
+				handler.HandlePodSyncs([]*v1.Pod{pod})
+			}
+		}
+	case <-syncCh:
+		if pods := kl.getPodsToSync(); len(pods) > 0 {
+			handler.HandlePodSyncs(pods)
+		}
+	case <-housekeepingCh:
+		if !kl.podConfig.SeenAllSources() {
+			// Until the first list arrived, an unknown pod may just be one
+			// we have not heard of yet: cleaning up would kill it.
+			kl.logger.Debug("SyncLoop housekeeping skipped: sources aren't ready yet")
+			break
+		}
+		if err := handler.HandlePodCleanups(ctx); err != nil && ctx.Err() == nil {
+			kl.logger.Error("failed cleaning pods", "err", err)
+		}
+	}
+	return true
+}
+
+func podNames(pods []*v1.Pod) []string {
+	names := make([]string, len(pods))
+	for i, p := range pods {
+		names[i] = p.Namespace + "/" + p.Name
+	}
+	return names
+}
+
+// getPodsToSync returns the desired pods whose workers asked for a resync.
+func (kl *Kubelet) getPodsToSync() []*v1.Pod {
+	var pods []*v1.Pod
+	for _, uid := range kl.workQueue.GetWork() {
+		if pod, ok := kl.podManager.GetPodByUID(uid); ok {
+			pods = append(pods, pod)
+		}
+	}
+	return pods
+}
+
+// HandlePodAdditions records new pods as desired and starts their workers,
+// oldest first. Mirrors Kubelet.HandlePodAdditions (without admission: the
+// scheduler's fit is trusted).
+func (kl *Kubelet) HandlePodAdditions(pods []*v1.Pod) {
+	start := time.Now()
+	pods = slices.Clone(pods)
+	slices.SortStableFunc(pods, func(a, b *v1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	for _, pod := range pods {
+		kl.podManager.AddPod(pod)
+		kl.podWorkers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, UpdateType: podworkers.SyncPodCreate, StartTime: start})
+	}
+}
+
+// HandlePodUpdates records changed pods and hands them to their workers; a
+// pod with a deletionTimestamp starts terminating there. Mirrors
+// Kubelet.HandlePodUpdates.
+func (kl *Kubelet) HandlePodUpdates(pods []*v1.Pod) {
+	start := time.Now()
+	for _, pod := range pods {
+		kl.podManager.UpdatePod(pod)
+		kl.podWorkers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, UpdateType: podworkers.SyncPodUpdate, StartTime: start})
+	}
+}
+
+// HandlePodRemoves forgets pods gone from the API server and has their
+// workers kill whatever still runs. Mirrors Kubelet.HandlePodRemoves.
+func (kl *Kubelet) HandlePodRemoves(pods []*v1.Pod) {
+	start := time.Now()
+	for _, pod := range pods {
+		kl.podManager.RemovePod(pod)
+		kl.podWorkers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, UpdateType: podworkers.SyncPodKill, StartTime: start})
+	}
+}
+
+// HandlePodReconcile records pods whose API status changed (usually the
+// kubelet's own writes); the status manager compares against them. Mirrors
+// Kubelet.HandlePodReconcile.
+func (kl *Kubelet) HandlePodReconcile(pods []*v1.Pod) {
+	for _, pod := range pods {
+		kl.podManager.UpdatePod(pod)
+	}
+}
+
+// HandlePodSyncs asks the workers of pods to sync them again. Mirrors
+// Kubelet.HandlePodSyncs.
+func (kl *Kubelet) HandlePodSyncs(pods []*v1.Pod) {
+	start := time.Now()
+	for _, pod := range pods {
+		// The pod manager has the freshest copy (e.g. after RECONCILE).
+		if latest, ok := kl.podManager.GetPodByUID(pod.UID); ok {
+			pod = latest
+		}
+		kl.podWorkers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, UpdateType: podworkers.SyncPodSync, StartTime: start})
+	}
+}
+
+// HandlePodCleanups is housekeeping: it ends the workers of pods no longer
+// desired, forgets their statuses, kills pods only the runtime knows (left
+// by a previous kubelet or force-deleted), and garbage-collects exited
+// containers, sandboxes and log directories of pods that are gone. Mirrors
+// Kubelet.HandlePodCleanups and the container GC.
+func (kl *Kubelet) HandlePodCleanups(ctx context.Context) error {
+	allPods := kl.podManager.GetPods()
+	workingPods := kl.podWorkers.SyncKnownPods(allPods)
+
+	desired := make(map[types.UID]bool, len(allPods))
+	keep := make(map[types.UID]bool, len(allPods)+len(workingPods))
+	for _, p := range allPods {
+		desired[p.UID] = true
+		keep[p.UID] = true
+	}
+	for uid := range workingPods {
+		keep[uid] = true
+	}
+	kl.statusManager.RemoveOrphanedStatuses(keep)
+	kl.reasonCache.RemoveOrphans(keep)
+
+	runningPods, err := kl.containerRuntime.GetPods(ctx, false)
+	if err != nil {
+		return fmt.Errorf("list running pods: %w", err)
+	}
+	for _, rp := range runningPods {
+		if w, ok := workingPods[rp.ID]; ok && (w.State == podworkers.SyncPod || w.State == podworkers.TerminatingPod) {
+			continue
+		}
+		if desired[rp.ID] {
+			continue
+		}
+		kl.logger.Info("cleaning up orphaned pod containers", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.ID)
+		one := int64(1)
+		kl.podWorkers.UpdatePod(podworkers.UpdatePodOptions{
+			UpdateType:     podworkers.SyncPodKill,
+			RunningPod:     rp,
+			KillPodOptions: &podworkers.KillPodOptions{PodTerminationGracePeriodSecondsOverride: &one},
+		})
+	}
+
+	if err := kl.containerRuntime.GarbageCollect(ctx, kl.podWorkers, true); err != nil && ctx.Err() == nil {
+		kl.logger.Error("container garbage collection failed", "err", err)
+	}
+	kl.crashLoopBackOff.GC()
+	return nil
+}
+
+// PodCouldHaveRunningContainers reports whether pod uid may still have
+// running containers (the status manager's deletion safety check).
+func (kl *Kubelet) PodCouldHaveRunningContainers(uid types.UID) bool {
+	return kl.podWorkers.CouldHaveRunningContainers(uid)
+}
+
+// SyncPod reconciles one pod with the runtime: it computes and caches the
+// pod's status (returning isTerminal=true, without touching the runtime, once
+// the pod reached Succeeded or Failed), then lets the runtime manager create
+// the sandbox and start containers as needed. Start failures are remembered
+// so the status shows why (CrashLoopBackOff, CreateContainerError,
+// ErrImagePull...); the returned error makes the worker retry after its
+// backoff period. Mirrors Kubelet.SyncPod.
+func (kl *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType, pod *v1.Pod, podStatus *container.PodStatus) (isTerminal bool, err error) {
+	apiPodStatus := kl.generateAPIPodStatus(pod, podStatus, false)
+	if apiPodStatus.Phase == v1.PodSucceeded || apiPodStatus.Phase == v1.PodFailed {
+		kl.statusManager.SetPodStatus(pod, apiPodStatus)
+		return true, nil
+	}
+	kl.statusManager.SetPodStatus(pod, apiPodStatus)
+
+	if err := kl.runtimeState.networkErrors(); err != nil && !container.IsHostNetworkPod(pod) {
+		return false, fmt.Errorf("network is not ready: %w", err)
+	}
+
+	// The cached status is shared; the runtime manager gets its own copy
+	// with the IPs the API status settled on (host IP for host network).
+	ps := *podStatus
+	ps.IPs = nil
+	for _, ip := range apiPodStatus.PodIPs {
+		ps.IPs = append(ps.IPs, ip.IP)
+	}
+
+	result := kl.containerRuntime.SyncPod(ctx, pod, &ps, kl.crashLoopBackOff)
+	kl.reasonCache.Update(pod.UID, result)
+	if err := result.Error(); err != nil {
+		// Show the failure now rather than at the next sync.
+		kl.statusManager.SetPodStatus(pod, kl.generateAPIPodStatus(pod, podStatus, false))
+		return false, syncError(result)
+	}
+	return false, nil
+}
+
+// syncError summarises a failed SyncPod; when every failure is a backoff,
+// the error is the backoff itself, which the pod workers retry quietly.
+func syncError(result container.PodSyncResult) error {
+	onlyBackOff := result.SyncError == nil
+	for _, r := range result.SyncResults {
+		if r.Error != nil && !errors.Is(r.Error, container.ErrCrashLoopBackOff) && !errors.Is(r.Error, container.ErrImagePullBackOff) {
+			onlyBackOff = false
+		}
+	}
+	if onlyBackOff {
+		for _, r := range result.SyncResults {
+			if r.Error != nil {
+				return fmt.Errorf("%w: %s", r.Error, r.Message)
+			}
+		}
+	}
+	return result.Error()
+}
+
+// SyncTerminatingPod stops every container of pod (with gracePeriod seconds,
+// or the pod's own) and its sandbox, checks that nothing runs any more, and
+// caches the pod's final status (terminal phase). The status manager holds
+// the terminal phase back from the API until the worker completes. Mirrors
+// Kubelet.SyncTerminatingPod.
+func (kl *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, podStatus *container.PodStatus, gracePeriod *int64) error {
+	kl.logger.Info("terminating pod", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "gracePeriod", ptrValue(gracePeriod))
+	kl.statusManager.SetPodStatus(pod, kl.generateAPIPodStatus(pod, podStatus, false))
+
+	running := container.ConvertPodStatusToRunningPod(kl.containerRuntime.Type(), podStatus)
+	if err := kl.containerRuntime.KillPod(ctx, pod, running, gracePeriod); err != nil {
+		return fmt.Errorf("kill pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	stopped, err := kl.containerRuntime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return fmt.Errorf("read pod status after termination: %w", err)
+	}
+	if len(stopped.IPs) == 0 {
+		// The stopped sandbox has no IP any more; the API keeps the last.
+		stopped.IPs = podStatus.IPs
+	}
+	var stillRunning []string
+	for _, s := range stopped.ContainerStatuses {
+		if s.State == container.ContainerStateRunning {
+			stillRunning = append(stillRunning, s.ID.String())
+		}
+	}
+	if len(stillRunning) > 0 {
+		// Started after our view was taken, or the runtime misbehaved:
+		// retry with a fresh view.
+		return fmt.Errorf("detected running containers after a successful KillPod: %v", stillRunning)
+	}
+	kl.statusManager.SetPodStatus(pod, kl.generateAPIPodStatus(pod, stopped, true))
+	return nil
+}
+
+// SyncTerminatingRuntimePod stops a pod only the runtime knows, with a 1 s
+// grace period: there is no spec to take one from. Mirrors
+// Kubelet.SyncTerminatingRuntimePod.
+func (kl *Kubelet) SyncTerminatingRuntimePod(ctx context.Context, runningPod *container.Pod) error {
+	one := int64(1)
+	if err := kl.containerRuntime.KillPod(ctx, nil, *runningPod, &one); err != nil {
+		return fmt.Errorf("kill orphaned pod %s/%s: %w", runningPod.Namespace, runningPod.Name, err)
+	}
+	return nil
+}
+
+// SyncTerminatedPod records the pod's final status and tells the status
+// manager the pod is finished, which lets it remove a deleted pod from the
+// API server. Mirrors Kubelet.SyncTerminatedPod.
+func (kl *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus *container.PodStatus) error {
+	kl.statusManager.SetPodStatus(pod, kl.generateAPIPodStatus(pod, podStatus, true))
+	kl.statusManager.TerminatePod(pod)
+	kl.logger.Info("pod terminated", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID)
+	return nil
+}
+
+func ptrValue(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// runtimeVersion returns "<runtimeName>://<version>" for the node status.
+func (kl *Kubelet) runtimeVersion(ctx context.Context) (string, error) {
+	v, err := kl.containerRuntime.Version(ctx)
+	if err != nil {
+		return "", err
+	}
+	return v.GetRuntimeName() + "://" + v.GetRuntimeVersion(), nil
+}
+
+// readinessErrors is why the node is not Ready: runtime or PLEG problems,
+// or pod networking not ready.
+func (kl *Kubelet) readinessErrors() error {
+	return errors.Join(kl.runtimeState.runtimeErrors(), kl.runtimeState.networkErrors())
+}
+
+// updateRuntimeUpLoop checks the runtime's Status every 5 s (the first time
+// at once) and asks for a node status update whenever readiness changes.
+// Mirrors Kubelet.updateRuntimeUp.
+func (kl *Kubelet) updateRuntimeUpLoop(ctx context.Context) {
+	t := time.NewTicker(runtimeUpPeriod)
+	defer t.Stop()
+	lastReady := false
+	for {
+		kl.updateRuntimeUp(ctx)
+		if ready := kl.readinessErrors() == nil; ready != lastReady {
+			lastReady = ready
+			select {
+			case kl.nodeStatusUpdateCh <- struct{}{}:
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (kl *Kubelet) updateRuntimeUp(ctx context.Context) {
+	s, err := kl.containerRuntime.Status(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			kl.logger.Debug("container runtime status check failed", "err", err)
+		}
+		return
+	}
+	var runtimeReady, networkReady bool
+	var runtimeCond, networkCond string
+	networkSeen := false
+	for _, c := range s.GetConditions() {
+		switch c.GetType() {
+		case "RuntimeReady":
+			runtimeReady = c.GetStatus()
+			runtimeCond = fmt.Sprintf("RuntimeReady=%v reason:%s message:%s", c.GetStatus(), c.GetReason(), c.GetMessage())
+		case "NetworkReady":
+			networkSeen = true
+			networkReady = c.GetStatus()
+			networkCond = fmt.Sprintf("NetworkReady=%v reason:%s message:%s", c.GetStatus(), c.GetReason(), c.GetMessage())
+		}
+	}
+	// A runtime that does not report NetworkReady (skiff's built-in ones
+	// may not) is taken to need no pod network setup.
+	if networkSeen && !networkReady {
+		kl.runtimeState.setNetworkState(fmt.Errorf("container runtime network not ready: %s", networkCond))
+	} else {
+		kl.runtimeState.setNetworkState(nil)
+	}
+	if !runtimeReady {
+		if runtimeCond == "" {
+			runtimeCond = "RuntimeReady condition not reported"
+		}
+		kl.runtimeState.setRuntimeState(fmt.Errorf("container runtime not ready: %s", runtimeCond))
+		return
+	}
+	kl.runtimeState.setRuntimeState(nil)
+	kl.runtimeState.setRuntimeSync(time.Now())
+}
+
+// serveHealthz serves /healthz until ctx ends: 200 "ok" while the PLEG
+// relists, 500 with the reason otherwise.
+func (kl *Kubelet) serveHealthz(ctx context.Context) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if ok, err := kl.pleg.Healthy(); !ok {
+			http.Error(w, "pleg: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	srv := &http.Server{Addr: kl.healthzAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			kl.logger.Error("healthz server failed", "addr", kl.healthzAddr, "err", err)
+		}
+	}()
+	<-ctx.Done()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	<-done
+}

@@ -1,0 +1,113 @@
+package kuberuntime
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/flowcontrol"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"skiff.dev/services/kubelet/container"
+)
+
+// imageManager makes sure a container's image is present before the
+// container is created. Mirrors kubelet's pkg/kubelet/images imageManager.
+type imageManager struct {
+	m       *Manager
+	backOff *flowcontrol.Backoff
+}
+
+// EnsureImageExists returns the runtime's reference for the container's
+// image, pulling it when the pull policy requires: Always pulls every time,
+// IfNotPresent and Never look with ImageStatus first (a runtime such as
+// containerd 1.6 contacts the registry on every PullImage, even for a present
+// image). On failure it returns a message for the pod status and one of
+// container.ErrInvalidImageName, ErrImageNeverPull, ErrImagePullBackOff or
+// ErrImagePull.
+func (im *imageManager) EnsureImageExists(ctx context.Context, pod *v1.Pod, c *v1.Container, sandboxConfig *runtimeapi.PodSandboxConfig) (imageRef, message string, err error) {
+	if c.Image == "" {
+		return "", fmt.Sprintf("Failed to apply default image tag %q: empty image", c.Image), container.ErrInvalidImageName
+	}
+	image := applyDefaultImageTag(c.Image)
+	spec := &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image}
+
+	policy := c.ImagePullPolicy
+	if policy == "" {
+		policy = defaultPullPolicy(image)
+	}
+	if policy != v1.PullAlways {
+		ref, err := im.imageRef(ctx, spec)
+		if err != nil {
+			return "", fmt.Sprintf("Failed to inspect image %q: %v", c.Image, grpcMessage(err)), container.ErrImagePull
+		}
+		if ref != "" {
+			return ref, "", nil
+		}
+		if policy == v1.PullNever {
+			return "", fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image), container.ErrImageNeverPull
+		}
+	}
+
+	backOffKey := string(pod.UID) + "_" + c.Image
+	if im.backOff.IsInBackOffSinceUpdate(backOffKey, im.backOff.Clock.Now()) {
+		return "", fmt.Sprintf("Back-off pulling image %q", c.Image), container.ErrImagePullBackOff
+	}
+	im.m.logger.Info("pulling image", "image", c.Image, "pod", pod.Namespace+"/"+pod.Name)
+	// Pulls take as long as the image is big; only ctx bounds them, as in
+	// kubelet (which has no pull deadline by default).
+	resp, err := im.m.imageService.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandboxConfig})
+	if err != nil {
+		im.backOff.Next(backOffKey, im.backOff.Clock.Now())
+		return "", fmt.Sprintf("Failed to pull image %q: %v", c.Image, grpcMessage(err)), container.ErrImagePull
+	}
+	im.backOff.GC()
+	ref := resp.GetImageRef()
+	if ref == "" {
+		ref = image
+	}
+	return ref, "", nil
+}
+
+// imageRef returns the runtime's id of the image, "" if it is not present.
+func (im *imageManager) imageRef(ctx context.Context, spec *runtimeapi.ImageSpec) (string, error) {
+	cctx, cancel := im.m.callCtx(ctx)
+	defer cancel()
+	resp, err := im.m.imageService.ImageStatus(cctx, &runtimeapi.ImageStatusRequest{Image: spec})
+	if isNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if resp.GetImage() == nil {
+		return "", nil
+	}
+	if id := resp.GetImage().GetId(); id != "" {
+		return id, nil
+	}
+	return spec.GetImage(), nil
+}
+
+// applyDefaultImageTag adds ":latest" to an image named without tag or digest,
+// as kubelet does before talking to the runtime.
+func applyDefaultImageTag(image string) string {
+	if strings.Contains(image, "@") {
+		return image
+	}
+	last := image[strings.LastIndex(image, "/")+1:]
+	if strings.Contains(last, ":") {
+		return image
+	}
+	return image + ":latest"
+}
+
+// defaultPullPolicy is the API server's default: Always for ":latest",
+// IfNotPresent otherwise.
+func defaultPullPolicy(image string) v1.PullPolicy {
+	if strings.HasSuffix(image, ":latest") {
+		return v1.PullAlways
+	}
+	return v1.PullIfNotPresent
+}

@@ -1,0 +1,63 @@
+// Package kuberuntime is the kubelet's client side of CRI: it turns pod specs
+// into RunPodSandbox / PullImage / CreateContainer / StartContainer calls,
+// reads runtime state back into the runtime-neutral types of package
+// container, and garbage-collects what the runtime keeps after pods end.
+// Mirrors kubelet's pkg/kubelet/kuberuntime (kubeGenericRuntimeManager) and
+// pkg/kubelet/images.
+package kuberuntime
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// maxMsgSize is the largest CRI response accepted (16 MiB), as kubelet's
+// remote runtime client allows: ListContainers on a busy node is large.
+const maxMsgSize = 16 * 1024 * 1024
+
+// Dial returns a gRPC client connection to the CRI runtime at endpoint, which
+// is "unix:///abs/path", "unix:rel/path" or a bare filesystem path. It does not
+// block: the connection is made on the first call, so the kubelet may start
+// before its runtime. Other schemes are refused with an error.
+func Dial(endpoint string) (*grpc.ClientConn, error) {
+	target, err := criTarget(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(target,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
+		// gRPC's default reconnect backoff grows to 2 minutes; a local
+		// socket is cheap to retry, and a runtime that starts after the
+		// kubelet should be found within seconds.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("dial CRI endpoint %q: %w", endpoint, err)
+	}
+	return conn, nil
+}
+
+func criTarget(endpoint string) (string, error) {
+	switch {
+	case endpoint == "":
+		return "", fmt.Errorf("empty CRI endpoint")
+	case strings.HasPrefix(endpoint, "unix:"):
+		return endpoint, nil
+	case strings.Contains(endpoint, "://"):
+		return "", fmt.Errorf("CRI endpoint %q: only unix sockets are supported", endpoint)
+	case filepath.IsAbs(endpoint):
+		return "unix://" + endpoint, nil
+	default:
+		return "unix:" + endpoint, nil
+	}
+}

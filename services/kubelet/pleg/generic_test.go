@@ -1,0 +1,215 @@
+package pleg
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"skiff.dev/services/kubelet/container"
+	"skiff.dev/services/kubelet/kuberuntime"
+	"skiff.dev/services/runtime/critest"
+	"skiff.dev/services/runtime/sim"
+)
+
+func ctr(id string, state container.State) *container.Container {
+	return &container.Container{ID: container.ContainerID{Type: "sim", ID: id}, State: state}
+}
+
+// eventStrings renders events as "Type:id", sorted, for comparison.
+func eventStrings(events []*PodLifecycleEvent) []string {
+	var out []string
+	for _, e := range events {
+		out = append(out, fmt.Sprintf("%s:%v", e.Type, e.Data))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestComputeEvents(t *testing.T) {
+	pod := func(containers []*container.Container, sandboxes ...*container.Container) *container.Pod {
+		return &container.Pod{ID: "u", Containers: containers, Sandboxes: sandboxes}
+	}
+	running, exited, created := container.ContainerStateRunning, container.ContainerStateExited, container.ContainerStateCreated
+	tests := []struct {
+		name     string
+		old, cur *container.Pod
+		want     []string
+	}{
+		{"new pod: sandbox and container started", nil,
+			pod([]*container.Container{ctr("c1", running)}, ctr("s1", running)),
+			[]string{"ContainerStarted:c1", "ContainerStarted:s1"}},
+		{"no change: no events",
+			pod([]*container.Container{ctr("c1", running)}, ctr("s1", running)),
+			pod([]*container.Container{ctr("c1", running)}, ctr("s1", running)), nil},
+		{"container exited: died",
+			pod([]*container.Container{ctr("c1", running)}),
+			pod([]*container.Container{ctr("c1", exited)}), []string{"ContainerDied:c1"}},
+		{"exited container removed: removed",
+			pod([]*container.Container{ctr("c1", exited)}),
+			pod(nil), []string{"ContainerRemoved:c1"}},
+		{"running container vanished: died and removed",
+			pod([]*container.Container{ctr("c1", running)}),
+			pod(nil), []string{"ContainerDied:c1", "ContainerRemoved:c1"}},
+		{"restart: old died, new started",
+			pod([]*container.Container{ctr("c1", running)}),
+			pod([]*container.Container{ctr("c2", running), ctr("c1", exited)}),
+			[]string{"ContainerDied:c1", "ContainerStarted:c2"}},
+		{"created container: changed",
+			pod(nil),
+			pod([]*container.Container{ctr("c1", created)}), []string{"ContainerChanged:c1"}},
+		{"sandbox stopped: died",
+			pod(nil, ctr("s1", running)),
+			pod(nil, ctr("s1", exited)), []string{"ContainerDied:s1"}},
+		{"whole pod gone", pod([]*container.Container{ctr("c1", exited)}, ctr("s1", exited)), nil,
+			[]string{"ContainerRemoved:c1", "ContainerRemoved:s1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := eventStrings(ComputeEvents("u", tt.old, tt.cur))
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("events = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// drain returns the events buffered on g's channel.
+func drain(g *GenericPLEG) []*PodLifecycleEvent {
+	var out []*PodLifecycleEvent
+	for {
+		select {
+		case e := <-g.Watch():
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func eventTypes(events []*PodLifecycleEvent) []string {
+	var out []string
+	for _, e := range events {
+		out = append(out, string(e.Type))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestRelistAgainstARealRuntime(t *testing.T) {
+	ctx := context.Background()
+	rt := sim.New()
+	t.Cleanup(rt.Close)
+	cri := critest.Start(t, rt, rt)
+	conn, err := kuberuntime.Dial(cri.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	m := kuberuntime.NewManager(conn, kuberuntime.Options{PodLogsDirectory: t.TempDir()})
+	cache := container.NewCache()
+	g := NewGenericPLEG(m, cache, time.Hour, nil)
+
+	if ok, _ := g.Healthy(); ok {
+		t.Error("healthy before the first relist")
+	}
+	g.Relist(ctx)
+	if ok, err := g.Healthy(); !ok {
+		t.Errorf("unhealthy after a relist: %v", err)
+	}
+	if events := drain(g); len(events) != 0 {
+		t.Errorf("events from an empty runtime: %v", eventStrings(events))
+	}
+
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1",
+			// The container exits by itself after 200 ms.
+			Annotations: map[string]string{sim.AnnotationRunTime: "200ms", sim.AnnotationExitCode: "3"}},
+		Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyNever, Containers: []v1.Container{{Name: "c", Image: "busybox:1"}}},
+	}
+	status, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	if r := m.SyncPod(ctx, pod, status, flowcontrol.NewBackOff(time.Second, time.Second)); r.Error() != nil {
+		t.Fatal(r.Error())
+	}
+
+	g.Relist(ctx)
+	started := drain(g)
+	if got, want := eventTypes(started), []string{"ContainerStarted", "ContainerStarted"}; !slices.Equal(got, want) {
+		t.Fatalf("after start: events %v, want %v (sandbox and container)", got, want)
+	}
+	for _, e := range started {
+		if e.ID != pod.UID {
+			t.Errorf("event for %s", e.ID)
+		}
+	}
+	cached, err := cache.GetNewerThan(ctx, pod.UID, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cached.FindContainerStatusByName("c"); c == nil || c.State != container.ContainerStateRunning {
+		t.Fatalf("cache: %+v", cached.ContainerStatuses)
+	}
+
+	// Relist until the container's exit is seen.
+	deadline := time.Now().Add(10 * time.Second)
+	var died []*PodLifecycleEvent
+	for len(died) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no ContainerDied event")
+		}
+		time.Sleep(50 * time.Millisecond)
+		g.Relist(ctx)
+		died = drain(g)
+	}
+	if got := eventTypes(died); !slices.Equal(got, []string{"ContainerDied"}) {
+		t.Errorf("after exit: events %v", got)
+	}
+	cached, _ = cache.Get(pod.UID)
+	if c := cached.FindContainerStatusByName("c"); c == nil || c.State != container.ContainerStateExited || c.ExitCode != 3 {
+		t.Errorf("cache after exit: %+v", c)
+	}
+
+	// Killing the pod stops the sandbox; removing everything removes the
+	// pod from the cache.
+	if err := m.KillPod(ctx, pod, container.ConvertPodStatusToRunningPod(m.Type(), cached), nil); err != nil {
+		t.Fatal(err)
+	}
+	g.Relist(ctx)
+	if got := eventTypes(drain(g)); !slices.Equal(got, []string{"ContainerDied"}) {
+		t.Errorf("after kill: events %v, want the sandbox's ContainerDied", got)
+	}
+	if err := m.GarbageCollect(ctx, allGone{}, true); err != nil {
+		t.Fatal(err)
+	}
+	g.Relist(ctx)
+	if got := eventTypes(drain(g)); !slices.Equal(got, []string{"ContainerRemoved", "ContainerRemoved"}) {
+		t.Errorf("after removal: events %v", got)
+	}
+	if s, _ := cache.Get(pod.UID); len(s.SandboxStatuses) != 0 || len(s.ContainerStatuses) != 0 {
+		t.Errorf("cache still has the removed pod: %+v", s)
+	}
+}
+
+type allGone struct{}
+
+func (allGone) ShouldPodContentBeRemoved(types.UID) bool { return true }
+
+func TestHealthyReportsStaleRelist(t *testing.T) {
+	g := NewGenericPLEG(nil, container.NewCache(), 0, nil)
+	g.relistTime = time.Now().Add(-RelistThreshold - time.Minute)
+	ok, err := g.Healthy()
+	if ok || err == nil || !strings.Contains(err.Error(), "last seen active") {
+		t.Errorf("Healthy = %v, %v", ok, err)
+	}
+}
