@@ -4,7 +4,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"sort"
 	"strings"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -61,12 +60,7 @@ func aggregated(gvs []*APIGroupVersion) *apidiscoveryv2.APIGroupDiscoveryList {
 				ResponseKind: &metav1.GroupVersionKind{Group: gv.GroupVersion.Group, Version: gv.GroupVersion.Version, Kind: r.Kind},
 				Verbs:        verbs(r.Storage), ShortNames: r.ShortNames, Categories: r.Categories,
 			}
-			names := make([]string, 0, len(r.Subresources))
-			for name := range r.Subresources {
-				names = append(names, name)
-			}
-			sort.Strings(names)
-			for _, name := range names {
+			for _, name := range r.subresourceNames() {
 				sub := r.Subresources[name]
 				res.Subresources = append(res.Subresources, apidiscoveryv2.APISubresourceDiscovery{
 					Subresource:  name,

@@ -118,8 +118,8 @@ func (h *resourceHandler) get(ctx context.Context, w http.ResponseWriter, r *htt
 		return
 	}
 	opts := &metav1.GetOptions{}
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
-		writeError(w, apierrors.NewBadRequest(err.Error()))
+	if err := decodeOptions(r, opts); err != nil {
+		writeError(w, err)
 		return
 	}
 	obj, err := getter.Get(ctx, req.Namespace, req.Name, opts)
@@ -179,8 +179,8 @@ func tableOptions(r *http.Request) (*metav1.TableOptions, error) {
 // client-go then falls back to list and watch.
 func listOptions(r *http.Request) (*metainternalversion.ListOptions, error) {
 	opts := &metainternalversion.ListOptions{}
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
+	if err := decodeOptions(r, opts); err != nil {
+		return nil, err
 	}
 	if errs := metainternalversionvalidation.ValidateListOptions(opts, false); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
@@ -223,16 +223,15 @@ func (h *resourceHandler) create(ctx context.Context, w http.ResponseWriter, r *
 		return
 	}
 	opts := &metav1.CreateOptions{}
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
-		writeError(w, apierrors.NewBadRequest(err.Error()))
+	if err := decodeOptions(r, opts); err != nil {
+		writeError(w, err)
 		return
 	}
-	obj, warnings, err := decodeBody(r, req.gvk, req.storage.New(), opts.FieldValidation)
+	obj, err := readObject(w, r, req, opts.FieldValidation)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	addWarnings(w, warnings)
 	objMeta, err := meta.Accessor(obj)
 	if err != nil {
 		writeError(w, apierrors.NewBadRequest(err.Error()))
@@ -273,17 +272,36 @@ func (h *resourceHandler) update(ctx context.Context, w http.ResponseWriter, r *
 		return
 	}
 	opts := &metav1.UpdateOptions{}
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
-		writeError(w, apierrors.NewBadRequest(err.Error()))
+	if err := decodeOptions(r, opts); err != nil {
+		writeError(w, err)
 		return
 	}
-	obj, warnings, err := decodeBody(r, req.gvk, req.storage.New(), opts.FieldValidation)
+	obj, err := readObject(w, r, req, opts.FieldValidation)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	addWarnings(w, warnings)
 	h.runUpdate(ctx, w, req, updater, rest.DefaultUpdatedObjectInfo(obj), opts)
+}
+
+// decodeOptions decodes the query into opts, one of the metav1 option structs
+// (GetOptions, ListOptions, CreateOptions, ...); 400 BadRequest on malformed values.
+func decodeOptions(r *http.Request, opts runtime.Object) error {
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	return nil
+}
+
+// readObject decodes the request body as req's kind under fieldValidation and turns
+// unknown-field findings into Warning headers.
+func readObject(w http.ResponseWriter, r *http.Request, req *request, fieldValidation string) (runtime.Object, error) {
+	obj, warnings, err := decodeBody(r, req.gvk, req.storage.New(), fieldValidation)
+	if err != nil {
+		return nil, err
+	}
+	addWarnings(w, warnings)
+	return obj, nil
 }
 
 // runUpdate admits and performs an update (PUT or PATCH) and writes the result.
@@ -318,8 +336,8 @@ func (h *resourceHandler) patch(ctx context.Context, w http.ResponseWriter, r *h
 		return
 	}
 	var patchOpts metav1.PatchOptions
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, &patchOpts); err != nil {
-		writeError(w, apierrors.NewBadRequest(err.Error()))
+	if err := decodeOptions(r, &patchOpts); err != nil {
+		writeError(w, err)
 		return
 	}
 	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -351,8 +369,8 @@ func (h *resourceHandler) delete(ctx context.Context, w http.ResponseWriter, r *
 		return
 	}
 	opts := &metav1.DeleteOptions{}
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
-		writeError(w, apierrors.NewBadRequest(err.Error()))
+	if err := decodeOptions(r, opts); err != nil {
+		writeError(w, err)
 		return
 	}
 	if r.ContentLength != 0 && r.Body != nil {

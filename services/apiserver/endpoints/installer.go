@@ -91,12 +91,7 @@ func (gv *APIGroupVersion) apiResourceList() *metav1.APIResourceList {
 			Name: r.Name, SingularName: r.SingularName, Namespaced: r.Namespaced, Kind: r.Kind,
 			Verbs: verbs(r.Storage), ShortNames: r.ShortNames, Categories: r.Categories,
 		})
-		names := make([]string, 0, len(r.Subresources))
-		for name := range r.Subresources {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
+		for _, name := range r.subresourceNames() {
 			sub := r.Subresources[name]
 			list.APIResources = append(list.APIResources, metav1.APIResource{
 				Name: r.Name + "/" + name, Namespaced: r.Namespaced, Kind: sub.Kind, Verbs: verbs(sub.Storage),
@@ -104,4 +99,14 @@ func (gv *APIGroupVersion) apiResourceList() *metav1.APIResourceList {
 		}
 	}
 	return list
+}
+
+// subresourceNames lists r's subresources in name order, as discovery reports them.
+func (r *Resource) subresourceNames() []string {
+	names := make([]string, 0, len(r.Subresources))
+	for name := range r.Subresources {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
 }
