@@ -23,12 +23,14 @@ import (
 	"skiff.dev/services/apiserver/admission"
 	namespacecontroller "skiff.dev/services/apiserver/controller/namespace"
 	"skiff.dev/services/apiserver/endpoints"
+	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/coordination/lease"
 	"skiff.dev/services/apiserver/registry/core/event"
 	"skiff.dev/services/apiserver/registry/core/namespace"
 	"skiff.dev/services/apiserver/registry/core/node"
 	"skiff.dev/services/apiserver/registry/core/pod"
 	"skiff.dev/services/apiserver/scheme"
+	"skiff.dev/services/apiserver/storage/cacher"
 	"skiff.dev/services/apiserver/storage/etcd3"
 )
 
@@ -44,21 +46,63 @@ type APIServer struct {
 	handler             http.Handler
 	namespaces          *namespace.REST
 	namespaceController *namespacecontroller.Controller
+	caches              []*cacher.Cacher
 }
 
-// New builds the apiserver's registries and HTTP handler. It does not touch etcd yet.
-func New(cfg Config) (*APIServer, error) {
+// indexFields are the fields a strategy asks the watch cache to index by.
+func indexFields(strategy registry.Strategy) []string {
+	if indexed, ok := strategy.(registry.IndexedStrategy); ok {
+		return indexed.IndexFields()
+	}
+	return nil
+}
+
+// stopCaches stops every watch cache.
+func (s *APIServer) stopCaches() {
+	for _, c := range s.caches {
+		c.Stop()
+	}
+}
+
+// New builds the apiserver's registries, starts their watch caches (which list and watch
+// etcd, retrying until it answers) and builds the HTTP handler. Serve stops the caches
+// when it returns, so an APIServer serves once.
+func New(cfg Config) (_ *APIServer, err error) {
 	if cfg.Etcd == nil {
 		return nil, errors.New("apiserver: Config.Etcd is required")
 	}
-	storageFor := func(newFunc func() runtime.Object) *etcd3.Store {
-		return etcd3.New(cfg.Etcd, scheme.StorageCodec, newFunc)
+	s := &APIServer{etcd: cfg.Etcd}
+	// Every resource is served through a watch cache over its etcd store.
+	cached := func(prefix string, newFunc, newListFunc func() runtime.Object, strategy registry.Strategy) *cacher.Cacher {
+		if err != nil {
+			return nil
+		}
+		store := etcd3.New(cfg.Etcd, scheme.StorageCodec, newFunc)
+		c, cerr := cacher.New(cacher.Config{
+			Storage: store, RequestProgress: store.RequestProgress, ResourcePrefix: prefix,
+			NewFunc: newFunc, NewListFunc: newListFunc, GetAttrs: strategy.GetAttrs, IndexFields: indexFields(strategy),
+		})
+		if cerr != nil {
+			err = cerr
+			return nil
+		}
+		s.caches = append(s.caches, c)
+		return c
 	}
-	pods := pod.NewStorage(storageFor(func() runtime.Object { return &corev1.Pod{} }))
-	nodes := node.NewStorage(storageFor(func() runtime.Object { return &corev1.Node{} }))
-	namespaces := namespace.NewREST(storageFor(func() runtime.Object { return &corev1.Namespace{} }))
-	events := event.NewStorage(storageFor(func() runtime.Object { return &corev1.Event{} }))
-	leases := lease.NewStorage(storageFor(func() runtime.Object { return &coordinationv1.Lease{} }))
+	podStore := cached("/registry/pods/", func() runtime.Object { return &corev1.Pod{} }, func() runtime.Object { return &corev1.PodList{} }, pod.Strategy{})
+	nodeStore := cached("/registry/minions/", func() runtime.Object { return &corev1.Node{} }, func() runtime.Object { return &corev1.NodeList{} }, node.Strategy{})
+	namespaceStore := cached("/registry/namespaces/", func() runtime.Object { return &corev1.Namespace{} }, func() runtime.Object { return &corev1.NamespaceList{} }, namespace.Strategy{})
+	eventStore := cached("/registry/events/", func() runtime.Object { return &corev1.Event{} }, func() runtime.Object { return &corev1.EventList{} }, event.Strategy{})
+	leaseStore := cached("/registry/leases/", func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} }, lease.Strategy{})
+	if err != nil {
+		s.stopCaches()
+		return nil, fmt.Errorf("apiserver: watch cache: %w", err)
+	}
+	pods := pod.NewStorage(podStore)
+	nodes := node.NewStorage(nodeStore)
+	namespaces := namespace.NewREST(namespaceStore)
+	events := event.NewStorage(eventStore)
+	leases := lease.NewStorage(leaseStore)
 
 	core := &endpoints.APIGroupVersion{
 		GroupVersion: corev1.SchemeGroupVersion,
@@ -80,13 +124,10 @@ func New(cfg Config) (*APIServer, error) {
 			{Name: "leases", SingularName: "lease", Kind: "Lease", Namespaced: true, Storage: leases},
 		},
 	}
-	s := &APIServer{
-		etcd:       cfg.Etcd,
-		namespaces: namespaces,
-		namespaceController: &namespacecontroller.Controller{
-			Namespaces: namespaces,
-			Contents:   []namespacecontroller.Content{pods.Pod, events, leases},
-		},
+	s.namespaces = namespaces
+	s.namespaceController = &namespacecontroller.Controller{
+		Namespaces: namespaces,
+		Contents:   []namespacecontroller.Content{pods.Pod, events, leases},
 	}
 	s.handler = endpoints.NewHandler(endpoints.Config{
 		Core:      core,
@@ -141,6 +182,7 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 			slog.Error("creating system namespaces", "err", err)
 		}
 	}()
+	defer s.stopCaches()
 	controllerDone := make(chan struct{})
 	go func() {
 		defer close(controllerDone)

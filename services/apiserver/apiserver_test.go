@@ -82,7 +82,8 @@ func TestBadInputGetsStatusWithClientErrorCode(t *testing.T) {
 		{"missing pod", "GET", pods + "/nope", "", 404, metav1.StatusReasonNotFound, `pods "nope" not found`},
 		{"missing namespace", "POST", srv.URL + "/api/v1/namespaces/nope/pods", `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"x"}]}}`, 404, metav1.StatusReasonNotFound, `namespaces "nope" not found`},
 		{"unknown resource", "GET", srv.URL + "/api/v1/namespaces/default/widgets", "", 404, metav1.StatusReasonNotFound, ""},
-		{"sendInitialEvents on a watch", "GET", pods + "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan", "", 422, metav1.StatusReasonInvalid, "sendInitialEvents is forbidden"},
+		{"sendInitialEvents without resourceVersionMatch", "GET", pods + "?watch=true&sendInitialEvents=true", "", 422, metav1.StatusReasonInvalid, "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"},
+		{"sendInitialEvents on a list", "GET", pods + "?sendInitialEvents=true", "", 422, metav1.StatusReasonInvalid, "sendInitialEvents is forbidden for list"},
 		{"negative grace period", "DELETE", pods + "/bound", `{"gracePeriodSeconds":-5}`, 400, metav1.StatusReasonBadRequest, "gracePeriodSeconds"},
 		{"unsupported patch type", "PATCH", pods + "/bound", `{}`, 415, metav1.StatusReasonUnsupportedMediaType, ""},
 	}
@@ -514,5 +515,57 @@ func TestDiscoveryOpenAPIAndMetrics(t *testing.T) {
 	_, _ = get("/api/v1/namespaces/default/pods", "")
 	if _, metrics := get("/metrics", ""); !strings.Contains(string(metrics), `apiserver_request_total{code="200",component="apiserver",group="",resource="pods",scope="namespace",subresource="",verb="LIST",version="v1"} 1`) {
 		t.Errorf("metrics lack the pod LIST: %s", metrics)
+	}
+}
+
+func TestWatchListSendsInitialEventsThenTheEndBookmark(t *testing.T) {
+	srv := apiservertest.StartServer(t)
+	cs := kubernetes.NewForConfigOrDie(srv.Config)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, name := range []string{"a", "b"} {
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, newPod(name), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := cs.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{
+		SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var got []string
+	for len(got) < 3 {
+		select {
+		case ev := <-w.ResultChan():
+			pod, _ := ev.Object.(*corev1.Pod)
+			if ev.Type == watch.Bookmark && pod.Annotations["k8s.io/initial-events-end"] != "true" {
+				continue // a periodic bookmark
+			}
+			got = append(got, string(ev.Type)+" "+pod.Name)
+		case <-ctx.Done():
+			t.Fatalf("events so far: %v", got)
+		}
+	}
+	if strings.Join(got, ",") != "ADDED a,ADDED b,BOOKMARK " {
+		t.Errorf("WatchList events %v, want ADDED a, ADDED b, then the initial-events-end BOOKMARK", got)
+	}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, newPod("c"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			if ev.Type == watch.Bookmark {
+				continue
+			}
+			if pod := ev.Object.(*corev1.Pod); ev.Type != watch.Added || pod.Name != "c" {
+				t.Errorf("after the initial events: %s %s, want ADDED c", ev.Type, pod.Name)
+			}
+			return
+		case <-ctx.Done():
+			t.Fatal("no live event after the initial ones")
+		}
 	}
 }

@@ -174,15 +174,14 @@ func tableOptions(r *http.Request) (*metav1.TableOptions, error) {
 }
 
 // listOptions decodes list and watch query parameters (selectors, resourceVersion,
-// limit, continue, watch, timeoutSeconds) and validates them as kube-apiserver does:
-// sendInitialEvents is refused with 422, since skiff does not serve WatchList yet and
-// client-go then falls back to list and watch.
+// limit, continue, watch, timeoutSeconds, sendInitialEvents) and validates them as
+// kube-apiserver does with its WatchList feature on (422 Invalid otherwise).
 func listOptions(r *http.Request) (*metainternalversion.ListOptions, error) {
 	opts := &metainternalversion.ListOptions{}
 	if err := decodeOptions(r, opts); err != nil {
 		return nil, err
 	}
-	if errs := metainternalversionvalidation.ValidateListOptions(opts, false); len(errs) > 0 {
+	if errs := metainternalversionvalidation.ValidateListOptions(opts, true); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
 	}
 	return opts, nil

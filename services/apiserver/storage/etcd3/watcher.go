@@ -3,10 +3,12 @@ package etcd3
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -41,11 +43,16 @@ func (s *Store) Watch(ctx context.Context, key string, opts storage.ListOptions)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", key, err)
 	}
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+		// WatchList is the watch cache's to serve; never ignore it silently.
+		return nil, fmt.Errorf("watch %s: sendInitialEvents is served by the watch cache, not by etcd directly", key)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	w := &watcher{
 		store:     s,
 		key:       key,
 		recursive: strings.HasSuffix(key, "/"),
+		bookmarks: opts.AllowWatchBookmarks,
 		pred:      opts.Predicate,
 		result:    make(chan watch.Event, watchBufferSize),
 		cancel:    cancel,
@@ -61,6 +68,7 @@ type watcher struct {
 	store     *Store
 	key       string
 	recursive bool
+	bookmarks bool
 	pred      storage.SelectionPredicate
 	result    chan watch.Event
 	cancel    context.CancelFunc
@@ -95,6 +103,9 @@ func (w *watcher) run(ctx context.Context, rev int64) {
 	if w.recursive {
 		opts = append(opts, clientv3.WithPrefix())
 	}
+	if w.bookmarks {
+		opts = append(opts, clientv3.WithProgressNotify())
+	}
 	wch := w.store.watcher.Watch(clientv3.WithRequireLeader(ctx), w.key, opts...)
 	for {
 		select {
@@ -116,6 +127,13 @@ func (w *watcher) run(ctx context.Context, rev int64) {
 			if err := resp.Err(); err != nil {
 				w.sendInternalError(ctx, fmt.Errorf("watch %s: %w", w.key, err))
 				return
+			}
+			if resp.IsProgressNotify() {
+				// etcd promises every change up to this revision has been sent.
+				if w.bookmarks && !w.send(ctx, w.bookmark(resp.Header.Revision)) {
+					return
+				}
+				continue
 			}
 			for _, ev := range resp.Events {
 				event, ok, err := w.transform(ev)
@@ -237,4 +255,21 @@ func (w *watcher) send(ctx context.Context, ev watch.Event) bool {
 func (w *watcher) sendInternalError(ctx context.Context, err error) {
 	status := apierrors.NewInternalError(err).ErrStatus
 	w.send(ctx, watch.Event{Type: watch.Error, Object: &status})
+}
+
+// bookmark is a Bookmark event at rev: an empty object carrying only the resourceVersion.
+func (w *watcher) bookmark(rev int64) watch.Event {
+	obj := w.store.newFunc()
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetResourceVersion(strconv.FormatInt(rev, 10))
+	}
+	return watch.Event{Type: watch.Bookmark, Object: obj}
+}
+
+// RequestProgress asks etcd to send a progress notification, as a Bookmark, on every
+// watch opened with AllowWatchBookmarks: a watch cache uses it to learn that it has seen
+// every change up to etcd's current revision. Mirrors the etcd3 store's
+// RequestWatchProgress in Kubernetes.
+func (s *Store) RequestProgress(ctx context.Context) error {
+	return s.watcher.RequestProgress(clientv3.WithRequireLeader(ctx))
 }
