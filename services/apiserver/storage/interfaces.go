@@ -151,3 +151,19 @@ func (p SelectionPredicate) Matches(obj runtime.Object) (bool, error) {
 	}
 	return true, nil
 }
+
+type watchStreamKey struct{}
+
+// WithWatchStream names the stream a watch (and a progress request) made with ctx uses.
+// etcd sends a progress notification on a stream only when every watch on it has caught
+// up, so a watch cache gives its watch a stream of its own rather than share one with
+// every other watch of the process. Watches without a name share the default stream.
+func WithWatchStream(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, watchStreamKey{}, name)
+}
+
+// WatchStream returns the stream name set by WithWatchStream, or "".
+func WatchStream(ctx context.Context) string {
+	name, _ := ctx.Value(watchStreamKey{}).(string)
+	return name
+}

@@ -35,6 +35,9 @@ func (c *Cacher) backfill(ctx context.Context, from uint64) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	// A stream of its own: etcd reports progress only on streams whose watches have all
+	// caught up, and the cache's own watch sits at the newest revision.
+	ctx = storage.WithWatchStream(ctx, c.cfg.ResourcePrefix+"#backfill")
 
 	list := c.cfg.NewListFunc()
 	fromRV := strconv.FormatUint(from, 10)

@@ -132,7 +132,7 @@ func New(cfg Config) (*Cacher, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	c.done.Add(2)
-	go func() { defer c.done.Done(); c.reflect(ctx) }()
+	go func() { defer c.done.Done(); c.reflect(storage.WithWatchStream(ctx, cfg.ResourcePrefix)) }()
 	go func() { defer c.done.Done(); c.sendBookmarks(ctx) }()
 	return c, nil
 }
@@ -362,8 +362,9 @@ func (c *Cacher) waitUntilFresh(ctx context.Context, rv uint64) error {
 	defer stop()
 	if c.cfg.RequestProgress != nil {
 		go func() {
+			streamCtx := storage.WithWatchStream(waitCtx, c.cfg.ResourcePrefix)
 			for waitCtx.Err() == nil {
-				_ = c.cfg.RequestProgress(waitCtx)
+				_ = c.cfg.RequestProgress(streamCtx)
 				select {
 				case <-waitCtx.Done():
 				case <-time.After(100 * time.Millisecond):

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -106,7 +107,7 @@ func (w *watcher) run(ctx context.Context, rev int64) {
 	if w.bookmarks {
 		opts = append(opts, clientv3.WithProgressNotify())
 	}
-	wch := w.store.watcher.Watch(clientv3.WithRequireLeader(ctx), w.key, opts...)
+	wch := w.store.watcher.Watch(streamContext(ctx), w.key, opts...)
 	for {
 		select {
 		case <-ctx.Done():
@@ -270,6 +271,17 @@ func (w *watcher) bookmark(rev int64) watch.Event {
 // watch opened with AllowWatchBookmarks: a watch cache uses it to learn that it has seen
 // every change up to etcd's current revision. Mirrors the etcd3 store's
 // RequestWatchProgress in Kubernetes.
+//
+// Progress is requested on the watch stream named in ctx (storage.WithWatchStream).
 func (s *Store) RequestProgress(ctx context.Context) error {
-	return s.watcher.RequestProgress(clientv3.WithRequireLeader(ctx))
+	return s.watcher.RequestProgress(streamContext(ctx))
+}
+
+// streamContext requires a leader and puts ctx's watch stream name into the gRPC
+// metadata, which is how clientv3 groups watches into streams.
+func streamContext(ctx context.Context) context.Context {
+	if name := storage.WatchStream(ctx); name != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "skiff-watch-stream", name)
+	}
+	return clientv3.WithRequireLeader(ctx)
 }
