@@ -569,3 +569,22 @@ func TestWatchListSendsInitialEventsThenTheEndBookmark(t *testing.T) {
 		}
 	}
 }
+
+func TestManagedFieldsRecordEachManager(t *testing.T) {
+	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, newPod("m"), metav1.CreateOptions{FieldManager: "kubectl-run"}); err != nil {
+		t.Fatal(err)
+	}
+	patched, err := cs.CoreV1().Pods("default").Patch(ctx, "m", types.MergePatchType, []byte(`{"metadata":{"labels":{"tier":"web"}}}`), metav1.PatchOptions{FieldManager: "kubectl-label"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	managers := map[string]string{}
+	for _, f := range patched.ManagedFields {
+		managers[f.Manager] = string(f.Operation)
+	}
+	if managers["kubectl-run"] != "Update" || managers["kubectl-label"] != "Update" {
+		t.Errorf("managedFields %v, want kubectl-run and kubectl-label", managers)
+	}
+}

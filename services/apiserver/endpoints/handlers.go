@@ -31,6 +31,7 @@ type resourceHandler struct {
 	gv      *APIGroupVersion
 	admit   admission.Interface
 	metrics *metrics
+	fields  fieldManagers
 }
 
 // request is one resolved resource request: what it names and the storage serving it.
@@ -148,7 +149,7 @@ func (h *resourceHandler) writeMaybeTable(ctx context.Context, w http.ResponseWr
 			obj = table
 		}
 	}
-	writeObject(w, http.StatusOK, h.gv.GroupVersion, obj)
+	writeObject(w, r, http.StatusOK, h.gv.GroupVersion, obj)
 }
 
 // setRowKinds gives full objects embedded in Table rows (includeObject=Object) their
@@ -252,6 +253,9 @@ func (h *resourceHandler) create(ctx context.Context, w http.ResponseWriter, r *
 		writeError(w, err)
 		return
 	}
+	if req.Subresource == "" {
+		obj = h.fields.track(req.gvk, "", req.storage.New(), obj, managerName(opts.FieldManager, r.UserAgent()))
+	}
 	out, err := creater.Create(ctx, req.Namespace, obj, opts)
 	if err != nil {
 		writeError(w, err)
@@ -261,7 +265,7 @@ func (h *resourceHandler) create(ctx context.Context, w http.ResponseWriter, r *
 	if status, ok := out.(*metav1.Status); ok && status.Code != 0 {
 		code = int(status.Code)
 	}
-	writeObject(w, code, h.gv.GroupVersion, out)
+	writeObject(w, r, code, h.gv.GroupVersion, out)
 }
 
 func (h *resourceHandler) update(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) {
@@ -280,7 +284,7 @@ func (h *resourceHandler) update(ctx context.Context, w http.ResponseWriter, r *
 		writeError(w, err)
 		return
 	}
-	h.runUpdate(ctx, w, req, updater, rest.DefaultUpdatedObjectInfo(obj), opts)
+	h.runUpdate(ctx, w, r, req, updater, rest.DefaultUpdatedObjectInfo(obj), opts)
 }
 
 // decodeOptions decodes the query into opts, one of the metav1 option structs
@@ -304,7 +308,7 @@ func readObject(w http.ResponseWriter, r *http.Request, req *request, fieldValid
 }
 
 // runUpdate admits and performs an update (PUT or PATCH) and writes the result.
-func (h *resourceHandler) runUpdate(ctx context.Context, w http.ResponseWriter, req *request, updater rest.Updater, objInfo rest.UpdatedObjectInfo, opts *metav1.UpdateOptions) {
+func (h *resourceHandler) runUpdate(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request, updater rest.Updater, objInfo rest.UpdatedObjectInfo, opts *metav1.UpdateOptions) {
 	if err := h.admit.Admit(ctx, admission.Attributes{
 		Operation: admission.Update, Resource: req.gvr, Subresource: req.Subresource,
 		Namespace: req.Namespace, Name: req.Name,
@@ -312,7 +316,15 @@ func (h *resourceHandler) runUpdate(ctx context.Context, w http.ResponseWriter, 
 		writeError(w, err)
 		return
 	}
-	out, created, err := updater.Update(ctx, req.Namespace, req.Name, objInfo, opts)
+	manager := managerName(opts.FieldManager, r.UserAgent())
+	tracked := rest.UpdatedObjectFunc(func(ctx context.Context, old runtime.Object) (runtime.Object, error) {
+		newObj, err := objInfo.UpdatedObject(ctx, old)
+		if err != nil {
+			return nil, err
+		}
+		return h.fields.track(req.gvk, req.Subresource, old.DeepCopyObject(), newObj, manager), nil
+	})
+	out, created, err := updater.Update(ctx, req.Namespace, req.Name, tracked, opts)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -321,7 +333,7 @@ func (h *resourceHandler) runUpdate(ctx context.Context, w http.ResponseWriter, 
 	if created {
 		code = http.StatusCreated
 	}
-	writeObject(w, code, h.gv.GroupVersion, out)
+	writeObject(w, r, code, h.gv.GroupVersion, out)
 }
 
 // patch applies a JSON patch, JSON merge patch or strategic merge patch to the stored
@@ -355,7 +367,7 @@ func (h *resourceHandler) patch(ctx context.Context, w http.ResponseWriter, r *h
 	objInfo := rest.UpdatedObjectFunc(func(_ context.Context, old runtime.Object) (runtime.Object, error) {
 		return applyPatch(patchType, patchBytes, old, req.gvk, req.storage.New())
 	})
-	h.runUpdate(ctx, w, req, updater, objInfo, &metav1.UpdateOptions{DryRun: patchOpts.DryRun, FieldManager: patchOpts.FieldManager})
+	h.runUpdate(ctx, w, r, req, updater, objInfo, &metav1.UpdateOptions{DryRun: patchOpts.DryRun, FieldManager: patchOpts.FieldManager})
 }
 
 // delete reads DeleteOptions from the body (kubectl sends one without kind) or the query,
@@ -402,7 +414,7 @@ func (h *resourceHandler) delete(ctx context.Context, w http.ResponseWriter, r *
 		writeError(w, err)
 		return
 	}
-	writeObject(w, http.StatusOK, h.gv.GroupVersion, out)
+	writeObject(w, r, http.StatusOK, h.gv.GroupVersion, out)
 }
 
 // writeJSON writes v with encoding/json, for bodies that are not scheme objects

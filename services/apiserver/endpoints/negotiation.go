@@ -115,16 +115,49 @@ func addWarnings(w http.ResponseWriter, warnings []string) {
 	}
 }
 
-// writeObject writes obj as JSON with its apiVersion and kind for gv.
-func writeObject(w http.ResponseWriter, code int, gv schema.GroupVersion, obj runtime.Object) {
-	data, err := runtime.Encode(encoderFor(obj, gv), obj)
+// writeObject writes obj with its apiVersion and kind for gv, as protobuf when the
+// request's Accept header prefers it (client-go's typed clients do) and as JSON
+// otherwise. Tables and Statuses are always JSON.
+func writeObject(w http.ResponseWriter, r *http.Request, code int, gv schema.GroupVersion, obj runtime.Object) {
+	contentType, encoder := "application/json", encoderFor(obj, gv)
+	if prefersProtobuf(r) {
+		switch obj.(type) {
+		case *metav1.Table, *metav1.Status:
+		default:
+			contentType, encoder = protobufContentType, scheme.Codecs.EncoderForVersion(scheme.ProtobufSerializer, gv)
+		}
+	}
+	data, err := runtime.Encode(encoder, obj)
 	if err != nil {
 		writeError(w, apierrors.NewInternalError(fmt.Errorf("encoding response: %w", err)))
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(code)
-	_, _ = w.Write(append(data, '\n'))
+	if contentType == "application/json" {
+		data = append(data, '\n')
+	}
+	_, _ = w.Write(data)
+}
+
+const protobufContentType = "application/vnd.kubernetes.protobuf"
+
+// prefersProtobuf reports whether the first media type of the Accept header that skiff
+// can produce is protobuf.
+func prefersProtobuf(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mediaType, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mediaType {
+		case protobufContentType:
+			return true
+		case "application/json", "application/*", "*/*", "application/yaml":
+			return false
+		}
+	}
+	return false
 }
 
 // encoderFor returns the JSON encoder for obj: meta.k8s.io/v1 for Tables, gv otherwise.

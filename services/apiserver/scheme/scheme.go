@@ -36,6 +36,9 @@ var ParameterCodec = runtime.NewParameterCodec(Scheme)
 // and decodes whatever it finds there (protobuf, or JSON written by hand).
 var StorageCodec runtime.Codec
 
+// ProtobufSerializer writes protobuf response bodies for clients that prefer them.
+var ProtobufSerializer = protobuf.NewSerializer(Scheme, Scheme)
+
 // JSONSerializer writes response bodies.
 var JSONSerializer = json.NewSerializerWithOptions(json.DefaultMetaFactory, Scheme, Scheme, json.SerializerOptions{})
 
@@ -58,8 +61,7 @@ func init() {
 		utilruntime.Must(Scheme.SetVersionPriority(gv))
 	}
 
-	proto := protobuf.NewSerializer(Scheme, Scheme)
-	StorageCodec = Codecs.CodecForVersions(proto, Codecs.UniversalDeserializer(),
+	StorageCodec = Codecs.CodecForVersions(ProtobufSerializer, Codecs.UniversalDeserializer(),
 		schema.GroupVersions(ServedGroupVersions), nil)
 }
 
