@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	goruntime "runtime"
 	"strings"
 	"sync/atomic"
@@ -21,11 +22,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"skiff.dev/services/apiserver/apiservertest"
 )
 
 // testLogWriter sends the scheduler's logs to t.Log.
@@ -74,44 +76,34 @@ func startScheduler(t *testing.T, client kubernetes.Interface, name string) *Sch
 	return s
 }
 
-var podsResource = v1.SchemeGroupVersion.WithResource("pods")
-
-// newFakeClient returns a fake clientset whose pods/binding behaves like the
-// apiserver's BindingREST: set nodeName and PodScheduled=True, or Conflict.
-func newFakeClient(objects ...runtime.Object) *fake.Clientset {
-	client := fake.NewClientset(objects...)
-	client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		create := action.(k8stesting.CreateAction)
-		if create.GetSubresource() != "binding" {
-			return false, nil, nil
-		}
-		binding := create.GetObject().(*v1.Binding)
-		obj, err := client.Tracker().Get(podsResource, binding.Namespace, binding.Name)
-		if err != nil {
-			return true, nil, err
-		}
-		pod := obj.(*v1.Pod).DeepCopy()
-		if binding.UID != "" && binding.UID != pod.UID {
-			return true, nil, apierrors.NewConflict(podsResource.GroupResource(), pod.Name, errors.New("uid precondition failed"))
-		}
-		if pod.Spec.NodeName != "" {
-			return true, nil, apierrors.NewConflict(podsResource.GroupResource(), pod.Name, fmt.Errorf("pod %s is already assigned to node %q", pod.Name, pod.Spec.NodeName))
-		}
-		pod.Spec.NodeName = binding.Target.Name
-		setCondition(pod, v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue})
-		return true, nil, client.Tracker().Update(podsResource, pod, pod.Namespace)
-	})
+// newClient starts a real apiserver over a real etcd for the test and creates objects
+// (nodes with their status, pods) through it.
+func newClient(t *testing.T, objects ...runtime.Object) kubernetes.Interface {
+	t.Helper()
+	client, _ := newServer(t, objects...)
 	return client
 }
 
-func setCondition(pod *v1.Pod, c v1.PodCondition) {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == c.Type {
-			pod.Status.Conditions[i] = c
-			return
+func newServer(t *testing.T, objects ...runtime.Object) (kubernetes.Interface, *apiservertest.Server) {
+	t.Helper()
+	srv := apiservertest.StartServer(t)
+	client := kubernetes.NewForConfigOrDie(srv.Config)
+	ctx := context.Background()
+	for _, obj := range objects {
+		var err error
+		switch o := obj.(type) {
+		case *v1.Node:
+			_, err = client.CoreV1().Nodes().Create(ctx, o, metav1.CreateOptions{})
+		case *v1.Pod:
+			_, err = client.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		default:
+			err = fmt.Errorf("unexpected object %T", obj)
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
-	pod.Status.Conditions = append(pod.Status.Conditions, c)
+	return client, srv
 }
 
 func testNode(name, cpu string) *v1.Node {
@@ -190,7 +182,7 @@ func waitUnschedulable(t *testing.T, client kubernetes.Interface, name, wantMess
 func TestPodIsBoundToTheNodeThatFits(t *testing.T) {
 	cordoned := testNode("cordoned", "4")
 	cordoned.Spec.Unschedulable = true
-	client := newFakeClient(cordoned, testNode("small", "1"), testNode("fits", "4"), testPod("p", "2"))
+	client := newClient(t, cordoned, testNode("small", "1"), testNode("fits", "4"), testPod("p", "2"))
 	startScheduler(t, client, "")
 	if node := waitBound(t, client, "p"); node != "fits" {
 		t.Fatalf("pod bound to %q, want fits", node)
@@ -198,7 +190,7 @@ func TestPodIsBoundToTheNodeThatFits(t *testing.T) {
 }
 
 func TestLeastAllocatedSpreadsPodsAcrossNodes(t *testing.T) {
-	client := newFakeClient(testNode("a", "4"), testNode("b", "4"))
+	client := newClient(t, testNode("a", "4"), testNode("b", "4"))
 	startScheduler(t, client, "")
 	ctx := context.Background()
 	nodes := map[string]int{}
@@ -214,15 +206,15 @@ func TestLeastAllocatedSpreadsPodsAcrossNodes(t *testing.T) {
 	}
 }
 
-// slowBindClient holds every Bind until release is closed. (A blocking
-// fake reactor would hold the fake clientset's lock and stall all calls.)
+// slowBindClient is a real client whose Binds wait until release is closed, so a
+// binding can be held in flight.
 type slowBindClient struct {
-	*fake.Clientset
+	kubernetes.Interface
 	release chan struct{}
 }
 
 func (c slowBindClient) CoreV1() corev1client.CoreV1Interface {
-	return slowCoreV1{c.Clientset.CoreV1(), c.release}
+	return slowCoreV1{c.Interface.CoreV1(), c.release}
 }
 
 type slowCoreV1 struct {
@@ -251,7 +243,7 @@ func (p slowPods) Bind(ctx context.Context, b *v1.Binding, opts metav1.CreateOpt
 func TestPodsScheduledBackToBackDoNotShareTheLastSlot(t *testing.T) {
 	// Bindings hang, so the second pod is scheduled before the first
 	// binding lands: only the assumed pod in the cache keeps it off n1.
-	client := slowBindClient{newFakeClient(testNode("n1", "1"), testPod("first", "1"), testPod("second", "1")), make(chan struct{})}
+	client := slowBindClient{newClient(t, testNode("n1", "1"), testPod("first", "1"), testPod("second", "1")), make(chan struct{})}
 	startScheduler(t, client, "")
 	var parked string
 	eventually(t, "one pod unschedulable", func() (bool, error) {
@@ -279,7 +271,7 @@ func TestPodsScheduledBackToBackDoNotShareTheLastSlot(t *testing.T) {
 }
 
 func TestUnschedulablePodIsBoundWhenABigEnoughNodeIsAdded(t *testing.T) {
-	client := newFakeClient(testNode("a", "1"), testNode("b", "2"), testPod("big", "3"))
+	client := newClient(t, testNode("a", "1"), testNode("b", "2"), testPod("big", "3"))
 	s := startScheduler(t, client, "")
 	waitUnschedulable(t, client, "big", "0/2 nodes are available: 2 Insufficient cpu.")
 	if _, err := client.CoreV1().Nodes().Create(context.Background(), testNode("c", "4"), metav1.CreateOptions{}); err != nil {
@@ -301,10 +293,13 @@ func TestUnschedulablePodIsBoundWhenABigEnoughNodeIsAdded(t *testing.T) {
 func TestUnschedulablePodIsBoundWhenANodeIsUncordoned(t *testing.T) {
 	node := testNode("n1", "4")
 	node.Spec.Unschedulable = true
-	client := newFakeClient(node, testPod("p", "1"))
+	client := newClient(t, node, testPod("p", "1"))
 	startScheduler(t, client, "")
 	waitUnschedulable(t, client, "p", "0/1 nodes are available: 1 node(s) were unschedulable.")
-	node = node.DeepCopy()
+	node, err := client.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	node.Spec.Unschedulable = false
 	if _, err := client.CoreV1().Nodes().Update(context.Background(), node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -313,7 +308,7 @@ func TestUnschedulablePodIsBoundWhenANodeIsUncordoned(t *testing.T) {
 }
 
 func TestPodWaitsWhenThereAreNoNodes(t *testing.T) {
-	client := newFakeClient(testPod("p", "1"))
+	client := newClient(t, testPod("p", "1"))
 	startScheduler(t, client, "")
 	waitUnschedulable(t, client, "p", "no nodes available to schedule pods")
 	client.CoreV1().Nodes().Create(context.Background(), testNode("n1", "2"), metav1.CreateOptions{})
@@ -323,35 +318,63 @@ func TestPodWaitsWhenThereAreNoNodes(t *testing.T) {
 func TestDeletedAssignedPodFreesRoomForAParkedPod(t *testing.T) {
 	running := testPod("running", "2")
 	running.Spec.NodeName = "n1"
-	client := newFakeClient(testNode("n1", "2"), running, testPod("waiting", "2"))
+	client := newClient(t, testNode("n1", "2"), running, testPod("waiting", "2"))
 	startScheduler(t, client, "")
 	waitUnschedulable(t, client, "waiting", "0/1 nodes are available: 1 Insufficient cpu.")
-	if err := client.CoreV1().Pods("default").Delete(context.Background(), "running", metav1.DeleteOptions{}); err != nil {
+	if err := client.CoreV1().Pods("default").Delete(context.Background(), "running", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
 	waitBound(t, client, "waiting")
 }
 
+// failingBindClient is a real client that injects a fault: its first failures Binds
+// fail with 500 before reaching the apiserver, as when etcd is briefly unavailable, which
+// cannot be caused on demand here.
+type failingBindClient struct {
+	kubernetes.Interface
+	calls *atomic.Int32
+	fail  int32
+}
+
+func (c failingBindClient) CoreV1() corev1client.CoreV1Interface {
+	return failingCoreV1{c.Interface.CoreV1(), c}
+}
+
+type failingCoreV1 struct {
+	corev1client.CoreV1Interface
+	c failingBindClient
+}
+
+func (f failingCoreV1) Pods(ns string) corev1client.PodInterface {
+	return failingPods{f.CoreV1Interface.Pods(ns), f.c}
+}
+
+type failingPods struct {
+	corev1client.PodInterface
+	c failingBindClient
+}
+
+func (p failingPods) Bind(ctx context.Context, b *v1.Binding, opts metav1.CreateOptions) error {
+	if p.c.calls.Add(1) <= p.c.fail {
+		return apierrors.NewInternalError(errors.New("injected fault: etcd is sulking"))
+	}
+	return p.PodInterface.Bind(ctx, b, opts)
+}
+
 func TestBindFailureIsRetried(t *testing.T) {
-	client := newFakeClient(testNode("n1", "2"), testPod("p", "1"))
-	var failures atomic.Int32
-	client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		if action.GetSubresource() == "binding" && failures.Add(1) <= 2 {
-			return true, nil, apierrors.NewInternalError(errors.New("etcd is sulking"))
-		}
-		return false, nil, nil
-	})
+	calls := &atomic.Int32{}
+	client := failingBindClient{newClient(t, testNode("n1", "2"), testPod("p", "1")), calls, 2}
 	startScheduler(t, client, "")
 	waitBound(t, client, "p")
-	if failures.Load() < 3 {
-		t.Fatalf("bound after %d bind calls, want the 2 failures retried", failures.Load())
+	if calls.Load() < 3 {
+		t.Fatalf("bound after %d bind calls, want the 2 failures retried", calls.Load())
 	}
 }
 
 func TestPodsOfOtherSchedulersAreLeftAlone(t *testing.T) {
 	other := testPod("other", "1")
 	other.Spec.SchedulerName = "someone-else"
-	client := newFakeClient(testNode("n1", "2"), other, testPod("mine", "1"))
+	client := newClient(t, testNode("n1", "2"), other, testPod("mine", "1"))
 	s := startScheduler(t, client, "")
 	waitBound(t, client, "mine")
 	// Once the queue is empty, the other pod was never picked up.
@@ -368,14 +391,16 @@ func TestPodsOfOtherSchedulersAreLeftAlone(t *testing.T) {
 func TestSecondSchedulerServesOnlyItsName(t *testing.T) {
 	custom := testPod("custom", "1")
 	custom.Spec.SchedulerName = "custom-scheduler"
-	client := newFakeClient(testNode("n1", "2"), custom)
+	client := newClient(t, testNode("n1", "2"), custom)
 	startScheduler(t, client, "")
 	startScheduler(t, client, "custom-scheduler")
 	waitBound(t, client, "custom")
 }
 
 func TestRunReturnsOnCancelAndCannotRunTwice(t *testing.T) {
-	s, err := newScheduler(Config{Client: newFakeClient()}, fastOptions(t))
+	// Nothing listens on port 1: the scheduler must not need the apiserver to stop.
+	unreachable := kubernetes.NewForConfigOrDie(&rest.Config{Host: "http://127.0.0.1:1"})
+	s, err := newScheduler(Config{Client: unreachable}, fastOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,25 +421,12 @@ func TestNewRequiresAClient(t *testing.T) {
 }
 
 func TestSchedulerWaitsOutAnUnreachableAPIServer(t *testing.T) {
-	client := newFakeClient(testNode("n1", "2"), testPod("p", "1"))
-	var down atomic.Bool
-	var refused atomic.Int32
-	down.Store(true)
-	unreachable := func(k8stesting.Action) (bool, runtime.Object, error) {
-		if down.Load() {
-			refused.Add(1)
-			return true, nil, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
-		}
-		return false, nil, nil
-	}
-	client.PrependReactor("list", "*", unreachable)
-	client.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
-		handled, _, err := unreachable(action)
-		return handled, nil, err
-	})
+	client, srv := newServer(t, testNode("n1", "2"), testPod("p", "1"))
+	srv.StopAPIServer()
 	startScheduler(t, client, "")
-	eventually(t, "informers retrying", func() (bool, error) { return refused.Load() >= 6, nil })
-	down.Store(false)
+	// The informers fail against the stopped apiserver for a while, then it returns.
+	time.Sleep(time.Second)
+	srv.RestartAPIServer()
 	waitBound(t, client, "p")
 }
 
@@ -428,8 +440,8 @@ func registryWith(t *testing.T, c prometheus.Collector) *prometheus.Registry {
 }
 
 func TestRunLeavesNoGoroutinesBehind(t *testing.T) {
-	before := goruntime.NumGoroutine()
-	client := newFakeClient(testNode("n1", "2"), testPod("p", "1"))
+	client := newClient(t, testNode("n1", "2"), testPod("p", "1"))
+	before := goruntime.NumGoroutine() // the apiserver's and etcd's own are counted in
 	s, err := newScheduler(Config{Client: client}, fastOptions(t))
 	if err != nil {
 		t.Fatal(err)
@@ -443,6 +455,9 @@ func TestRunLeavesNoGoroutinesBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "goroutines to exit", func() (bool, error) {
+		// client-go shares http.DefaultTransport for plain-HTTP configs; its idle
+		// keep-alive connections are the transport's, not the scheduler's.
+		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 		return goruntime.NumGoroutine() <= before, nil
 	})
 }
