@@ -78,8 +78,13 @@ func New(cfg Config) (_ *APIServer, err error) {
 			return nil
 		}
 		store := etcd3.New(cfg.Etcd, scheme.StorageCodec, newFunc)
+		kinds, _, kerr := scheme.Scheme.ObjectKinds(newFunc())
+		if kerr != nil {
+			err = kerr
+			return nil
+		}
 		c, cerr := cacher.New(cacher.Config{
-			Storage: store, RequestProgress: store.RequestProgress, ResourcePrefix: prefix,
+			Storage: store, RequestProgress: store.RequestProgress, ResourcePrefix: prefix, Kind: kinds[0],
 			NewFunc: newFunc, NewListFunc: newListFunc, GetAttrs: strategy.GetAttrs, IndexFields: indexFields(strategy),
 		})
 		if cerr != nil {
@@ -89,11 +94,11 @@ func New(cfg Config) (_ *APIServer, err error) {
 		s.caches = append(s.caches, c)
 		return c
 	}
-	podStore := cached("/registry/pods/", func() runtime.Object { return &corev1.Pod{} }, func() runtime.Object { return &corev1.PodList{} }, pod.Strategy{})
-	nodeStore := cached("/registry/minions/", func() runtime.Object { return &corev1.Node{} }, func() runtime.Object { return &corev1.NodeList{} }, node.Strategy{})
-	namespaceStore := cached("/registry/namespaces/", func() runtime.Object { return &corev1.Namespace{} }, func() runtime.Object { return &corev1.NamespaceList{} }, namespace.Strategy{})
-	eventStore := cached("/registry/events/", func() runtime.Object { return &corev1.Event{} }, func() runtime.Object { return &corev1.EventList{} }, event.Strategy{})
-	leaseStore := cached("/registry/leases/", func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} }, lease.Strategy{})
+	podStore := cached(pod.KeyRoot+"/", func() runtime.Object { return &corev1.Pod{} }, func() runtime.Object { return &corev1.PodList{} }, pod.Strategy{})
+	nodeStore := cached(node.KeyRoot+"/", func() runtime.Object { return &corev1.Node{} }, func() runtime.Object { return &corev1.NodeList{} }, node.Strategy{})
+	namespaceStore := cached(namespace.KeyRoot+"/", func() runtime.Object { return &corev1.Namespace{} }, func() runtime.Object { return &corev1.NamespaceList{} }, namespace.Strategy{})
+	eventStore := cached(event.KeyRoot+"/", func() runtime.Object { return &corev1.Event{} }, func() runtime.Object { return &corev1.EventList{} }, event.Strategy{})
+	leaseStore := cached(lease.KeyRoot+"/", func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} }, lease.Strategy{})
 	if err != nil {
 		s.stopCaches()
 		return nil, fmt.Errorf("apiserver: watch cache: %w", err)

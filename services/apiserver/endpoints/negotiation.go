@@ -125,6 +125,9 @@ func writeObject(w http.ResponseWriter, r *http.Request, code int, gv schema.Gro
 		case *metav1.Table, *metav1.Status:
 		default:
 			contentType, encoder = protobufContentType, scheme.Codecs.EncoderForVersion(scheme.ProtobufSerializer, gv)
+			if gvk := obj.GetObjectKind().GroupVersionKind(); gvk.GroupVersion() == gv {
+				encoder = scheme.ProtobufSerializer
+			}
 		}
 	}
 	data, err := runtime.Encode(encoder, obj)
@@ -161,7 +164,12 @@ func prefersProtobuf(r *http.Request) bool {
 }
 
 // encoderFor returns the JSON encoder for obj: meta.k8s.io/v1 for Tables, gv otherwise.
+// An object that already carries its kind is encoded as is: the versioning encoder
+// writes the kind into the object, which objects shared by the watch cache must not see.
 func encoderFor(obj runtime.Object, gv schema.GroupVersion) runtime.Encoder {
+	if gvk := obj.GetObjectKind().GroupVersionKind(); !gvk.Empty() && (gvk.GroupVersion() == gv || gvk.Group == metav1.GroupName) {
+		return scheme.JSONSerializer
+	}
 	if _, ok := obj.(*metav1.Table); ok {
 		return scheme.EncoderFor(metav1.SchemeGroupVersion)
 	}

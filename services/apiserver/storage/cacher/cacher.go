@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -40,6 +41,9 @@ type Config struct {
 	RequestProgress func(ctx context.Context) error
 	// ResourcePrefix is the resource's collection key, e.g. "/registry/pods/".
 	ResourcePrefix string
+	// Kind, when set, is stamped on every cached object before it is shared, so readers
+	// can encode it without writing to it.
+	Kind schema.GroupVersionKind
 	// NewFunc returns an empty object, NewListFunc an empty list, of the resource.
 	NewFunc     func() runtime.Object
 	NewListFunc func() runtime.Object
@@ -307,6 +311,9 @@ func (c *Cacher) advance(rv uint64) {
 }
 
 func (c *Cacher) newEntry(obj runtime.Object) (*entry, error) {
+	if !c.cfg.Kind.Empty() {
+		obj.GetObjectKind().SetGroupVersionKind(c.cfg.Kind)
+	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, err

@@ -18,6 +18,9 @@ import (
 	"skiff.dev/services/apiserver/storage"
 )
 
+// KeyRoot is where leases live in etcd: /registry/leases/<namespace>/<name>.
+const KeyRoot = "/registry/leases"
+
 // NewStorage builds the leases resource over s, which must store *coordinationv1.Lease.
 func NewStorage(s storage.Interface) *registry.Store {
 	return &registry.Store{
@@ -25,7 +28,7 @@ func NewStorage(s storage.Interface) *registry.Store {
 		NewListFunc: func() runtime.Object { return &coordinationv1.LeaseList{} },
 		Resource:    coordinationv1.Resource("leases"),
 		Kind:        "Lease",
-		KeyRoot:     "/registry/leases",
+		KeyRoot:     KeyRoot,
 		Strategy:    Strategy{},
 		Storage:     s,
 	}

@@ -19,6 +19,9 @@ import (
 	"skiff.dev/services/apiserver/storage"
 )
 
+// KeyRoot is where events live in etcd: /registry/events/<namespace>/<name>.
+const KeyRoot = "/registry/events"
+
 // NewStorage builds the events resource over s, which must store *corev1.Event.
 func NewStorage(s storage.Interface) *registry.Store {
 	return &registry.Store{
@@ -26,7 +29,7 @@ func NewStorage(s storage.Interface) *registry.Store {
 		NewListFunc: func() runtime.Object { return &corev1.EventList{} },
 		Resource:    corev1.Resource("events"),
 		Kind:        "Event",
-		KeyRoot:     "/registry/events",
+		KeyRoot:     KeyRoot,
 		Strategy:    Strategy{},
 		Storage:     s,
 	}

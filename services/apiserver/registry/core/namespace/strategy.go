@@ -18,6 +18,9 @@ import (
 	"skiff.dev/services/apiserver/storage"
 )
 
+// KeyRoot is where namespaces live in etcd: /registry/namespaces/<name>.
+const KeyRoot = "/registry/namespaces"
+
 // NewStorage builds the namespaces resource over s, which must store *corev1.Namespace.
 func NewStorage(s storage.Interface) *registry.Store {
 	return &registry.Store{
@@ -25,7 +28,7 @@ func NewStorage(s storage.Interface) *registry.Store {
 		NewListFunc: func() runtime.Object { return &corev1.NamespaceList{} },
 		Resource:    corev1.Resource("namespaces"),
 		Kind:        "Namespace",
-		KeyRoot:     "/registry/namespaces",
+		KeyRoot:     KeyRoot,
 		Strategy:    Strategy{},
 		Storage:     s,
 	}

@@ -20,6 +20,9 @@ import (
 	"skiff.dev/services/apiserver/storage"
 )
 
+// KeyRoot is where nodes live in etcd: /registry/nodes/<name>.
+const KeyRoot = "/registry/nodes"
+
 // Storage is the nodes resource and nodes/status.
 type Storage struct {
 	Node   *registry.Store
@@ -33,7 +36,7 @@ func NewStorage(s storage.Interface) *Storage {
 		NewListFunc: func() runtime.Object { return &corev1.NodeList{} },
 		Resource:    corev1.Resource("nodes"),
 		Kind:        "Node",
-		KeyRoot:     "/registry/minions", // kube-apiserver's historical key for nodes
+		KeyRoot:     KeyRoot,
 		Strategy:    Strategy{},
 		Storage:     s,
 	}

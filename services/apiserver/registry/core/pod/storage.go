@@ -16,6 +16,9 @@ import (
 	"skiff.dev/services/apiserver/storage"
 )
 
+// KeyRoot is where pods live in etcd: /registry/pods/<namespace>/<name>.
+const KeyRoot = "/registry/pods"
+
 // Storage is the pods resource and its subresources. Mirrors
 // k8s.io/kubernetes/pkg/registry/core/pod/storage.PodStorage.
 type Storage struct {
@@ -31,7 +34,7 @@ func NewStorage(s storage.Interface) *Storage {
 		NewListFunc: func() runtime.Object { return &corev1.PodList{} },
 		Resource:    corev1.Resource("pods"),
 		Kind:        "Pod",
-		KeyRoot:     "/registry/pods",
+		KeyRoot:     KeyRoot,
 		Strategy:    Strategy{},
 		Storage:     s,
 	}
