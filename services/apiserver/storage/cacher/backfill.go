@@ -62,17 +62,7 @@ func (c *Cacher) backfill(ctx context.Context, from uint64) error {
 		return err
 	}
 	defer w.Stop()
-	if c.cfg.RequestProgress != nil {
-		go func() {
-			for ctx.Err() == nil {
-				_ = c.cfg.RequestProgress(ctx)
-				select {
-				case <-ctx.Done():
-				case <-time.After(100 * time.Millisecond):
-				}
-			}
-		}()
-	}
+	go c.requestProgress(ctx)
 	var events []*event
 	for done := false; !done; {
 		select {

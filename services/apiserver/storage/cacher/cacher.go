@@ -367,18 +367,7 @@ func (c *Cacher) waitUntilFresh(ctx context.Context, rv uint64) error {
 		c.mu.Unlock()
 	})
 	defer stop()
-	if c.cfg.RequestProgress != nil {
-		go func() {
-			streamCtx := storage.WithWatchStream(waitCtx, c.cfg.ResourcePrefix)
-			for waitCtx.Err() == nil {
-				_ = c.cfg.RequestProgress(streamCtx)
-				select {
-				case <-waitCtx.Done():
-				case <-time.After(100 * time.Millisecond):
-				}
-			}
-		}()
-	}
+	go c.requestProgress(storage.WithWatchStream(waitCtx, c.cfg.ResourcePrefix))
 	for !(c.ready && c.rv >= rv) {
 		if err := waitCtx.Err(); err != nil {
 			if ctx.Err() != nil {
@@ -392,6 +381,21 @@ func (c *Cacher) waitUntilFresh(ctx context.Context, rv uint64) error {
 		c.fresh.Wait()
 	}
 	return nil
+}
+
+// requestProgress asks the storage for a progress bookmark on ctx's watch stream every
+// 100 ms until ctx ends.
+func (c *Cacher) requestProgress(ctx context.Context) {
+	if c.cfg.RequestProgress == nil {
+		return
+	}
+	for ctx.Err() == nil {
+		_ = c.cfg.RequestProgress(ctx)
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // currentRevision is etcd's current revision, read with a one-item list.
