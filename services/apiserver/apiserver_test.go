@@ -86,6 +86,7 @@ func TestBadInputGetsStatusWithClientErrorCode(t *testing.T) {
 		{"sendInitialEvents on a list", "GET", pods + "?sendInitialEvents=true", "", 422, metav1.StatusReasonInvalid, "sendInitialEvents is forbidden for list"},
 		{"negative grace period", "DELETE", pods + "/bound", `{"gracePeriodSeconds":-5}`, 400, metav1.StatusReasonBadRequest, "gracePeriodSeconds"},
 		{"unsupported patch type", "PATCH", pods + "/bound", `{}`, 415, metav1.StatusReasonUnsupportedMediaType, ""},
+		{"body over 3 MiB", "POST", pods, `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"big","annotations":{"a":"` + strings.Repeat("x", 3<<20) + `"}}}`, 413, metav1.StatusReasonRequestEntityTooLarge, "limit is 3145728"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -511,6 +512,9 @@ func TestDiscoveryOpenAPIAndMetrics(t *testing.T) {
 	_, doc := get(paths.Paths["api/v1"].ServerRelativeURL, "")
 	if !strings.Contains(string(doc), `"/api/v1/namespaces/{namespace}/pods/{name}":{"patch"`) || !strings.Contains(string(doc), `"name":"fieldValidation"`) {
 		t.Errorf("openapi api/v1 document lacks the pods PATCH operation: %.400s", doc)
+	}
+	if resp, body := get("/readyz", ""); resp.StatusCode != 200 || string(body) != "ok" {
+		t.Errorf("/readyz with etcd up: %d %s", resp.StatusCode, body)
 	}
 	_, _ = get("/api/v1/namespaces/default/pods", "")
 	if _, metrics := get("/metrics", ""); !strings.Contains(string(metrics), `apiserver_request_total{code="200",component="apiserver",group="",resource="pods",scope="namespace",subresource="",verb="LIST",version="v1"} 1`) {
