@@ -16,6 +16,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "pki" {
+		os.Exit(pkiMain(os.Args[2:]))
+	}
 	dataDir := os.Getenv("SKIFF_DATA_DIR")
 	if dataDir == "" {
 		dataDir = "./skiff-data"

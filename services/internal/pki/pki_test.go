@@ -1,0 +1,120 @@
+package pki
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func TestInitIsIdempotentAndIssuesIdentities(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	written, err := Init(InitOptions{Dir: dir, APIServerHosts: []string{"skiff.example", "10.1.2.3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(written, CACertFile) || !slices.Contains(written, BootstrapKubeconfigFile) {
+		t.Fatalf("first Init wrote %v", written)
+	}
+	before, err := os.ReadFile(filepath.Join(dir, CAKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Init(InitOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != 0 {
+		t.Fatalf("second Init wrote %v; want nothing (existing files are kept)", again)
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, CAKeyFile))
+	if string(before) != string(after) {
+		t.Fatal("second Init replaced the CA key")
+	}
+
+	ca, err := LoadCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify := func(name string, usage x509.ExtKeyUsage) *x509.Certificate {
+		t.Helper()
+		certFile, keyFile := KeyPairFiles(dir, name)
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		cert, _ := x509.ParseCertificate(pair.Certificate[0])
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: ca.CertPool(), KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+			t.Fatalf("%s does not verify against the CA: %v", name, err)
+		}
+		return cert
+	}
+	api := verify(APIServerName, x509.ExtKeyUsageServerAuth)
+	for _, host := range []string{"localhost", "apiserver", "skiff.example", "127.0.0.1", "10.1.2.3"} {
+		if err := api.VerifyHostname(host); err != nil {
+			t.Errorf("apiserver certificate: %v", err)
+		}
+	}
+	for _, id := range Identities {
+		cert := verify(id.Name, x509.ExtKeyUsageClientAuth)
+		if cert.Subject.CommonName != id.CommonName || !slices.Equal(cert.Subject.Organization, id.Organizations) {
+			t.Errorf("%s: subject %v, want CN=%s O=%v", id.Name, cert.Subject, id.CommonName, id.Organizations)
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, id.Name+".kubeconfig"))
+		if err != nil {
+			t.Fatalf("%s kubeconfig: %v", id.Name, err)
+		}
+		if cfg.Host != "https://127.0.0.1:6443" || len(cfg.CAData) == 0 || len(cfg.CertData) == 0 {
+			t.Errorf("%s kubeconfig: host %q, CA %d bytes, cert %d bytes", id.Name, cfg.Host, len(cfg.CAData), len(cfg.CertData))
+		}
+	}
+
+	tokens, err := ReadBootstrapTokens(filepath.Join(dir, BootstrapTokenFile))
+	if err != nil || len(tokens) != 1 {
+		t.Fatalf("tokens %v, %v", tokens, err)
+	}
+	boot, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, BootstrapKubeconfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if boot.BearerToken != tokens[0].String() {
+		t.Errorf("bootstrap kubeconfig token %q, want %q", boot.BearerToken, tokens[0])
+	}
+}
+
+func TestInitRejectsPlainHTTPServer(t *testing.T) {
+	if _, err := Init(InitOptions{Dir: t.TempDir(), APIServerURL: "http://127.0.0.1:6443"}); err == nil {
+		t.Fatal("Init accepted an http:// apiserver URL")
+	}
+}
+
+func TestBootstrapTokenFormat(t *testing.T) {
+	tok, err := NewBootstrapToken(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := ParseBootstrapToken(tok.String()); !ok {
+		t.Fatalf("NewBootstrapToken made %q, which does not parse", tok)
+	}
+	expired := BootstrapToken{ID: "abcdef", Secret: "0123456789abcdef", Expiration: time.Now().Add(-time.Minute).UTC().Truncate(time.Second)}
+	parsed, err := ParseBootstrapTokens(FormatBootstrapTokens([]BootstrapToken{tok, expired}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parsed) != 2 || parsed[0] != tok || !parsed[1].Expiration.Equal(expired.Expiration) {
+		t.Fatalf("round trip: %+v", parsed)
+	}
+	if parsed[0].Expired(time.Now()) || !parsed[1].Expired(time.Now()) {
+		t.Error("Expired is wrong")
+	}
+	for _, bad := range []string{"abc.def", "ABCDEF.0123456789abcdef", "abcdef.0123456789abcdef,yesterday"} {
+		if _, err := ParseBootstrapTokens([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
