@@ -19,6 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"skiff.dev/services/runtime/criolog"
+	"skiff.dev/services/runtime/streaming"
 )
 
 // RuntimeVersion is the version every built-in runtime reports.
@@ -118,6 +119,7 @@ type Service struct {
 	images     map[string]*image     // by image ID
 	sandboxes  map[string]*sandbox   // by sandbox ID
 	containers map[string]*container // by container ID
+	streaming  *streaming.Server     // nil until StartStreaming
 }
 
 // New returns a Service that reports runtimeName in Version and runs
@@ -136,11 +138,20 @@ func New(runtimeName string, d Driver, opts ...Option) *Service {
 	return s
 }
 
-// Close abandons starts in progress and closes the driver, which ends every
+// Close stops the streaming server (ending every exec, attach and port-forward
+// stream), abandons starts in progress and closes the driver, which ends every
 // container; afterwards all containers are EXITED and no more can start.
 // Close is idempotent.
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		srv := s.streaming
+		s.mu.Unlock()
+		if srv != nil {
+			// Streams first: their commands are killed, so the driver's
+			// Close below finds only containers.
+			_ = srv.Close()
+		}
 		s.mu.Lock()
 		s.closed = true
 		for _, c := range s.containers {

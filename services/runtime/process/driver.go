@@ -20,6 +20,7 @@ import (
 
 	"skiff.dev/services/runtime/criolog"
 	"skiff.dev/services/runtime/criservice"
+	"skiff.dev/services/runtime/streaming"
 )
 
 // maxExecOutput caps each of ExecSync's stdout and stderr, in bytes, at the
@@ -280,4 +281,21 @@ func (b *cappedBuffer) Bytes() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return bytes.Clone(b.buf.Bytes())
+}
+
+// Exec runs argv like the container's own command (same environment, working
+// directory and PATH lookup) on the client's streams; see
+// streaming.RunCommand.
+func (d *driver) Exec(ctx context.Context, c *criservice.ContainerSpec, argv []string, in io.Reader, out, errOut io.WriteCloser, tty bool, resize <-chan streaming.TerminalSize) error {
+	cmd, err := d.command(c, argv)
+	if err != nil {
+		return fmt.Errorf("exec failed: %w", err)
+	}
+	return streaming.RunCommand(ctx, cmd, in, out, errOut, tty, resize)
+}
+
+// PortForward connects stream to port on the host's loopback: every sandbox
+// shares the host network.
+func (d *driver) PortForward(ctx context.Context, _ string, port int32, stream io.ReadWriteCloser) error {
+	return streaming.ForwardLocalPort(ctx, port, stream)
 }

@@ -544,11 +544,3 @@ func TestReopenContainerLogAfterRotation(t *testing.T) {
 		t.Errorf("new log = %q, want only the line after rotation", got)
 	}
 }
-
-func TestStreamingRPCsAreUnimplemented(t *testing.T) {
-	e := newEnv(t)
-	_, err := e.c.Runtime.Exec(e.ctx, &runtimeapi.ExecRequest{})
-	if status.Code(err) != codes.Unimplemented {
-		t.Errorf("Exec: %v, want Unimplemented", err)
-	}
-}

@@ -13,6 +13,11 @@
 //     directory (absolute path), else the sandbox's directory
 //     <rootDir>/sandboxes/<sandbox ID>;
 //   - stdin is /dev/null; stdout and stderr go to the log file in CRI format;
+//   - CRI Exec runs a command like the container's own (same environment,
+//     working directory and PATH lookup), with stdin, a TTY (resizable) and
+//     its exit code; Attach streams the container's output from the moment
+//     of attaching; PortForward connects to the port on the host's loopback;
+//     the URLs they return are served on a loopback port (StreamingAddr);
 //   - it runs as the runtime's user, in its own process group, on the host
 //     network and filesystem (volumes, security contexts and resources are
 //     not applied);
@@ -39,6 +44,10 @@ import (
 
 // RuntimeName is what Version reports as the runtime name.
 const RuntimeName = "skiff-process"
+
+// StreamingAddr is where the URLs of Exec, Attach and PortForward are served:
+// a random loopback port, as containerd's stream server does by default.
+const StreamingAddr = "127.0.0.1:0"
 
 // Runtime is the process CRI runtime. It implements
 // runtimeapi.RuntimeServiceServer and runtimeapi.ImageServiceServer through
@@ -75,7 +84,11 @@ func New(rootDir string) (*Runtime, error) {
 		}
 	}
 	d := newDriver(sandboxes, hostIPv4())
-	return &Runtime{Service: criservice.New(RuntimeName, d, criservice.WithFilesystem(root))}, nil
+	svc := criservice.New(RuntimeName, d, criservice.WithFilesystem(root))
+	if err := svc.StartStreaming(StreamingAddr); err != nil {
+		return nil, fmt.Errorf("process runtime: %w", err)
+	}
+	return &Runtime{Service: svc}, nil
 }
 
 // Close kills every process the runtime started (each container's and each

@@ -11,6 +11,12 @@
 // when the sandbox is stopped or removed (the status keeps reporting it, as
 // containerd's does); a host-network sandbox gets none, as in containerd, and
 // the kubelet uses the node's IP. ExecSync is Unimplemented.
+//
+// CRI Exec runs the command as a HOST process (in the system's temporary
+// directory, with the container's environment variables), since a simulated
+// container has nothing to run it in; Attach streams the container's log
+// lines from the moment of attaching; PortForward connects to the port on the
+// host's loopback.
 package sim
 
 import (
@@ -38,9 +44,13 @@ type Runtime struct {
 	*criservice.Service
 }
 
-// New returns an empty sim Runtime.
+// New returns an empty sim Runtime. Its stream URLs are served on a loopback
+// port (StreamingAddr); if none can be listened on, Exec, Attach and
+// PortForward answer Unimplemented and everything else works.
 func New() *Runtime {
-	return &Runtime{Service: criservice.New(RuntimeName, newDriver())}
+	svc := criservice.New(RuntimeName, newDriver())
+	_ = svc.StartStreaming(StreamingAddr)
+	return &Runtime{Service: svc}
 }
 
 // Close stops every simulated container (exit code 0), cancels pending
