@@ -15,11 +15,11 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
 )
 
@@ -127,7 +127,9 @@ func TestClientGoingAwayKillsTheCommand(t *testing.T) {
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
-	go func() { done <- exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: pw, Stderr: io.Discard}) }()
+	go func() {
+		done <- exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: pw, Stderr: io.Discard})
+	}()
 	var pid int
 	if _, err := fmt.Fscan(pr, &pid); err != nil {
 		t.Fatal(err)
