@@ -1,120 +1,134 @@
 // Package cacher is the apiserver's watch cache: one etcd watch per resource feeds an
 // in-memory copy of the resource and a ring of its recent events, from which every
-// watch and every resourceVersion="0" read is served. It mirrors
+// watch and every read that accepts a not-quite-latest state is served. It mirrors
 // k8s.io/apiserver/pkg/storage/cacher (cacher.go, watch_cache.go, cache_watcher.go).
 //
-// Sharing rule: objects handed out by the cache (list items, watch event objects) are
-// shared between all readers and must not be mutated. The apiserver only encodes them.
+// A Cacher decorates the storage.Interface beneath it (etcd3): writes and consistent
+// reads go through to it, everything else is answered from memory.
+//
+// Sharing rule: objects handed out by the cache, i.e. GetList items (shallow copies
+// whose maps and slices are the cache's) and watch event objects (one object shared by
+// every watcher), must not be mutated; the apiserver only encodes them, and the cache
+// stamps each object's kind (Config.Kind) before sharing it so that encoding need not
+// write. Get returns a deep copy, and bookmark objects are each watcher's own.
 package cacher
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"skiff.dev/services/apiserver/storage"
 )
 
-// Config is what one Cacher caches.
+// Config is what one Cacher caches and how.
 type Config struct {
-	// Storage is the store beneath (etcd3); writes and consistent reads go to it.
+	// Storage is the store beneath (an *etcd3.Store); writes, consistent reads and the
+	// cache's own list and watch go to it.
 	Storage storage.Interface
-	// RequestProgress, if set, asks Storage to send a progress bookmark on the cache's
-	// watch, so the cache learns that it is current even when its resource is idle
-	// (etcd3.Store.RequestProgress). Without it, a consistent WatchList waits for the
-	// next event of the resource.
+	// RequestProgress asks Storage to send a progress bookmark on the watch stream named
+	// in ctx (see storage.WithWatchStream), so the cache learns that it has seen every
+	// change up to etcd's current revision even when its resource is idle. Default:
+	// Storage's own RequestProgress method, if it has one (etcd3.Store does). Without
+	// either, a read at a newer resourceVersion waits for the resource's next change.
 	RequestProgress func(ctx context.Context) error
-	// ResourcePrefix is the resource's collection key, e.g. "/registry/pods/".
+	// ResourcePrefix is the resource's collection key, e.g. "/registry/pods/" (a
+	// missing trailing "/" is added). Required.
 	ResourcePrefix string
-	// Kind, when set, is stamped on every cached object before it is shared, so readers
-	// can encode it without writing to it.
+	// Kind, when set, is stamped on every cached object and bookmark before it is
+	// shared, so readers can encode it without writing to it.
 	Kind schema.GroupVersionKind
-	// NewFunc returns an empty object, NewListFunc an empty list, of the resource.
+	// NewFunc returns an empty object of the resource (e.g. &corev1.Pod{}), NewListFunc
+	// an empty list (e.g. &corev1.PodList{}). Required.
 	NewFunc     func() runtime.Object
 	NewListFunc func() runtime.Object
-	// GetAttrs returns an object's labels and selectable fields.
+	// GetAttrs returns an object's labels and selectable fields: the cache applies
+	// watchers' and lists' selectors to them and takes index values from them.
+	// Required.
 	GetAttrs storage.AttrFunc
-	// IndexFields are fields (e.g. "spec.nodeName") by which objects and watchers are
-	// indexed: a watcher whose field selector requires one exact value is only offered
-	// events of objects that have, or had, that value.
+	// IndexFields are fields of GetAttrs' field set (e.g. "spec.nodeName") by which
+	// objects and watchers are indexed. A list or watch whose Predicate names the field
+	// in IndexFields and whose field selector requires one exact value only looks at,
+	// and is only offered events of, objects that have (or had) that value. Mirrors
+	// cacher's indexers and indexedTrigger.
 	IndexFields []string
 	// EventRingSize is how many recent events are kept for watches that resume from a
-	// resourceVersion; older ones get 410 Expired. Default 1000.
+	// resourceVersion. A fixed capacity (kube sizes its ring dynamically); default 1000.
+	// A resume from before the ring is replayed from etcd's history when etcd still has
+	// it (see Watch), else it gets 410 Expired.
 	EventRingSize int
 	// BookmarkInterval is how often watchers that allow bookmarks get one. Default 5 s.
 	BookmarkInterval time.Duration
-	// WatcherBufferSize bounds each watcher's queue of undelivered events; a watcher
-	// whose queue is full is closed (its client re-watches) rather than holding up the
-	// others or growing memory. Default 100.
+	// WatcherBufferSize bounds each watcher's queue of undelivered events (plus, for a
+	// watch that starts with the current state, one slot per initial event). A watcher
+	// whose queue stays full for longer than the dispatch budget (at most 100 ms) is
+	// closed, and its client re-watches, rather than hold up the others or grow memory.
+	// Default 100.
 	WatcherBufferSize int
 }
 
+// Defaults of Config.
+const (
+	DefaultEventRingSize     = 1000
+	DefaultBookmarkInterval  = 5 * time.Second
+	DefaultWatcherBufferSize = 100
+)
+
 // freshnessTimeout bounds how long a read or watch at a resourceVersion newer than the
-// cache waits for the cache to catch up before it fails as "too large resource version".
+// cache (or one that arrives before the cache's first list) waits for the cache to catch
+// up before it fails with storage.ErrResourceVersionTooLarge, as kube's
+// waitUntilFreshAndBlock does.
 const freshnessTimeout = 3 * time.Second
 
-// Cacher implements storage.Interface over Config.Storage with a watch cache.
+// Cacher is storage.Interface over Config.Storage with a watch cache. New starts it and
+// Stop ends it; it is safe for concurrent use. Mirrors cacher's Cacher.
 type Cacher struct {
-	cfg Config
+	cfg             Config
+	requestProgress func(ctx context.Context) error // nil when Storage cannot
+	progress        *progressRequester
 
+	// mu guards the cached state. Lock order: mu, then watchersMu.
 	mu    sync.RWMutex
-	fresh *sync.Cond // broadcast whenever rv advances or readiness changes
 	ready bool
-	rv    uint64
-	// store holds the current objects by key.
-	store map[string]*entry
-	// index maps field → value → keys of objects with that value.
-	index map[string]map[string]map[string]bool
-	// ring holds the most recent events in order; it covers every change after
-	// oldestRV.
-	ring     []*event
-	oldestRV uint64
+	// rv is the revision up to which the cache has applied every change.
+	rv      uint64
+	objects *objectStore
+	ring    *eventRing
+	// advanced is closed (and replaced) whenever rv or readiness advances.
+	advanced chan struct{}
 
-	watchers *watcherIndex
+	watchersMu sync.Mutex
+	watchers   *watcherIndex
+	stopped    bool // no new watchers once Stop has begun
+
+	// budget and the dispatch buffers are only used by the reflector goroutine.
+	budget     timeBudget
+	targetsBuf []*cacheWatcher
+	blockedBuf []*cacheWatcher
+
 	// backfillMu serialises backfills (see backfill).
 	backfillMu sync.Mutex
 
-	cancel context.CancelFunc
-	done   sync.WaitGroup
-}
-
-// entry is one cached object with its precomputed selector attributes.
-type entry struct {
-	key    string
-	obj    runtime.Object
-	labels labels.Set
-	fields fields.Set
-}
-
-// event is one change, with both states' attributes, as kept in the ring.
-type event struct {
-	typ  watch.EventType
-	key  string
-	rv   uint64
-	cur  *entry // nil for a delete
-	prev *entry // nil for an add
-	// deleted is, for a delete, the last state carrying the delete's resourceVersion.
-	deleted runtime.Object
+	stopCh  chan struct{}
+	cancel  context.CancelFunc
+	workers sync.WaitGroup // the reflector, the progress requester and every watcher
 }
 
 var _ storage.Interface = (*Cacher)(nil)
 
-// New starts a Cacher: its reflector lists and watches Config.Storage until Stop.
+// New starts a Cacher: a goroutine lists Config.Storage and then watches it, feeding the
+// cache, until Stop. It returns at once; Ready tells when the first list has landed.
+// Returns an error if a required Config field is missing.
 func New(cfg Config) (*Cacher, error) {
 	if cfg.Storage == nil || cfg.NewFunc == nil || cfg.NewListFunc == nil || cfg.GetAttrs == nil || cfg.ResourcePrefix == "" {
 		return nil, errors.New("cacher: Storage, NewFunc, NewListFunc, GetAttrs and ResourcePrefix are required")
@@ -123,322 +137,103 @@ func New(cfg Config) (*Cacher, error) {
 		cfg.ResourcePrefix += "/"
 	}
 	if cfg.EventRingSize <= 0 {
-		cfg.EventRingSize = 1000
+		cfg.EventRingSize = DefaultEventRingSize
 	}
 	if cfg.BookmarkInterval <= 0 {
-		cfg.BookmarkInterval = 5 * time.Second
+		cfg.BookmarkInterval = DefaultBookmarkInterval
 	}
 	if cfg.WatcherBufferSize <= 0 {
-		cfg.WatcherBufferSize = 100
+		cfg.WatcherBufferSize = DefaultWatcherBufferSize
 	}
-	c := &Cacher{cfg: cfg, store: map[string]*entry{}, index: map[string]map[string]map[string]bool{}, watchers: newWatcherIndex(cfg.IndexFields)}
-	c.fresh = sync.NewCond(&c.mu)
-	ctx, cancel := context.WithCancel(context.Background())
+	c := &Cacher{
+		cfg:             cfg,
+		requestProgress: cfg.RequestProgress,
+		objects:         newObjectStore(cfg.IndexFields, nil),
+		ring:            newEventRing(cfg.EventRingSize, 0),
+		advanced:        make(chan struct{}),
+		watchers:        newWatcherIndex(),
+		budget:          newTimeBudget(),
+		stopCh:          make(chan struct{}),
+	}
+	if c.requestProgress == nil {
+		if p, ok := cfg.Storage.(interface{ RequestProgress(context.Context) error }); ok {
+			c.requestProgress = p.RequestProgress
+		}
+	}
+	ctx, cancel := context.WithCancel(storage.WithWatchStream(context.Background(), cfg.ResourcePrefix))
 	c.cancel = cancel
-	c.done.Add(2)
-	go func() { defer c.done.Done(); c.reflect(storage.WithWatchStream(ctx, cfg.ResourcePrefix)) }()
-	go func() { defer c.done.Done(); c.sendBookmarks(ctx) }()
+	c.progress = newProgressRequester(c.requestProgress)
+	c.workers.Add(2)
+	go func() { defer c.workers.Done(); c.reflect(ctx) }()
+	go func() { defer c.workers.Done(); c.progress.run(ctx) }()
 	return c, nil
 }
 
-// Stop ends the reflector and closes every watcher. It returns once all of the cache's
-// goroutines have exited.
+// Stop ends the reflector, closes every watcher's result channel and waits until all of
+// the cache's goroutines have exited. Calls after the first do nothing more; Watch then
+// fails and reads go to Storage.
 func (c *Cacher) Stop() {
-	c.cancel()
-	c.mu.Lock()
-	c.fresh.Broadcast()
-	c.mu.Unlock()
-	c.done.Wait()
-	c.mu.Lock()
+	c.watchersMu.Lock()
+	if c.stopped {
+		c.watchersMu.Unlock()
+		c.workers.Wait()
+		return
+	}
+	c.stopped = true
 	c.watchers.terminateAll()
+	c.watchersMu.Unlock()
+	close(c.stopCh)
+	c.cancel()
+	c.workers.Wait()
+	c.mu.Lock()
+	c.ready = false
 	c.mu.Unlock()
 }
 
-// Ready reports whether the cache has completed its first list.
+// Ready reports whether the cache has completed its first list (and has not been
+// stopped). Until then Get and GetList go to Storage and Watch waits (see Watch).
 func (c *Cacher) Ready() bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.ready
 }
 
-// reflect lists the resource, then watches it from the list's revision, feeding the
-// cache; on any break it relists with backoff, as client-go's reflector does.
-func (c *Cacher) reflect(ctx context.Context) {
-	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 10 * time.Second}
-	for ctx.Err() == nil {
-		if err := c.listAndWatch(ctx); err != nil && ctx.Err() == nil {
-			slog.Warn("watch cache: relisting", "resource", c.cfg.ResourcePrefix, "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff.Step()):
-			}
-			continue
-		}
-		backoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 10 * time.Second}
-	}
-}
-
-func (c *Cacher) listAndWatch(ctx context.Context) error {
-	list := c.cfg.NewListFunc()
-	if err := c.cfg.Storage.GetList(ctx, c.cfg.ResourcePrefix, storage.ListOptions{}, list); err != nil {
-		return fmt.Errorf("list: %w", err)
-	}
-	listRV, err := listResourceVersion(list)
-	if err != nil {
-		return err
-	}
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return err
-	}
-	if err := c.replace(items, listRV); err != nil {
-		return err
-	}
-	w, err := c.cfg.Storage.Watch(ctx, c.cfg.ResourcePrefix, storage.ListOptions{
-		ResourceVersion: strconv.FormatUint(listRV, 10), AllowWatchBookmarks: true,
-	})
-	if err != nil {
-		return fmt.Errorf("watch: %w", err)
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return errors.New("watch closed")
-			}
-			switch ev.Type {
-			case watch.Added, watch.Modified, watch.Deleted:
-				if err := c.processEvent(ev); err != nil {
-					return err
-				}
-			case watch.Bookmark:
-				rv, err := objectResourceVersion(ev.Object)
-				if err != nil {
-					return err
-				}
-				c.advance(rv)
-			case watch.Error:
-				return fmt.Errorf("watch error: %v", ev.Object)
-			}
-		}
-	}
-}
-
-// replace installs a fresh list. Watchers cannot be told what changed while the cache
-// was not watching, so they are closed and re-watch (getting 410 if they are too far
-// behind), as kube's cacher does on a relist.
-func (c *Cacher) replace(items []runtime.Object, rv uint64) error {
-	store := make(map[string]*entry, len(items))
-	for _, item := range items {
-		e, err := c.newEntry(item)
-		if err != nil {
-			return err
-		}
-		store[e.key] = e
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.store = store
-	c.index = map[string]map[string]map[string]bool{}
-	for _, e := range store {
-		c.indexAdd(e)
-	}
-	c.ring = nil
-	c.rv, c.oldestRV = rv, rv
-	c.ready = true
-	c.watchers.terminateAll()
-	c.fresh.Broadcast()
-	return nil
-}
-
-// processEvent applies one change to the store and the ring and offers it to the
-// watchers it may concern.
-func (c *Cacher) processEvent(ev watch.Event) error {
-	cur, err := c.newEntry(ev.Object)
-	if err != nil {
-		return err
-	}
-	rv, err := objectResourceVersion(ev.Object)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := &event{typ: ev.Type, key: cur.key, rv: rv, prev: c.store[cur.key]}
-	if e.prev != nil {
-		c.indexRemove(e.prev)
-	}
-	if ev.Type == watch.Deleted {
-		delete(c.store, cur.key)
-		e.deleted = cur.obj
-		if e.prev == nil {
-			e.prev = cur
-		}
-	} else {
-		e.cur = cur
-		c.store[cur.key] = cur
-		c.indexAdd(cur)
-		if e.prev == nil {
-			e.typ = watch.Added
-		} else {
-			e.typ = watch.Modified
-		}
-	}
-	if len(c.ring) >= c.cfg.EventRingSize {
-		// Drop the oldest (a backfill may have left more than the capacity).
-		drop := len(c.ring) - c.cfg.EventRingSize + 1
-		c.oldestRV = c.ring[drop-1].rv
-		c.ring = append(c.ring[:0], c.ring[drop:]...)
-	}
-	c.ring = append(c.ring, e)
-	c.rv = rv
-	c.watchers.dispatch(e)
-	c.fresh.Broadcast()
-	return nil
-}
-
-// advance records that every change up to rv has been seen (a progress bookmark).
-func (c *Cacher) advance(rv uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if rv > c.rv {
-		c.rv = rv
-		c.fresh.Broadcast()
-	}
-}
-
-func (c *Cacher) newEntry(obj runtime.Object) (*entry, error) {
-	if !c.cfg.Kind.Empty() {
-		obj.GetObjectKind().SetGroupVersionKind(c.cfg.Kind)
-	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return nil, err
-	}
-	key := c.cfg.ResourcePrefix + m.GetName()
-	if ns := m.GetNamespace(); ns != "" {
-		key = c.cfg.ResourcePrefix + ns + "/" + m.GetName()
-	}
-	l, f, err := c.cfg.GetAttrs(obj)
-	if err != nil {
-		return nil, err
-	}
-	return &entry{key: key, obj: obj, labels: l, fields: f}, nil
-}
-
-func (c *Cacher) indexAdd(e *entry) {
-	for _, field := range c.cfg.IndexFields {
-		byValue := c.index[field]
-		if byValue == nil {
-			byValue = map[string]map[string]bool{}
-			c.index[field] = byValue
-		}
-		v := e.fields[field]
-		if byValue[v] == nil {
-			byValue[v] = map[string]bool{}
-		}
-		byValue[v][e.key] = true
-	}
-}
-
-func (c *Cacher) indexRemove(e *entry) {
-	for _, field := range c.cfg.IndexFields {
-		delete(c.index[field][e.fields[field]], e.key)
-	}
-}
-
-// waitUntilFresh blocks (with c.mu held, as sync.Cond requires) until the cache is ready
-// and at least at rv, for up to freshnessTimeout. It asks the storage for a progress
-// bookmark so an idle resource does not wait for its next change.
-func (c *Cacher) waitUntilFresh(ctx context.Context, rv uint64) error {
-	if c.ready && c.rv >= rv {
-		return nil
-	}
-	deadline := time.Now().Add(freshnessTimeout)
-	waitCtx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	// Wake the waiter when the deadline passes; ask for progress meanwhile.
-	stop := context.AfterFunc(waitCtx, func() {
-		c.mu.Lock()
-		c.fresh.Broadcast()
-		c.mu.Unlock()
-	})
-	defer stop()
-	go c.requestProgress(storage.WithWatchStream(waitCtx, c.cfg.ResourcePrefix))
-	for !(c.ready && c.rv >= rv) {
-		if err := waitCtx.Err(); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if !c.ready {
-				return fmt.Errorf("watch cache of %s is not ready: %w", c.cfg.ResourcePrefix, storage.ErrResourceVersionTooLarge)
-			}
-			return fmt.Errorf("watch cache of %s at %d, asked for %d: %w", c.cfg.ResourcePrefix, c.rv, rv, storage.ErrResourceVersionTooLarge)
-		}
-		c.fresh.Wait()
-	}
-	return nil
-}
-
-// requestProgress asks the storage for a progress bookmark on ctx's watch stream every
-// 100 ms until ctx ends.
-func (c *Cacher) requestProgress(ctx context.Context) {
-	if c.cfg.RequestProgress == nil {
-		return
-	}
-	for ctx.Err() == nil {
-		_ = c.cfg.RequestProgress(ctx)
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// currentRevision is etcd's current revision, read with a one-item list.
-func (c *Cacher) currentRevision(ctx context.Context) (uint64, error) {
-	list := c.cfg.NewListFunc()
-	if err := c.cfg.Storage.GetList(ctx, c.cfg.ResourcePrefix, storage.ListOptions{Predicate: storage.SelectionPredicate{Limit: 1}}, list); err != nil {
-		return 0, err
-	}
-	return listResourceVersion(list)
-}
-
-// Create delegates to the storage.
+// Create delegates to Storage.
 func (c *Cacher) Create(ctx context.Context, key string, obj, out runtime.Object) error {
 	return c.cfg.Storage.Create(ctx, key, obj, out)
 }
 
-// GuaranteedUpdate delegates to the storage.
+// GuaranteedUpdate delegates to Storage. Like kube's cacher it does not offer the
+// cached object as a first guess: skiff's etcd3 store reads the key itself.
 func (c *Cacher) GuaranteedUpdate(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc) error {
 	return c.cfg.Storage.GuaranteedUpdate(ctx, key, out, preconditions, tryUpdate)
 }
 
-// Delete delegates to the storage.
+// Delete delegates to Storage.
 func (c *Cacher) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions) error {
 	return c.cfg.Storage.Delete(ctx, key, out, preconditions)
 }
 
-// Get reads from etcd for resourceVersion "" (a consistent read) and from the cache
-// otherwise, waiting until the cache is at least as new as the resourceVersion asked.
+// Get implements storage.Interface.Get. opts.ResourceVersion "" (a consistent read)
+// goes to Storage, as does every Get before the cache is ready. "0" reads the cache as it
+// is; N waits until the cache has seen revision N (at most 3 s, then an error wrapping
+// storage.ErrResourceVersionTooLarge) and reads it. out receives a deep copy. Errors:
+// *StorageError ErrCodeKeyNotFound (unless opts.IgnoreNotFound), and
+// storage.ErrInvalidResourceVersion for a malformed resourceVersion. Mirrors Cacher.Get.
 func (c *Cacher) Get(ctx context.Context, key string, opts storage.GetOptions, out runtime.Object) error {
-	if opts.ResourceVersion == "" {
+	if opts.ResourceVersion == "" || !c.Ready() {
 		return c.cfg.Storage.Get(ctx, key, opts, out)
 	}
 	rv, err := parseResourceVersion(opts.ResourceVersion)
 	if err != nil {
-		return err
+		return fmt.Errorf("get %s: %w", key, err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.waitUntilFresh(ctx, rv); err != nil {
-		return err
+	if err := c.waitUntilFreshAndRLock(ctx, rv); err != nil {
+		return fmt.Errorf("get %s: %w", key, err)
 	}
-	e, ok := c.store[key]
-	if !ok {
+	defer c.mu.RUnlock()
+	e := c.objects.get(key)
+	if e == nil {
 		if opts.IgnoreNotFound {
 			return runtime.SetZeroValue(out)
 		}
@@ -447,98 +242,123 @@ func (c *Cacher) Get(ctx context.Context, key string, opts storage.GetOptions, o
 	return copyInto(e.obj, out)
 }
 
-// GetList serves resourceVersion "0" and NotOlderThan reads from the cache, in key
-// order and at the cache's resourceVersion, using the index when the field selector
-// pins an indexed field; a limit is ignored there (the whole list, no continue token,
-// as kube's cache does). Consistent reads (""), Exact reads and continuations go to
-// etcd.
+// GetList implements storage.Interface.GetList. What kube's shouldDelegateList sends to
+// etcd goes to Storage unchanged: resourceVersion "" (a consistent read), a continue
+// token, ResourceVersionMatch other than NotOlderThan (Exact), and a limit with a
+// resourceVersion other than "0" (a paged list at N is an exact read). Before the cache
+// is ready every list goes to Storage too, a resourceVersion N as NotOlderThan N.
+//
+// The rest is served from the cache: resourceVersion "0" as the cache is, N once the
+// cache has seen revision N (at most 3 s, then an error wrapping
+// storage.ErrResourceVersionTooLarge). Items are in key order, the list's
+// resourceVersion is the cache's revision, and a limit is ignored (the whole list, no
+// continue token, as kube's cache answers resourceVersion="0"). A field selector that
+// pins an indexed field (Config.IndexFields, Predicate.IndexFields) reads only that
+// value's objects. The items share the cache's objects (see the package's sharing rule).
 func (c *Cacher) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
-	if opts.ResourceVersion == "" || opts.ResourceVersionMatch == "Exact" || opts.Predicate.Continue != "" {
+	if shouldDelegateList(opts) {
+		return c.cfg.Storage.GetList(ctx, key, opts, listObj)
+	}
+	if !c.Ready() {
+		if opts.ResourceVersion != "0" {
+			opts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+		}
 		return c.cfg.Storage.GetList(ctx, key, opts, listObj)
 	}
 	rv, err := parseResourceVersion(opts.ResourceVersion)
 	if err != nil {
-		return err
+		return fmt.Errorf("list %s: %w", key, err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.waitUntilFresh(ctx, rv); err != nil {
-		return err
+	if !strings.HasSuffix(key, "/") {
+		key += "/"
 	}
-	var items []runtime.Object
-	for _, e := range c.candidates(key, opts.Predicate) {
-		if matches(opts.Predicate, e) {
+	if err := c.waitUntilFreshAndRLock(ctx, rv); err != nil {
+		return fmt.Errorf("list %s: %w", key, err)
+	}
+	entries := c.objects.list(key, indexedValue(opts.Predicate, c.cfg.IndexFields))
+	listRV := c.rv
+	c.mu.RUnlock()
+
+	items := make([]runtime.Object, 0, len(entries))
+	for _, e := range entries {
+		if e.matches(opts.Predicate) {
 			items = append(items, e.obj)
 		}
 	}
 	if err := meta.SetList(listObj, items); err != nil {
-		return err
+		return fmt.Errorf("list %s: %w", key, err)
 	}
 	l, err := meta.ListAccessor(listObj)
 	if err != nil {
-		return err
+		return fmt.Errorf("list %s: %w", key, err)
 	}
-	l.SetResourceVersion(strconv.FormatUint(c.rv, 10))
+	l.SetResourceVersion(strconv.FormatUint(listRV, 10))
+	l.SetContinue("")
 	return nil
 }
 
-// candidates returns, in key order, the entries under key that pred can match, using
-// the index when pred pins an indexed field. Called with c.mu held.
-func (c *Cacher) candidates(key string, pred storage.SelectionPredicate) []*entry {
-	var keys []string
-	if field, value, ok := indexedValue(pred, c.cfg.IndexFields); ok {
-		for k := range c.index[field][value] {
-			keys = append(keys, k)
-		}
-	} else {
-		for k := range c.store {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	out := make([]*entry, 0, len(keys))
-	for _, k := range keys {
-		if inScope(key, k) {
-			out = append(out, c.store[k])
-		}
-	}
-	return out
+// shouldDelegateList reports whether a list must be read from Storage. Mirrors cacher's
+// shouldDelegateList with ConsistentListFromCache off.
+func shouldDelegateList(opts storage.ListOptions) bool {
+	match := opts.ResourceVersionMatch
+	return opts.ResourceVersion == "" ||
+		opts.Predicate.Continue != "" ||
+		(opts.Predicate.Limit > 0 && opts.ResourceVersion != "0") ||
+		(match != "" && match != metav1.ResourceVersionMatchNotOlderThan)
 }
 
-// inScope reports whether object key k is under the watched or listed key (a
-// collection ending in "/", or one object).
-func inScope(key, k string) bool {
-	if strings.HasSuffix(key, "/") {
-		return strings.HasPrefix(k, key)
-	}
-	return k == key
-}
-
-// indexedValue returns the first indexed field that pred's field selector requires to
-// equal one value.
-func indexedValue(pred storage.SelectionPredicate, indexFields []string) (string, string, bool) {
-	if pred.Field == nil {
-		return "", "", false
-	}
-	for _, field := range indexFields {
-		if value, ok := pred.Field.RequiresExactMatch(field); ok {
-			return field, value, true
+// waitUntilFreshAndRLock waits until the cache is ready and has seen every change up to
+// rv, then returns with c.mu read-locked. It asks Storage for progress notifications
+// meanwhile, so an idle resource catches up with etcd at once. It gives up after
+// freshnessTimeout with an error wrapping storage.ErrResourceVersionTooLarge, and
+// returns ctx's error if ctx ends first. Mirrors watchCache.waitUntilFreshAndBlock.
+func (c *Cacher) waitUntilFreshAndRLock(ctx context.Context, rv uint64) error {
+	var deadline <-chan time.Time
+	for {
+		c.mu.RLock()
+		if c.ready && c.rv >= rv {
+			return nil
+		}
+		advanced, ready, have := c.advanced, c.ready, c.rv
+		c.mu.RUnlock()
+		if deadline == nil {
+			timer := time.NewTimer(freshnessTimeout)
+			defer timer.Stop()
+			deadline = timer.C
+			defer c.progress.want()()
+		}
+		select {
+		case <-advanced:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.stopCh:
+			return fmt.Errorf("watch cache of %s is stopped: %w", c.cfg.ResourcePrefix, storage.ErrResourceVersionTooLarge)
+		case <-deadline:
+			if !ready {
+				return fmt.Errorf("watch cache of %s is not ready: %w", c.cfg.ResourcePrefix, storage.ErrResourceVersionTooLarge)
+			}
+			return fmt.Errorf("watch cache of %s is at revision %d, asked for %d: %w", c.cfg.ResourcePrefix, have, rv, storage.ErrResourceVersionTooLarge)
 		}
 	}
-	return "", "", false
 }
 
-func matches(pred storage.SelectionPredicate, e *entry) bool {
-	if e == nil {
-		return false
+// currentRevision returns etcd's current revision: Storage's CurrentRevision if it has
+// one (etcd3.Store), else the resourceVersion of a one-item list.
+func (c *Cacher) currentRevision(ctx context.Context) (uint64, error) {
+	if s, ok := c.cfg.Storage.(interface {
+		CurrentRevision(context.Context) (int64, error)
+	}); ok {
+		rev, err := s.CurrentRevision(ctx)
+		return uint64(max(rev, 0)), err
 	}
-	if pred.Label != nil && !pred.Label.Matches(e.labels) {
-		return false
+	list := c.cfg.NewListFunc()
+	if err := c.cfg.Storage.GetList(ctx, c.cfg.ResourcePrefix, storage.ListOptions{Predicate: storage.SelectionPredicate{Limit: 1}}, list); err != nil {
+		return 0, err
 	}
-	return pred.Field == nil || pred.Field.Matches(e.fields)
+	return listResourceVersion(list)
 }
 
-// copyInto copies a cached object into out, a pointer to the same type.
+// copyInto deep-copies a cached object into out, a pointer to the same type.
 func copyInto(obj, out runtime.Object) error {
 	if out == nil {
 		return nil
@@ -551,6 +371,7 @@ func copyInto(obj, out runtime.Object) error {
 	return nil
 }
 
+// parseResourceVersion returns the revision rv names; "" and "0" are 0.
 func parseResourceVersion(rv string) (uint64, error) {
 	if rv == "" {
 		return 0, nil

@@ -12,7 +12,9 @@
 //	storage.ErrInvalidContinue         400 Bad Request (malformed continue token, or one
 //	                                   combined with a resourceVersion)
 //	storage.ErrResourceVersionTooLarge 504 Timeout, as Kubernetes' "Too large resource
-//	                                   version" (list at a future revision)
+//	                                   version" (get or list at a future
+//	                                   revision; a WatchList gets it as an ERROR
+//	                                   event)
 //	ErrResourceVersionSetOnCreate      500 Internal Error in Kubernetes too: the registry
 //	                                   must clear resourceVersion before Create
 //

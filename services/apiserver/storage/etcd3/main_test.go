@@ -59,12 +59,17 @@ func testNamespace(tb testing.TB) string {
 	return strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(tb.Name()))
 }
 
-// newTestStore returns a pod Store and the collection key the test owns.
+// newTestStore returns a pod Store and the collection key the test owns, emptied of
+// what an earlier run of the test (go test -count=N) left there.
 func newTestStore(tb testing.TB) (*etcd3.Store, string) {
 	tb.Helper()
 	store := etcd3.New(testClient, scheme.Codecs.LegacyCodec(corev1.SchemeGroupVersion),
 		func() runtime.Object { return &corev1.Pod{} })
-	return store, "/registry/pods/" + testNamespace(tb) + "/"
+	prefix := "/registry/pods/" + testNamespace(tb) + "/"
+	if _, err := testClient.Delete(testContext(tb), prefix, clientv3.WithPrefix()); err != nil {
+		tb.Fatal(err)
+	}
+	return store, prefix
 }
 
 func testContext(tb testing.TB) context.Context {

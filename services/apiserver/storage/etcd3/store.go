@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"skiff.dev/services/apiserver/storage"
@@ -92,12 +93,24 @@ func (s *Store) Create(ctx context.Context, key string, obj, out runtime.Object)
 	return s.decode(data, out, resp.Header.Revision)
 }
 
-// Get implements storage.Interface.Get: one linearizable read of key. Returns
-// *StorageError ErrCodeKeyNotFound unless opts.IgnoreNotFound, which zeroes out instead.
+// Get implements storage.Interface.Get: one linearizable read of key, which is always at
+// least as new as any opts.ResourceVersion ("", "0" or N) a client can hold; N newer than
+// etcd's revision fails with storage.ErrResourceVersionTooLarge (504), as Kubernetes'
+// validateMinimumResourceVersion does. Returns *StorageError ErrCodeKeyNotFound unless
+// opts.IgnoreNotFound, which zeroes out instead, and storage.ErrInvalidResourceVersion
+// (400) for a malformed opts.ResourceVersion.
 func (s *Store) Get(ctx context.Context, key string, opts storage.GetOptions, out runtime.Object) error {
+	minRev, err := parseResourceVersion(opts.ResourceVersion)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", key, err)
+	}
 	resp, err := s.kv.Get(ctx, key)
 	if err != nil {
 		return fmt.Errorf("get %s: %w", key, err)
+	}
+	if minRev > resp.Header.Revision {
+		return fmt.Errorf("get %s: resource version %d, etcd is at %d: %w",
+			key, minRev, resp.Header.Revision, storage.ErrResourceVersionTooLarge)
 	}
 	if len(resp.Kvs) == 0 {
 		if opts.IgnoreNotFound {
@@ -113,6 +126,10 @@ func (s *Store) Get(ctx context.Context, key string, opts storage.GetOptions, ou
 // and every etcd batch of one list reads at the same revision, which is the list's
 // resourceVersion. key is a collection key; a missing trailing "/" is added so that
 // "/registry/pods/default" never matches namespace "default2".
+//
+// opts.ResourceVersionMatch NotOlderThan with a revision N reads the latest state
+// instead and fails with storage.ErrResourceVersionTooLarge if etcd is not at N yet (as
+// Kubernetes does: such a list never gets 410); Exact, or no match, reads at exactly N.
 //
 // Paging (opts.Predicate.Limit > 0) returns at most Limit matching items and, when more
 // keys remain, a continue token: base64url (unpadded) JSON {"v","rv","start"} where
@@ -136,6 +153,10 @@ func (s *Store) GetList(ctx context.Context, key string, opts storage.ListOption
 		return fmt.Errorf("list %s: %w", key, err)
 	}
 	pred := opts.Predicate
+	var minRev int64 // NotOlderThan: the oldest revision the latest state may be at
+	if opts.ResourceVersionMatch == metav1.ResourceVersionMatchNotOlderThan && pred.Continue == "" {
+		minRev, rev = rev, 0
+	}
 	startKey := prefix
 	if pred.Continue != "" {
 		if rev != 0 {
@@ -199,6 +220,9 @@ func (s *Store) GetList(ctx context.Context, key string, opts storage.ListOption
 		batch = min(batch*2, maxListBatch)
 	}
 
+	if minRev > rev {
+		return fmt.Errorf("list %s: resource version %d, etcd is at %d: %w", key, minRev, rev, storage.ErrResourceVersionTooLarge)
+	}
 	if err := meta.SetList(listObj, items); err != nil {
 		return fmt.Errorf("list %s: %w", key, err)
 	}

@@ -1,6 +1,7 @@
 package etcd3_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -366,6 +368,7 @@ func TestGetListOfCollectionKeyExcludesSiblingPrefix(t *testing.T) {
 	store, prefix := newTestStore(t)
 	createPod(t, store, prefix, newPod(t, "a", ""))
 	sibling := strings.TrimSuffix(prefix, "/") + "2/"
+	t.Cleanup(func() { testClient.Delete(context.Background(), sibling, clientv3.WithPrefix()) })
 	createPod(t, store, sibling, newPod(t, "b", ""))
 
 	list := &corev1.PodList{}

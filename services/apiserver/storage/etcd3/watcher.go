@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -20,15 +21,33 @@ import (
 // reading from etcd (etcd then buffers on its side). Kubernetes' etcd3 watcher uses 100.
 const watchBufferSize = 100
 
+// initialEventsEndAnnotation marks the bookmark that ends a WatchList's initial events
+// (metav1.InitialEventsAnnotationKey).
+const initialEventsEndAnnotation = "k8s.io/initial-events-end"
+
 // Watch implements storage.Interface.Watch, mirroring Kubernetes' etcd3 watcher
 // (watcher.go). key is one object, or a collection when it ends in "/".
 //
-// opts.ResourceVersion "" or "0" first reads the current state and sends a synthetic
-// watch.Added for each match, in key order, then every change after that read;
-// any other revision R sends every change after R (an etcd watch from R+1 with
-// WithPrevKV). With opts.Predicate, an object that starts matching arrives as Added, one
-// that stops matching as Deleted carrying its last matching state with the
-// resourceVersion of the change. A Deleted event's resourceVersion is the delete's.
+// Where the watch starts:
+//   - opts.SendInitialEvents true (WatchList): one read of the latest state, which must be
+//     at least opts.ResourceVersion (else one 504 "Too large resource version" ERROR
+//     event), a synthetic watch.Added per match in key order, then, with
+//     AllowWatchBookmarks, a Bookmark at the read's revision annotated
+//     "k8s.io/initial-events-end": "true", then every change after the read;
+//   - opts.SendInitialEvents false and ResourceVersion "" or "0": every change from now
+//     on, no initial events (Kubernetes' "start at any resourceVersion");
+//   - ResourceVersion "" or "0": the initial Added events as above, no bookmark, then
+//     every change after the read;
+//   - any other revision R: every change after R (an etcd watch from R+1 with
+//     WithPrevKV).
+//
+// With opts.Predicate, an object that starts matching arrives as Added, one that stops
+// matching as Deleted carrying its last matching state with the resourceVersion of the
+// change. A Deleted event's resourceVersion is the delete's. With
+// opts.AllowWatchBookmarks the etcd watch asks for progress notifications
+// (clientv3.WithProgressNotify, and RequestProgress on demand) and each one arrives as a
+// watch.Bookmark whose object is empty but for resourceVersion = etcd's revision: every
+// change up to it has been sent.
 //
 // The watch requires an etcd leader (clientv3.WithRequireLeader), so a member cut off
 // from its cluster ends the watch instead of going silent. Errors end the watch with
@@ -44,9 +63,14 @@ func (s *Store) Watch(ctx context.Context, key string, opts storage.ListOptions)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", key, err)
 	}
-	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
-		// WatchList is the watch cache's to serve; never ignore it silently.
-		return nil, fmt.Errorf("watch %s: sendInitialEvents is served by the watch cache, not by etcd directly", key)
+	start := startFrom{rev: rev}
+	switch {
+	case opts.SendInitialEvents != nil && *opts.SendInitialEvents:
+		start = startFrom{minRev: rev, initialEvents: true, endBookmark: opts.AllowWatchBookmarks}
+	case opts.SendInitialEvents != nil && rev == 0:
+		start = startFrom{now: true}
+	case rev == 0:
+		start = startFrom{initialEvents: true}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	w := &watcher{
@@ -59,8 +83,18 @@ func (s *Store) Watch(ctx context.Context, key string, opts storage.ListOptions)
 		cancel:    cancel,
 		done:      make(chan struct{}),
 	}
-	go w.run(ctx, rev)
+	go w.run(ctx, start)
 	return w, nil
+}
+
+// startFrom says where a watch starts: after revision rev, from now, or with the initial
+// state (read at a revision not older than minRev, optionally ended by a bookmark).
+type startFrom struct {
+	rev           int64
+	now           bool
+	initialEvents bool
+	minRev        int64
+	endBookmark   bool
 }
 
 // watcher is one running Watch: a goroutine that turns etcd watch responses into
@@ -86,21 +120,34 @@ func (w *watcher) Stop() {
 	<-w.done
 }
 
-// run sends the initial state when rev is 0, then the etcd watch after it, until ctx is
-// done or an error ends the watch.
-func (w *watcher) run(ctx context.Context, rev int64) {
+// run sends the initial state if asked, then the etcd watch after it, until ctx is done
+// or an error ends the watch.
+func (w *watcher) run(ctx context.Context, start startFrom) {
 	defer close(w.done)
 	defer close(w.result)
 	defer w.cancel()
 
-	if rev == 0 {
+	rev := start.rev
+	if start.initialEvents {
 		var ok bool
-		if rev, ok = w.sendInitialState(ctx); !ok {
+		if rev, ok = w.sendInitialState(ctx, start.minRev); !ok {
 			return
+		}
+		if start.endBookmark {
+			bookmark := w.bookmark(rev)
+			if m, err := meta.Accessor(bookmark.Object); err == nil {
+				m.SetAnnotations(map[string]string{initialEventsEndAnnotation: "true"})
+			}
+			if !w.send(ctx, bookmark) {
+				return
+			}
 		}
 	}
 
-	opts := []clientv3.OpOption{clientv3.WithRev(rev + 1), clientv3.WithPrevKV()}
+	opts := []clientv3.OpOption{clientv3.WithPrevKV()}
+	if !start.now {
+		opts = append(opts, clientv3.WithRev(rev+1))
+	}
 	if w.recursive {
 		opts = append(opts, clientv3.WithPrefix())
 	}
@@ -151,8 +198,10 @@ func (w *watcher) run(ctx context.Context, rev int64) {
 }
 
 // sendInitialState sends a synthetic Added for every current match and returns the
-// revision it read at; ok is false when the watch must end.
-func (w *watcher) sendInitialState(ctx context.Context) (rev int64, ok bool) {
+// revision it read at; ok is false when the watch must end. A read older than minRev
+// (a revision etcd has not reached) ends the watch with a 504 "Too large resource
+// version" error, as Kubernetes' storage.NewTooLargeResourceVersionError.
+func (w *watcher) sendInitialState(ctx context.Context, minRev int64) (rev int64, ok bool) {
 	var opts []clientv3.OpOption
 	if w.recursive {
 		opts = append(opts, clientv3.WithPrefix())
@@ -162,6 +211,12 @@ func (w *watcher) sendInitialState(ctx context.Context) (rev int64, ok bool) {
 		if ctx.Err() == nil {
 			w.sendInternalError(ctx, fmt.Errorf("watch %s: initial read: %w", w.key, err))
 		}
+		return 0, false
+	}
+	if minRev > resp.Header.Revision {
+		status := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", minRev, resp.Header.Revision), 1).ErrStatus
+		status.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+		w.send(ctx, watch.Event{Type: watch.Error, Object: &status})
 		return 0, false
 	}
 	for _, kv := range resp.Kvs {
@@ -273,7 +328,13 @@ func (w *watcher) bookmark(rev int64) watch.Event {
 // RequestWatchProgress in Kubernetes.
 //
 // Progress is requested on the watch stream named in ctx (storage.WithWatchStream).
+//
+// Returns ctx's error without asking once ctx has ended: clientv3 would otherwise open a
+// stream for the request that nothing closes.
 func (s *Store) RequestProgress(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return s.watcher.RequestProgress(streamContext(ctx))
 }
 

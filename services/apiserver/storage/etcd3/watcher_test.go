@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -300,3 +301,95 @@ func TestWatchRejectsMalformedResourceVersion(t *testing.T) {
 		t.Errorf("Watch error = %v, want storage.ErrInvalidResourceVersion", err)
 	}
 }
+
+func TestWatchListSendsInitialEventsThenEndBookmarkThenChanges(t *testing.T) {
+	store, prefix := newTestStore(t)
+	a := createPod(t, store, prefix, newPod(t, "a", ""))
+	b := createPod(t, store, prefix, newPod(t, "b", ""))
+	current, _ := store.CurrentRevision(testContext(t))
+
+	w := startWatch(t, store, prefix, storage.ListOptions{SendInitialEvents: ptr(true), AllowWatchBookmarks: true})
+	expectEvents(t, w, seen{watch.Added, "a", a.ResourceVersion}, seen{watch.Added, "b", b.ResourceVersion})
+	ev := nextEvent(t, w)
+	pod, _ := ev.Object.(*corev1.Pod)
+	if ev.Type != watch.Bookmark || pod == nil || pod.Annotations["k8s.io/initial-events-end"] != "true" {
+		t.Fatalf("after the initial events: %s %#v, want the initial-events-end bookmark", ev.Type, ev.Object)
+	}
+	if got, _ := strconv.ParseInt(pod.ResourceVersion, 10, 64); got < current {
+		t.Errorf("end bookmark at %s, want at least %d", pod.ResourceVersion, current)
+	}
+	c := createPod(t, store, prefix, newPod(t, "c", ""))
+	expectEvents(t, w, seen{watch.Added, "c", c.ResourceVersion})
+}
+
+func TestWatchListAtAFutureRevisionFailsTooLarge(t *testing.T) {
+	store, prefix := newTestStore(t)
+	current, _ := store.CurrentRevision(testContext(t))
+	w := startWatch(t, store, prefix, storage.ListOptions{ResourceVersion: strconv.FormatInt(current+1000, 10),
+		SendInitialEvents: ptr(true), AllowWatchBookmarks: true})
+	ev := nextEvent(t, w)
+	status, ok := ev.Object.(*metav1.Status)
+	if ev.Type != watch.Error || !ok || status.Code != http.StatusGatewayTimeout ||
+		len(status.Details.Causes) != 1 || status.Details.Causes[0].Type != metav1.CauseTypeResourceVersionTooLarge {
+		t.Fatalf("got %s %#v, want a 504 ResourceVersionTooLarge error", ev.Type, ev.Object)
+	}
+	expectClosed(t, w)
+}
+
+func TestWatchWithoutInitialEventsStartsFromNow(t *testing.T) {
+	store, prefix := newTestStore(t)
+	createPod(t, store, prefix, newPod(t, "before", ""))
+	w := startWatch(t, store, prefix, storage.ListOptions{ResourceVersion: "0", SendInitialEvents: ptr(false)})
+	// The watch may start a moment after Watch returns: write until one change shows.
+	for i := 0; ; i++ {
+		createPod(t, store, prefix, newPod(t, "after-"+strconv.Itoa(i), ""))
+		select {
+		case ev := <-w.ResultChan():
+			pod, _ := ev.Object.(*corev1.Pod)
+			if ev.Type != watch.Added || pod == nil || pod.Name == "before" {
+				t.Fatalf("first event %s %#v, want a change made after the watch started", ev.Type, ev.Object)
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		if i == 100 {
+			t.Fatal("no change arrived")
+		}
+	}
+}
+
+func TestWatchWithBookmarksTurnsProgressNotificationsIntoBookmarks(t *testing.T) {
+	store, prefix := newTestStore(t)
+	a := createPod(t, store, prefix, newPod(t, "a", ""))
+	ctx := storage.WithWatchStream(testContext(t), t.Name())
+	w, err := store.Watch(ctx, prefix, storage.ListOptions{ResourceVersion: a.ResourceVersion, AllowWatchBookmarks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	// Another resource's write moves etcd's revision; this watch sees no event for it.
+	otherPrefix := "/registry/other/" + testNamespace(t) + "/"
+	other := createPod(t, store, otherPrefix, newPod(t, "x", ""))
+	t.Cleanup(func() { testClient.Delete(context.Background(), otherPrefix, clientv3.WithPrefix()) })
+	deadline := time.After(eventTimeout)
+	for {
+		if err := store.RequestProgress(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-w.ResultChan():
+			pod, _ := ev.Object.(*corev1.Pod)
+			if ev.Type != watch.Bookmark || pod == nil || pod.Name != "" {
+				t.Fatalf("got %s %#v, want an empty bookmark", ev.Type, ev.Object)
+			}
+			if rvOf(t, pod) >= rvOf(t, other) {
+				return
+			}
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no bookmark at etcd's revision")
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
