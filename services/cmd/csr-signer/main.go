@@ -1,0 +1,83 @@
+// Command csr-signer runs skiff's CSR approver and signer against an apiserver: it
+// auto-approves kubelet requests that fit Kubernetes' rules and issues certificates for
+// approved requests with the cluster CA of a `skiff pki init` directory.
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"skiff.dev/services/csrsigner"
+	"skiff.dev/services/internal/pki"
+	"skiff.dev/services/internal/serving"
+)
+
+func main() {
+	pkiDir := flag.String("pki-dir", "", "directory made by skiff pki init, holding the cluster CA (ca.crt, ca.key); required")
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the system:skiff:csr-signer identity; empty means <pki-dir>/csr-signer.kubeconfig")
+	autoApprove := flag.Bool("auto-approve", true, "auto-approve kubelet client and serving requests that fit Kubernetes' rules; false leaves every request to kubectl certificate approve|deny")
+	maxDuration := flag.Duration("max-duration", csrsigner.DefaultMaxDuration, "longest lifetime of an issued certificate; a request's spec.expirationSeconds may ask for less (not under 10m)")
+	healthAddress := flag.String("health-address", ":10260", "where /healthz, /livez, /readyz and /metrics are served (\"\" = off)")
+	flag.Parse()
+
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	slog.SetDefault(logger)
+	fail := func(msg string, err error) {
+		logger.Error(msg, "err", err)
+		os.Exit(1)
+	}
+	if *pkiDir == "" {
+		logger.Error("--pki-dir is required")
+		os.Exit(2)
+	}
+	if *kubeconfig == "" {
+		*kubeconfig = filepath.Join(*pkiDir, pki.CSRSigner.Name+".kubeconfig")
+	}
+
+	ca, err := pki.LoadCA(*pkiDir)
+	if err != nil {
+		fail("loading the cluster CA", err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		fail("loading kubeconfig", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		fail("building clientset", err)
+	}
+	controller, err := csrsigner.New(csrsigner.Config{Client: client, CA: ca, AutoApprove: *autoApprove, MaxDuration: *maxDuration, Logger: logger})
+	if err != nil {
+		fail("building csr-signer", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *healthAddress != "" {
+		l, err := net.Listen("tcp", *healthAddress)
+		if err != nil {
+			fail("health endpoints", err)
+		}
+		registry := prometheus.NewRegistry()
+		registry.MustRegister(controller.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		go func() {
+			if err := serving.Serve(ctx, l, controller.Ready, registry); err != nil {
+				logger.Error("health endpoints stopped", "err", err)
+			}
+		}()
+	}
+	if err := controller.Run(ctx); err != nil && ctx.Err() == nil {
+		fail("csr-signer stopped", err)
+	}
+}
