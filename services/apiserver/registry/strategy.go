@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -60,4 +61,12 @@ type TablePrinter interface {
 type IndexedStrategy interface {
 	// IndexFields names the indexed fields, each a key of GetAttrs' field set.
 	IndexFields() []string
+}
+
+// TTLStrategy is implemented by strategies whose objects expire: etcd deletes each
+// object TTL after its last write (through an etcd lease). Mirrors the generic Store's
+// TTLFunc, which kube-apiserver sets for events from --event-ttl.
+type TTLStrategy interface {
+	// TTL is how long an object lives after its last write.
+	TTL() time.Duration
 }

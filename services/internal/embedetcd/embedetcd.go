@@ -96,12 +96,13 @@ func Start(ctx context.Context, cfg Config) (*Etcd, error) {
 func (e *Etcd) Endpoint() string { return e.endpoint }
 
 // Client returns a new etcd client connected to this server; the caller closes it.
-func (e *Etcd) Client() (*clientv3.Client, error) {
+// opts are added to the gRPC dial options (e.g. tracing.GRPCClientOption).
+func (e *Etcd) Client(opts ...grpc.DialOption) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
 		Endpoints:   []string{e.endpoint},
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+		DialOptions: append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...),
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -35,8 +36,16 @@ func NewStorage(s storage.Interface) *registry.Store {
 	}
 }
 
-// Strategy is the events strategy: events are written whole by their reporters.
+// DefaultTTL is how long an event lives after its last update, kube-apiserver's
+// --event-ttl default.
+const DefaultTTL = time.Hour
+
+// Strategy is the events strategy: events are written whole by their reporters and
+// expire DefaultTTL after their last write.
 type Strategy struct{}
+
+// TTL is DefaultTTL: the events store gives every write a lease of that length.
+func (Strategy) TTL() time.Duration { return DefaultTTL }
 
 // NamespaceScoped is true.
 func (Strategy) NamespaceScoped() bool { return true }

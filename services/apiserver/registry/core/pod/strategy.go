@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"skiff.dev/services/apiserver/registry"
+	"skiff.dev/services/internal/tracing"
 )
 
 // Strategy is the pods strategy for the main resource. Mirrors podStrategy.
@@ -34,9 +35,12 @@ var (
 // NamespaceScoped is true: pods live in namespaces.
 func (Strategy) NamespaceScoped() bool { return true }
 
-// PrepareForCreate resets status to Pending with the pod's QoS class and fills defaults.
-func (Strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+// PrepareForCreate resets status to Pending with the pod's QoS class, fills defaults and
+// stores the creating request's W3C traceparent in the annotation skiff.dev/traceparent,
+// so the scheduler and the kubelet continue the request's trace (one Pod = one trace).
+func (Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	pod := obj.(*corev1.Pod)
+	tracing.InjectTraceparent(ctx, pod)
 	SetDefaults(pod)
 	pod.Generation = 1
 	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: QOSClass(pod)}

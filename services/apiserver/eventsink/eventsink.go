@@ -1,0 +1,318 @@
+// Package eventsink is the apiserver's end of DESIGN.md "Events": it consumes the
+// core/v1 Events components publish to NATS JetStream (stream EVENTS) and persists each
+// in etcd through the events registry, whose store gives every event a 1 h lease.
+// Repeats of an event (same source, involved object, type, reason and message) are
+// folded into the first one: count, lastTimestamp and series grow instead of a new
+// object appearing, as client-go's EventCorrelator does on the reporting side in
+// Kubernetes.
+//
+// Every apiserver replica binds to the same durable pull consumer, so JetStream hands
+// each event to exactly one of them, and an event is acknowledged only once it is in
+// etcd: an apiserver or NATS outage delays events but loses none JetStream accepted.
+package eventsink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"skiff.dev/services/apiserver/registry"
+	"skiff.dev/services/apiserver/registry/rest"
+	"skiff.dev/services/internal/events"
+)
+
+// DurableName is the JetStream consumer every apiserver replica shares.
+const DurableName = "skiff-apiserver"
+
+// lastMergedAnnotation names the last event folded into an aggregate, so a redelivery
+// of that same message (the apiserver stopped between the write and the ack) is not
+// counted twice.
+const lastMergedAnnotation = "skiff.dev/last-merged-event"
+
+// Config is where events come from and go to.
+type Config struct {
+	// NATSURL is the NATS server, e.g. "nats://127.0.0.1:4222".
+	NATSURL string
+	// NATSOptions are extra nats.go options (TLS, credentials).
+	NATSOptions []nats.Option
+	// Events is the events registry store events are persisted through.
+	Events *registry.Store
+}
+
+// Sink consumes events from JetStream and persists them.
+type Sink struct {
+	cfg Config
+	log *slog.Logger
+
+	mu    sync.Mutex
+	names map[string]string // AggregateKey → namespace/name of the aggregate, recent only
+}
+
+// New builds a sink; Run connects.
+func New(cfg Config) (*Sink, error) {
+	if cfg.NATSURL == "" {
+		return nil, errors.New("eventsink: Config.NATSURL is required")
+	}
+	if cfg.Events == nil {
+		return nil, errors.New("eventsink: Config.Events is required")
+	}
+	return &Sink{cfg: cfg, log: slog.Default().With("component", "eventsink"), names: map[string]string{}}, nil
+}
+
+// Run consumes events until ctx ends, reconnecting to NATS and recreating the stream and
+// consumer as needed, with backoff capped at 5 s. It returns nil when ctx ends.
+func (s *Sink) Run(ctx context.Context) error {
+	opts := append([]nats.Option{
+		nats.Name("skiff-apiserver-eventsink"),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+	}, s.cfg.NATSOptions...)
+	nc, err := nats.Connect(s.cfg.NATSURL, opts...)
+	if err != nil {
+		return fmt.Errorf("eventsink: connect to NATS %s: %w", s.cfg.NATSURL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("eventsink: JetStream: %w", err)
+	}
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Second}
+	for ctx.Err() == nil {
+		err := s.consume(ctx, js)
+		if ctx.Err() != nil {
+			break
+		}
+		delay := backoff.Step()
+		s.log.Warn("consuming events stopped; will retry", "retryIn", delay, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+	}
+	return nil
+}
+
+// consume binds to the durable consumer and handles messages until ctx ends or the
+// subscription fails (returned as the error).
+func (s *Sink) consume(ctx context.Context, js jetstream.JetStream) error {
+	setupCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := events.EnsureStream(setupCtx, js); err != nil {
+		return err
+	}
+	cons, err := js.CreateOrUpdateConsumer(setupCtx, events.StreamName, jetstream.ConsumerConfig{
+		Durable:       DurableName,
+		Description:   "persists events in etcd; shared by every apiserver",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		FilterSubject: events.SubjectPrefix + ">",
+		MaxAckPending: 1000,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", DurableName, err)
+	}
+	failed := make(chan error, 1)
+	cc, err := cons.Consume(func(msg jetstream.Msg) { s.handle(ctx, msg) },
+		jetstream.PullExpiry(5*time.Second),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			// Missed heartbeats and disconnects resolve themselves when the client
+			// reconnects; a deleted consumer or stream needs a new binding.
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+				select {
+				case failed <- err:
+				default:
+				}
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	defer cc.Stop()
+	s.log.Info("consuming events", "stream", events.StreamName, "consumer", DurableName)
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-failed:
+		return err
+	case <-cc.Closed():
+		return errors.New("consumer closed")
+	}
+}
+
+// handle persists one message and acknowledges it; a failure asks JetStream to deliver
+// it again after a delay. A message that is not an event is dropped (terminated).
+func (s *Sink) handle(ctx context.Context, msg jetstream.Msg) {
+	ev := &corev1.Event{}
+	if err := json.Unmarshal(msg.Data(), ev); err != nil || ev.Name == "" {
+		s.log.Warn("dropping a message that is not an event", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return
+	}
+	writeCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.Record(writeCtx, ev); err != nil {
+		if permanent(err) {
+			s.log.Warn("event refused; dropped", "event", ev.Namespace+"/"+ev.Name, "err", err)
+			_ = msg.Term()
+			return
+		}
+		s.log.Warn("persisting event failed; redelivery later", "event", ev.Namespace+"/"+ev.Name, "err", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	if err := msg.DoubleAck(writeCtx); err != nil {
+		// The event is in etcd; a redelivery is recognised (same name, or the last merged
+		// one) and does not count twice.
+		s.log.Debug("acknowledging event", "err", err)
+	}
+}
+
+// permanent reports errors a retry cannot fix.
+func permanent(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
+}
+
+// Record persists ev: it creates it, or, when an event with the same AggregateKey exists
+// in ev's namespace, folds ev into that one (count += ev.count, lastTimestamp and series
+// advance, the message is ev's). Recording the same event twice changes nothing the
+// second time. Errors are the events registry's (metav1.Status errors).
+func (s *Sink) Record(ctx context.Context, ev *corev1.Event) error {
+	key := events.AggregateKey(ev)
+	name, err := s.aggregateName(ctx, key, ev)
+	if err != nil {
+		return err
+	}
+	if name != "" && name != ev.Name {
+		err := s.merge(ctx, name, ev)
+		if err == nil || !apierrors.IsNotFound(err) {
+			return err
+		}
+		// The aggregate expired meanwhile: ev starts a new one.
+	}
+	ev = ev.DeepCopy()
+	ev.ResourceVersion, ev.UID = "", ""
+	if ev.Count == 0 {
+		ev.Count = 1
+	}
+	_, err = s.cfg.Events.Create(ctx, ev.Namespace, ev, &metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		err = nil // a redelivery of an event already stored
+	}
+	if err == nil {
+		s.remember(key, ev.Namespace, ev.Name)
+	}
+	return err
+}
+
+// merge folds ev into the stored aggregate name.
+func (s *Sink) merge(ctx context.Context, name string, ev *corev1.Event) error {
+	_, _, err := s.cfg.Events.Update(ctx, ev.Namespace, name, rest.UpdatedObjectFunc(func(_ context.Context, old runtime.Object) (runtime.Object, error) {
+		agg := old.(*corev1.Event).DeepCopy()
+		if agg.Annotations[lastMergedAnnotation] == ev.Name {
+			return agg, nil // redelivered
+		}
+		count := ev.Count
+		if count == 0 {
+			count = 1
+		}
+		if agg.Count == 0 {
+			agg.Count = 1
+		}
+		agg.Count += count
+		last := ev.LastTimestamp
+		if last.IsZero() {
+			last = metav1.NewTime(ev.EventTime.Time)
+		}
+		if last.After(agg.LastTimestamp.Time) {
+			agg.LastTimestamp = last
+		}
+		agg.Message = ev.Message
+		agg.Series = &corev1.EventSeries{Count: agg.Count, LastObservedTime: metav1.NewMicroTime(agg.LastTimestamp.Time)}
+		if agg.Annotations == nil {
+			agg.Annotations = map[string]string{}
+		}
+		agg.Annotations[lastMergedAnnotation] = ev.Name
+		return agg, nil
+	}), &metav1.UpdateOptions{})
+	return err
+}
+
+// aggregateName finds the stored event ev repeats: from memory, or by listing the
+// events about the same object (served by the watch cache) when another replica or an
+// earlier run created it. "" means none.
+func (s *Sink) aggregateName(ctx context.Context, key string, ev *corev1.Event) (string, error) {
+	s.mu.Lock()
+	nn, ok := s.names[key]
+	s.mu.Unlock()
+	if ok {
+		if ns, name, _ := cutNamespacedName(nn); ns == ev.Namespace {
+			return name, nil
+		}
+	}
+	sel := fields.Set{
+		"involvedObject.kind": ev.InvolvedObject.Kind,
+		"involvedObject.name": ev.InvolvedObject.Name,
+		"involvedObject.uid":  string(ev.InvolvedObject.UID),
+		"reason":              ev.Reason,
+		"type":                ev.Type,
+	}
+	list, err := s.cfg.Events.List(ctx, ev.Namespace, &metainternalversion.ListOptions{
+		FieldSelector: fields.SelectorFromSet(sel), ResourceVersion: "0",
+	})
+	if err != nil {
+		return "", err
+	}
+	var found *corev1.Event
+	for i := range list.(*corev1.EventList).Items {
+		item := &list.(*corev1.EventList).Items[i]
+		if item.Name == ev.Name {
+			return ev.Name, nil // ev itself is stored: a redelivery
+		}
+		if events.AggregateKey(item) == key && (found == nil || item.FirstTimestamp.Before(&found.FirstTimestamp)) {
+			found = item
+		}
+	}
+	if found == nil {
+		return "", nil
+	}
+	s.remember(key, found.Namespace, found.Name)
+	return found.Name, nil
+}
+
+// maxRemembered bounds the aggregate names kept in memory; past it the map starts over
+// and lookups fall back to the watch cache.
+const maxRemembered = 10000
+
+func (s *Sink) remember(key, namespace, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.names) >= maxRemembered {
+		s.names = map[string]string{}
+	}
+	s.names[key] = namespace + "/" + name
+}
+
+func cutNamespacedName(nn string) (namespace, name string, ok bool) {
+	for i := 0; i < len(nn); i++ {
+		if nn[i] == '/' {
+			return nn[:i], nn[i+1:], true
+		}
+	}
+	return "", nn, false
+}

@@ -1,0 +1,272 @@
+package eventsink_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"skiff.dev/services/apiserver"
+	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/natsserver"
+)
+
+// startNATS runs an embedded NATS server with JetStream in dir on port (0: any).
+func startNATS(t *testing.T, dir string, port int) *natsserver.Server {
+	t.Helper()
+	ns, err := natsserver.Start(natsserver.Config{StoreDir: dir, Host: "127.0.0.1", Port: port})
+	if err != nil {
+		t.Fatalf("start NATS: %v", err)
+	}
+	return ns
+}
+
+// startRecorder runs a recorder until the test ends and returns it.
+func startRecorder(t *testing.T, cfg events.Config) *events.Recorder {
+	t.Helper()
+	r, err := events.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := r.Run(ctx); err != nil {
+			t.Errorf("recorder: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return r
+}
+
+func pod(name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: "uid-" + "name"}}
+}
+
+// waitForEvents polls until match finds want events about involvedObject name, and
+// returns them.
+func waitForEvents(t *testing.T, client kubernetes.Interface, name string, want int, timeout time.Duration) []corev1.Event {
+	t.Helper()
+	var items []corev1.Event
+	deadline := time.Now().Add(timeout)
+	for {
+		list, err := client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err == nil {
+			items = list.Items
+			if len(items) == want {
+				return items
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events about %s: got %d (last error %v), want %d", name, len(items), err, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestEventsOverJetStreamArePersistedAndAggregated(t *testing.T) {
+	ns := startNATS(t, t.TempDir(), 0)
+	t.Cleanup(ns.Shutdown)
+	srv := apiservertest.StartServer(t, func(c *apiserver.Config) { c.NATSURL = ns.ClientURL() })
+	client := kubernetes.NewForConfigOrDie(srv.Config)
+
+	r := startRecorder(t, events.Config{Component: "default-scheduler", NATSURL: ns.ClientURL()})
+	p := pod("web")
+	r.Eventf(p, corev1.EventTypeNormal, "Scheduled", "Successfully assigned default/web to node-a")
+	r.Event(p, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container")
+	r.Event(p, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container")
+	r.Event(p, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container")
+
+	got := waitForEvents(t, client, "web", 2, 20*time.Second)
+	byReason := map[string]corev1.Event{}
+	for _, ev := range got {
+		byReason[ev.Reason] = ev
+	}
+	// The three BackOffs fold into one object; wait for the last merge to land.
+	deadline := time.Now().Add(20 * time.Second)
+	for byReason["BackOff"].Count != 3 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		for _, ev := range waitForEvents(t, client, "web", 2, time.Second) {
+			byReason[ev.Reason] = ev
+		}
+	}
+	backOff := byReason["BackOff"]
+	if backOff.Count != 3 || backOff.Series == nil || backOff.Series.Count != 3 {
+		t.Fatalf("BackOff count = %d, series = %+v; want 3 and 3", backOff.Count, backOff.Series)
+	}
+	if !backOff.LastTimestamp.After(backOff.FirstTimestamp.Time) && !backOff.LastTimestamp.Equal(&backOff.FirstTimestamp) {
+		t.Errorf("lastTimestamp %v before firstTimestamp %v", backOff.LastTimestamp, backOff.FirstTimestamp)
+	}
+	sched := byReason["Scheduled"]
+	if sched.Count != 1 || sched.Source.Component != "default-scheduler" || sched.InvolvedObject.Kind != "Pod" || sched.Type != corev1.EventTypeNormal {
+		t.Fatalf("Scheduled event = %+v", sched)
+	}
+}
+
+func TestEventsArePostedWithoutNATS(t *testing.T) {
+	srv := apiservertest.StartServer(t)
+	client := kubernetes.NewForConfigOrDie(srv.Config)
+	r := startRecorder(t, events.Config{Component: "kubelet", Host: "node-a", Client: client})
+	p := pod("db")
+	r.Event(p, corev1.EventTypeNormal, "Pulling", `Pulling image "busybox"`)
+	r.Event(p, corev1.EventTypeNormal, "Pulling", `Pulling image "busybox"`)
+	r.Event(p, corev1.EventTypeNormal, "Started", "Started container db")
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := waitForEvents(t, client, "db", 2, 20*time.Second)
+		counts := map[string]int32{}
+		for _, ev := range got {
+			counts[ev.Reason] = ev.Count
+		}
+		if counts["Pulling"] == 2 && counts["Started"] == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counts by reason = %v, want Pulling 2, Started 1", counts)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestFieldSelectorsOnEvents(t *testing.T) {
+	srv := apiservertest.StartServer(t)
+	client := kubernetes.NewForConfigOrDie(srv.Config)
+	r := startRecorder(t, events.Config{Component: "kubelet", Client: client})
+	a := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "default", UID: "uid-a"}}
+	b := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "default", UID: "uid-b"}}
+	r.Event(a, corev1.EventTypeNormal, "Started", "Started container a")
+	r.Event(a, corev1.EventTypeWarning, "BackOff", "Back-off a")
+	r.Event(b, corev1.EventTypeNormal, "Started", "Started container b")
+	waitForEvents(t, client, "a", 2, 20*time.Second)
+	waitForEvents(t, client, "b", 1, 20*time.Second)
+
+	cases := []struct {
+		selector string
+		want     int
+	}{
+		{"involvedObject.name=a", 2},
+		{"involvedObject.uid=uid-b", 1},
+		{"involvedObject.kind=Pod,involvedObject.namespace=default", 3},
+		{"reason=Started", 2},
+		{"type=Warning", 1},
+		{"involvedObject.name=a,type=Normal", 1},
+	}
+	for _, c := range cases {
+		t.Run(c.selector, func(t *testing.T) {
+			list, err := client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: c.selector})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list.Items) != c.want {
+				t.Fatalf("got %d events, want %d", len(list.Items), c.want)
+			}
+		})
+	}
+}
+
+// TestNATSOutageLosesNoAcceptedEvent records events while first the apiserver (the
+// consumer) and then NATS are down, and brings both back: every event JetStream accepted
+// while nobody consumed survives the NATS restart on its file store, every event recorded
+// while NATS was down waits in the recorder's buffer, all of them reach the apiserver,
+// and neither the recorder nor the apiserver stops.
+func TestNATSOutageLosesNoAcceptedEvent(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "jetstream")
+	ns := startNATS(t, dir, 0)
+	port := ns.Port()
+	url := ns.ClientURL()
+	srv := apiservertest.StartServer(t, func(c *apiserver.Config) { c.NATSURL = url })
+	client := kubernetes.NewForConfigOrDie(srv.Config)
+	r := startRecorder(t, events.Config{Component: "kubelet", NATSURL: url, BufferSize: 10000})
+
+	const total = 300
+	p := pod("outage")
+	record := func(from, to int) {
+		for i := from; i < to; i++ {
+			r.Event(p, corev1.EventTypeNormal, "Tick", fmt.Sprintf("tick %d", i))
+			time.Sleep(time.Millisecond)
+		}
+	}
+	record(0, 100)
+	waitForEvents(t, client, "outage", 100, 30*time.Second)
+
+	srv.StopAPIServer()
+	record(100, 200)
+	// Wait until JetStream has acknowledged them all: nothing is left in the buffer.
+	for deadline := time.Now().Add(30 * time.Second); r.Pending() > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events still unpublished", r.Pending())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	ns.Shutdown()
+	record(200, total)
+	if r.Pending() == 0 {
+		t.Fatal("events recorded while NATS is down should wait in the buffer")
+	}
+	ns = startNATS(t, dir, port)
+	t.Cleanup(func() { ns.Shutdown() })
+	srv.RestartAPIServer()
+
+	waitForEvents(t, client, "outage", total, 60*time.Second)
+	if d := r.Dropped(); d != 0 {
+		t.Fatalf("recorder dropped %d events", d)
+	}
+}
+
+func TestRecorderBufferDropsOldestWhenFull(t *testing.T) {
+	// Nothing listens on the URL and Run is never called: every event stays buffered.
+	r, err := events.New(events.Config{Component: "kubelet", NATSURL: "nats://127.0.0.1:1", BufferSize: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		r.Event(pod("full"), corev1.EventTypeNormal, "Tick", fmt.Sprintf("tick %d", i))
+	}
+	if r.Dropped() != 2 || r.Pending() != 3 {
+		t.Fatalf("dropped %d, pending %d; want 2 and 3", r.Dropped(), r.Pending())
+	}
+}
+
+func TestEventsLiveOneHourInEtcd(t *testing.T) {
+	srv := apiservertest.StartServer(t)
+	client := kubernetes.NewForConfigOrDie(srv.Config)
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "ttl.1", Namespace: "default"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "ttl", Namespace: "default"},
+		Reason:         "Started", Message: "x", Type: corev1.EventTypeNormal,
+	}
+	if _, err := client.CoreV1().Events("default").Create(context.Background(), ev, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := srv.Etcd.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	resp, err := raw.Get(context.Background(), "/registry/events/default/ttl.1")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("event in etcd: %v %v", resp, err)
+	}
+	if resp.Kvs[0].Lease == 0 {
+		t.Fatal("event stored without a lease")
+	}
+	ttl, err := raw.TimeToLive(context.Background(), clientv3.LeaseID(resp.Kvs[0].Lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl.TTL < 3600-5 {
+		t.Fatalf("lease TTL %d s, want at least an hour", ttl.TTL)
+	}
+}

@@ -1,0 +1,94 @@
+package leasekv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"skiff.dev/services/internal/embedetcd"
+)
+
+func TestEveryPutCarriesALease(t *testing.T) {
+	ctx := context.Background()
+	etcd, err := embedetcd.Start(ctx, embedetcd.Config{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Close)
+	raw, err := etcd.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	c := NewClient(ctx, raw, time.Hour)
+
+	if _, err := c.Put(ctx, "/a", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision("/b"), "=", 0)).Then(clientv3.OpPut("/b", "2")).Else(clientv3.OpGet("/b")).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Do(ctx, clientv3.OpPut("/c", "3")); err != nil {
+		t.Fatal(err)
+	}
+	// Reads and deletes pass through untouched.
+	if _, err := c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision("/b"), "=", 0)).Then(clientv3.OpPut("/b", "x")).Else(clientv3.OpGet("/b")).Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, key := range []string{"/a", "/b", "/c"} {
+		resp, err := raw.Get(ctx, key)
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("get %s: %v %v", key, resp, err)
+		}
+		lease := clientv3.LeaseID(resp.Kvs[0].Lease)
+		if lease == 0 {
+			t.Fatalf("%s has no lease", key)
+		}
+		ttl, err := raw.TimeToLive(ctx, lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// At least the TTL asked for, plus at most the reuse window (3 min for 1 h).
+		if ttl.TTL < 3600-5 || ttl.TTL > 3600+180 {
+			t.Fatalf("%s: lease TTL %d s, want about 3600 s", key, ttl.TTL)
+		}
+	}
+	if resp, _ := raw.Get(ctx, "/b"); string(resp.Kvs[0].Value) != "2" {
+		t.Fatalf("/b = %q: the Else branch wrote", resp.Kvs[0].Value)
+	}
+}
+
+func TestKeyExpiresWithItsLease(t *testing.T) {
+	ctx := context.Background()
+	etcd, err := embedetcd.Start(ctx, embedetcd.Config{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Close)
+	raw, err := etcd.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	c := NewClient(ctx, raw, time.Second)
+	if _, err := c.Put(ctx, "/short", "1"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := raw.Get(ctx, "/short")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("key outlived its 1 s lease by 20 s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,98 @@
+// Package natsserver runs an embedded NATS server with JetStream
+// (github.com/nats-io/nats-server/v2/server) for the all-in-one and for tests: the same
+// server the compose stack runs as a container, in process.
+package natsserver
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Config is where the server keeps JetStream's data and where it listens.
+type Config struct {
+	// StoreDir holds JetStream's streams on disk (file storage survives a restart).
+	StoreDir string
+	// Host is the listen address, e.g. "127.0.0.1".
+	Host string
+	// Port is the client port (DESIGN.md: 4222); 0 picks a free one, see Server.Port.
+	Port int
+	// ReadyTimeout bounds the wait for the server to accept clients; 0 means 10 s.
+	ReadyTimeout time.Duration
+}
+
+// Server is a running embedded NATS server.
+type Server struct {
+	srv *server.Server
+}
+
+// Start starts the server and waits until it accepts connections. Errors: the store
+// directory is unusable, the port is in use, or the server is not ready in time.
+func Start(cfg Config) (*Server, error) {
+	if cfg.StoreDir == "" {
+		return nil, errors.New("natsserver: Config.StoreDir is required")
+	}
+	port := cfg.Port
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	opts := &server.Options{
+		ServerName:             "skiff",
+		Host:                   cfg.Host,
+		Port:                   port,
+		JetStream:              true,
+		StoreDir:               cfg.StoreDir,
+		NoSigs:                 true,
+		DisableJetStreamBanner: true,
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("natsserver: %w", err)
+	}
+	srv.SetLoggerV2(slogLogger{slog.Default().With("component", "nats-server")}, false, false, false)
+	srv.Start()
+	timeout := cfg.ReadyTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	if !srv.ReadyForConnections(timeout) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("natsserver: not ready after %s (port %d in use?)", timeout, cfg.Port)
+	}
+	return &Server{srv: srv}, nil
+}
+
+// ClientURL is the URL clients connect to, e.g. "nats://127.0.0.1:4222".
+func (s *Server) ClientURL() string { return s.srv.ClientURL() }
+
+// Port is the client port the server listens on.
+func (s *Server) Port() int {
+	addr, ok := s.srv.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0
+	}
+	return addr.Port
+}
+
+// Shutdown stops the server, closing every client connection, and waits for it to end.
+// JetStream's file store is flushed, so a server started again on the same StoreDir
+// has every message it had accepted.
+func (s *Server) Shutdown() {
+	s.srv.Shutdown()
+	s.srv.WaitForShutdown()
+}
+
+// slogLogger sends nats-server's log lines to slog; its notices are debug-level noise
+// for skiff, warnings and errors are not.
+type slogLogger struct{ l *slog.Logger }
+
+func (l slogLogger) Noticef(format string, v ...any) { l.l.Debug(fmt.Sprintf(format, v...)) }
+func (l slogLogger) Warnf(format string, v ...any)   { l.l.Warn(fmt.Sprintf(format, v...)) }
+func (l slogLogger) Fatalf(format string, v ...any)  { l.l.Error(fmt.Sprintf(format, v...)) }
+func (l slogLogger) Errorf(format string, v ...any)  { l.l.Error(fmt.Sprintf(format, v...)) }
+func (l slogLogger) Debugf(format string, v ...any)  { l.l.Debug(fmt.Sprintf(format, v...)) }
+func (l slogLogger) Tracef(format string, v ...any)  { l.l.Debug(fmt.Sprintf(format, v...)) }
