@@ -76,6 +76,16 @@ func verbs(storage rest.Storage) []string {
 	if _, ok := storage.(rest.Watcher); ok {
 		v = append(v, "watch")
 	}
+	if c, ok := storage.(rest.Connecter); ok {
+		for _, m := range c.ConnectMethods() {
+			switch m {
+			case "GET":
+				v = append(v, "get")
+			case "POST":
+				v = append(v, "create")
+			}
+		}
+	}
 	sort.Strings(v)
 	return v
 }

@@ -5,6 +5,7 @@ package rest
 
 import (
 	"context"
+	"net/http"
 
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,4 +79,19 @@ type Watcher interface {
 // human-readable output. Mirrors rest.TableConvertor.
 type TableConvertor interface {
 	ConvertToTable(ctx context.Context, object runtime.Object, opts *metav1.TableOptions) (*metav1.Table, error)
+}
+
+// Connecter is a subresource that hands the request to another server instead of
+// reading or writing an object: pods/exec, pods/attach, pods/portforward and pods/log
+// reach the pod's kubelet through exec-proxy. The handler it returns serves the
+// request as it came (an upgrade included); the caller has been authenticated and
+// authorized already. Mirrors k8s.io/apiserver/pkg/registry/rest.Connecter.
+type Connecter interface {
+	// Connect returns the handler for the object namespace/name. Errors (API
+	// errors, e.g. 503 when the backend is not configured) are returned before
+	// anything is written.
+	Connect(ctx context.Context, namespace, name string) (http.Handler, error)
+	// ConnectMethods are the HTTP methods served, e.g. GET and POST; discovery
+	// reports GET as the verb get and POST as create.
+	ConnectMethods() []string
 }

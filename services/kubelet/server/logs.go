@@ -1,0 +1,288 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"skiff.dev/services/runtime/criolog"
+)
+
+// logPollInterval is how often a followed log is checked for new lines and
+// its container for having stopped.
+const logPollInterval = 100 * time.Millisecond
+
+// logOptions are the query parameters of /containerLogs, kube's
+// PodLogOptions: follow, previous, timestamps, tailLines, sinceSeconds,
+// sinceTime (RFC 3339), limitBytes. A negative or zero count means none.
+type logOptions struct {
+	follow, previous, timestamps bool
+	tailLines                    int64 // -1: all
+	since                        time.Time
+	limitBytes                   int64 // 0: no limit
+}
+
+func parseLogOptions(r *http.Request) (logOptions, error) {
+	q := r.URL.Query()
+	o := logOptions{tailLines: -1}
+	var err error
+	boolean := func(k string) bool {
+		v := q.Get(k)
+		if v == "" {
+			return false
+		}
+		b, perr := strconv.ParseBool(v)
+		if perr != nil && err == nil {
+			err = fmt.Errorf("%s: %q is not a boolean", k, v)
+		}
+		return b
+	}
+	integer := func(k string, def int64) int64 {
+		v := q.Get(k)
+		if v == "" {
+			return def
+		}
+		n, perr := strconv.ParseInt(v, 10, 64)
+		if (perr != nil || n < 0) && err == nil {
+			err = fmt.Errorf("%s: %q is not a non-negative integer", k, v)
+		}
+		return n
+	}
+	o.follow, o.previous, o.timestamps = boolean("follow"), boolean("previous"), boolean("timestamps")
+	o.tailLines = integer("tailLines", -1)
+	o.limitBytes = integer("limitBytes", 0)
+	if s := integer("sinceSeconds", 0); s > 0 {
+		o.since = time.Now().Add(-time.Duration(s) * time.Second)
+	}
+	if v := q.Get("sinceTime"); v != "" {
+		t, perr := time.Parse(time.RFC3339, v)
+		if perr != nil && err == nil {
+			err = fmt.Errorf("sinceTime: %q is not an RFC 3339 time", v)
+		}
+		o.since = t
+	}
+	if err != nil {
+		return o, apierrors.NewBadRequest(err.Error())
+	}
+	return o, nil
+}
+
+// serveContainerLogs writes a container's log as plain text. Errors before
+// the first byte are Statuses: 404 no such pod, 400 no such container, a
+// container that never started, or no previous instance for previous=true.
+// Mirrors kubelet's getContainerLogs and kuberuntime's ReadLogs.
+func (s *Server) serveContainerLogs(w http.ResponseWriter, r *http.Request) {
+	opts, err := parseLogOptions(r)
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	pod, err := s.pod(r)
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	name := r.PathValue("container")
+	if err := hasContainer(pod, name); err != nil {
+		writeStatus(w, err)
+		return
+	}
+	cs, err := s.containers(r.Context(), pod, name, false)
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	idx := 0
+	if opts.previous {
+		idx = 1
+	}
+	if len(cs) <= idx {
+		if opts.previous {
+			writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("previous terminated container %q in pod %q not found", name, pod.Name)))
+		} else {
+			writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is waiting to start: ContainerCreating", name, pod.Name)))
+		}
+		return
+	}
+	id := cs[idx].GetId()
+	st, err := s.runtime.ContainerStatus(r.Context(), &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	if err != nil {
+		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("container status: %w", err)))
+		return
+	}
+	f, err := os.Open(st.GetStatus().GetLogPath())
+	if err != nil {
+		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("open log of container %q: %w", name, err)))
+		return
+	}
+	defer f.Close()
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(http.StatusOK)
+	running := func(ctx context.Context) bool {
+		st, err := s.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+		return err == nil && st.GetStatus().GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING
+	}
+	err = readLogs(r.Context(), f, opts, w, running)
+	if err != nil && !errors.Is(err, errLimitReached) && r.Context().Err() == nil {
+		s.logger.Debug("read container log", "pod", pod.Name, "container", name, "err", err)
+	}
+}
+
+// errLimitReached ends a read at limitBytes.
+var errLimitReached = errors.New("limitBytes reached")
+
+// logWriter writes entries' content with the options applied.
+type logWriter struct {
+	w       io.Writer
+	opts    logOptions
+	written int64
+}
+
+func (lw *logWriter) write(e criolog.Entry) error {
+	if !lw.opts.since.IsZero() && e.Time.Before(lw.opts.since) {
+		return nil
+	}
+	var line []byte
+	if lw.opts.timestamps {
+		line = append(line, e.Time.Format(time.RFC3339Nano)...)
+		line = append(line, ' ')
+	}
+	line = append(line, e.Content...)
+	if e.Tag == criolog.Full {
+		line = append(line, '\n')
+	}
+	if lw.opts.limitBytes > 0 {
+		if room := lw.opts.limitBytes - lw.written; int64(len(line)) > room {
+			line = line[:room]
+		}
+	}
+	n, err := lw.w.Write(line)
+	lw.written += int64(n)
+	if err != nil {
+		return err
+	}
+	if lw.opts.limitBytes > 0 && lw.written >= lw.opts.limitBytes {
+		return errLimitReached
+	}
+	return nil
+}
+
+// readLogs writes the CRI log in f to w: the last tailLines lines (all when
+// negative), then, with follow, new lines as they arrive until running
+// reports the container stopped (and the rest is written) or ctx ends.
+func readLogs(ctx context.Context, f io.Reader, opts logOptions, w io.Writer, running func(context.Context) bool) error {
+	rd := bufio.NewReader(f)
+	lw := &logWriter{w: w, opts: opts}
+	flush := func() {
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+	}
+	var partial []byte
+	// next returns the next complete line, or false at the current end.
+	next := func() ([]byte, bool, error) {
+		line, err := rd.ReadBytes('\n')
+		partial = append(partial, line...)
+		if errors.Is(err, io.EOF) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		out := partial
+		partial = nil
+		return out, true, nil
+	}
+
+	// What is there now, tailed.
+	var entries []criolog.Entry
+	for {
+		line, ok, err := next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if e, perr := criolog.ParseLine(line); perr == nil {
+			entries = append(entries, e)
+		}
+	}
+	if opts.tailLines >= 0 {
+		start, lines := len(entries), int64(0)
+		for start > 0 {
+			if entries[start-1].Tag == criolog.Full {
+				if lines == opts.tailLines {
+					break
+				}
+				lines++
+			}
+			start--
+		}
+		entries = entries[start:]
+	}
+	for _, e := range entries {
+		if err := lw.write(e); err != nil {
+			return err
+		}
+	}
+	flush()
+	if !opts.follow {
+		return nil
+	}
+
+	ticker := time.NewTicker(logPollInterval)
+	defer ticker.Stop()
+	for {
+		wrote := false
+		for {
+			line, ok, err := next()
+			if err != nil {
+				return err
+			}
+			if !ok {
+				break
+			}
+			if e, perr := criolog.ParseLine(line); perr == nil {
+				if err := lw.write(e); err != nil {
+					return err
+				}
+				wrote = true
+			}
+		}
+		if wrote {
+			flush()
+		}
+		if !running(ctx) {
+			// The container's last lines were written before it stopped;
+			// one more read picks up what arrived since the last one.
+			for {
+				line, ok, err := next()
+				if err != nil || !ok {
+					flush()
+					return err
+				}
+				if e, perr := criolog.ParseLine(line); perr == nil {
+					if err := lw.write(e); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticker.C:
+		}
+	}
+}
