@@ -50,3 +50,37 @@ fmt:
 
 clean:
 	rm -rf $(BIN) $(DATA_DIR)
+
+# ---- the full stack in containers (compose.yaml; README "Run the full stack") ----
+COMPOSE         ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+COMPOSE_PROJECT ?= skiff
+KUBELETS        ?= 3
+
+.PHONY: images offline-images up down test-compose
+
+## images: one FROM-scratch image per skiff service (skiff/<service>:dev) from
+##         deploy/*.Dockerfile, out of static binaries built on the host
+images:
+	GO="$(GO)" deploy/images.sh
+
+## offline-images: etcd, NATS and Jaeger built from the Go module proxy into images with
+##                 their official names, for a machine that cannot pull; kept once built
+offline-images:
+	deploy/offline/build.sh
+
+## up: start the stack with KUBELETS kubelets (3) and print the kubeconfig and Jaeger URL;
+##     run `make offline-images` first where no registry is reachable
+up: images
+	mkdir -p $(DATA_DIR)
+	SKIFF_DATA_DIR=$(DATA_DIR) SKIFF_UID=$$(id -u) SKIFF_GID=$$(id -g) \
+		$(COMPOSE) -p $(COMPOSE_PROJECT) up -d --scale kubelet=$(KUBELETS)
+	@echo "export KUBECONFIG=$(DATA_DIR)/admin.kubeconfig"
+	@echo "Jaeger: http://$${SKIFF_PUBLISH_ADDRESS:-127.0.0.1}:$${SKIFF_JAEGER_PORT:-16686}"
+
+## down: stop the stack and delete its containers, network and volumes
+down:
+	SKIFF_DATA_DIR=$(DATA_DIR) $(COMPOSE) -p $(COMPOSE_PROJECT) down -v --remove-orphans
+
+## test-compose: the compose end-to-end suite (tests/compose) on the images above
+test-compose: images offline-images
+	cd tests && SKIFF_COMPOSE_TEST=1 COMPOSE="$(COMPOSE)" $(GO) test -count=1 -timeout 40m -v ./compose/

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Starts the built-in CRI runtime ($SKIFF_RUNTIME: process or sim) on a unix socket, waits
+# for the socket, then replaces itself with the kubelet, which gets this script's
+# arguments. The node name is the container's host name unless --node-name is given, so
+# `docker compose up --scale kubelet=N` makes N distinct nodes.
+set -eu
+socket=/run/skiff/cri.sock
+rm -f "$socket"
+runtime --runtime "${SKIFF_RUNTIME:-process}" --listen "$socket" --root-dir /var/lib/skiff/runtime &
+i=0
+while [ ! -S "$socket" ]; do
+	if ! kill -0 $! 2>/dev/null; then
+		echo "kubelet-entrypoint: the $SKIFF_RUNTIME runtime exited" >&2
+		exit 1
+	fi
+	i=$((i + 1))
+	if [ "$i" -gt 300 ]; then
+		echo "kubelet-entrypoint: no CRI socket at $socket after 30s" >&2
+		exit 1
+	fi
+	sleep 0.1
+done
+exec kubelet --container-runtime-endpoint "unix://$socket" "$@"

@@ -1,0 +1,13 @@
+# skiff/kubelet: one node. kubelet-entrypoint.sh starts a built-in CRI runtime
+# (SKIFF_RUNTIME: process, the default, or sim) on a unix socket, then runs the kubelet
+# against it. With the process runtime each container's command runs as a process in
+# this container, so busybox provides the shell and tools pods call (sh, echo, sleep...).
+# Static binaries built on the host by `make images` (deploy/images.sh); FROM scratch.
+FROM scratch
+COPY .build/bin/busybox /bin/busybox
+RUN ["/bin/busybox", "--install", "-s", "/bin"]
+COPY .build/bin/kubelet .build/bin/runtime /usr/local/bin/
+COPY kubelet-entrypoint.sh /usr/local/bin/kubelet-entrypoint.sh
+ENV PATH=/usr/local/bin:/bin
+EXPOSE 10250
+ENTRYPOINT ["/usr/local/bin/kubelet-entrypoint.sh"]

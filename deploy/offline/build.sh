@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Builds the third-party images compose.yaml uses, from the Go module proxy, into
+# FROM-scratch images tagged with their official names, so a machine that cannot pull
+# finds them locally (one with internet pulls the official ones instead):
+#   quay.io/coreos/etcd:$ETCD_VERSION   etcd + etcdctl (wrapper module ./etcd)
+#   nats:$NATS_VERSION                  nats-server (go install)
+#   jaegertracing/jaeger:$JAEGER_VERSION Jaeger v2 (wrapper module ./jaeger)
+# An image whose tag already exists is kept: delete it (docker rmi) to rebuild it.
+# Binaries are static (CGO_ENABLED=0), built on the host; docker build needs no base
+# image but scratch. Usage: build.sh [etcd|nats|jaeger]... (default: all three)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OFFLINE_BUILD_DIR:-$here/../.build/offline}
+
+# Versions: ETCD_VERSION must match ./etcd/go.mod, JAEGER_MODULE_VERSION ./jaeger/go.mod.
+ETCD_VERSION=v3.6.16
+NATS_VERSION=2.15.2
+JAEGER_VERSION=2.13.0
+JAEGER_MODULE_VERSION=v1.76.0
+
+export CGO_ENABLED=0 GOWORK=off GOFLAGS=-trimpath
+ldflags="-s -w"
+
+# image NAME DOCKERFILE CONTEXT: docker build, tagging NAME.
+image() {
+	cp "$here/$2" "$3/Dockerfile"
+	docker build --quiet -t "$1" "$3" >/dev/null
+	echo "built $1 ($(docker image inspect -f '{{.Size}}' "$1" | awk '{printf "%.0f MB", $1/1e6}'))"
+}
+
+# present NAME: whether the image exists, so it is not built again.
+present() {
+	if docker image inspect "$1" >/dev/null 2>&1; then
+		echo "$1: present, kept"
+		return 0
+	fi
+	return 1
+}
+
+build_etcd() {
+	local name=quay.io/coreos/etcd:$ETCD_VERSION dir=$out/etcd
+	present "$name" && return
+	mkdir -p "$dir"
+	(cd "$here/etcd" &&
+		go build -ldflags "$ldflags" -o "$dir/etcd" . &&
+		go build -ldflags "$ldflags" -o "$dir/etcdctl" go.etcd.io/etcd/etcdctl/v3)
+	image "$name" etcd.Dockerfile "$dir"
+}
+
+build_nats() {
+	local name=nats:$NATS_VERSION dir=$out/nats
+	present "$name" && return
+	mkdir -p "$dir"
+	GOBIN=$dir go install -ldflags "$ldflags" "github.com/nats-io/nats-server/v2@v$NATS_VERSION"
+	cp "$here/nats-server.conf" "$dir/"
+	image "$name" nats.Dockerfile "$dir"
+}
+
+build_jaeger() {
+	local name=jaegertracing/jaeger:$JAEGER_VERSION dir=$out/jaeger
+	present "$name" && return
+	mkdir -p "$dir/tmp"
+	chmod 1777 "$dir/tmp"
+	(cd "$here/jaeger" &&
+		go build -ldflags "$ldflags -X github.com/jaegertracing/jaeger/internal/version.latestVersion=v$JAEGER_VERSION" \
+			-o "$dir/jaeger" github.com/jaegertracing/jaeger/cmd/jaeger)
+	image "$name" jaeger.Dockerfile "$dir"
+}
+
+[ $# -gt 0 ] || set -- etcd nats jaeger
+for what in "$@"; do
+	case $what in
+	etcd) build_etcd ;;
+	nats) build_nats ;;
+	jaeger) build_jaeger ;;
+	*)
+		echo "build.sh: unknown image $what (want etcd, nats or jaeger)" >&2
+		exit 2
+		;;
+	esac
+done

@@ -1,0 +1,55 @@
+// Command runtime serves one of skiff's built-in CRI runtimes (process or sim) on a unix
+// socket, for a kubelet running as its own process: the kubelet image of the compose
+// stack starts it beside the kubelet, as a node runs containerd beside its kubelet.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	criruntime "skiff.dev/services/runtime"
+	"skiff.dev/services/runtime/process"
+	"skiff.dev/services/runtime/sim"
+)
+
+func main() {
+	name := flag.String("runtime", "process", "built-in CRI runtime: process (real processes) or sim (simulated containers)")
+	socket := flag.String("listen", "/run/skiff/cri.sock", "unix socket the CRI gRPC server listens on")
+	rootDir := flag.String("root-dir", "/var/lib/skiff/runtime", "process runtime state: sandboxes, container root directories")
+	flag.Parse()
+
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	slog.SetDefault(logger)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *name, *socket, *rootDir); err != nil {
+		logger.Error("runtime stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, name, socket, rootDir string) error {
+	switch name {
+	case "process":
+		rt, err := process.New(rootDir)
+		if err != nil {
+			return err
+		}
+		defer rt.Close()
+		slog.Info("serving CRI", "runtime", name, "socket", socket)
+		return criruntime.Serve(ctx, socket, rt, rt)
+	case "sim":
+		rt := sim.New()
+		defer rt.Close()
+		slog.Info("serving CRI", "runtime", name, "socket", socket)
+		return criruntime.Serve(ctx, socket, rt, rt)
+	default:
+		return fmt.Errorf("unknown runtime %q: want process or sim", name)
+	}
+}
