@@ -18,11 +18,11 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"skiff.dev/services/apiserver"
 	"skiff.dev/services/internal/embedetcd"
+	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/kubelet"
 	criruntime "skiff.dev/services/runtime"
 	"skiff.dev/services/runtime/process"
@@ -110,19 +110,38 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	}
 	stops = append(stops, func() { _ = etcdClient.Close() })
 
-	api, err := apiserver.New(apiserver.Config{Etcd: etcdClient})
-	if err != nil {
-		return nil, nil, err
-	}
 	l, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.APIServerPort)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("apiserver listen: %w", err)
 	}
-	apiURL := "http://" + l.Addr().String()
-	kubeconfig := filepath.Join(dataDir, "admin.kubeconfig")
-	if err := writeKubeconfig(kubeconfig, apiURL); err != nil {
-		_ = l.Close()
+	stops = append(stops, func() { _ = l.Close() })
+	apiURL := "https://" + l.Addr().String()
+	// The PKI is made once and kept: restarts reuse the CA and every identity.
+	pkiDir := filepath.Join(dataDir, "pki")
+	if _, err := pki.Init(pki.InitOptions{Dir: pkiDir, APIServerURL: apiURL, APIServerHosts: []string{cfg.BindAddress}}); err != nil {
 		return nil, nil, err
+	}
+	ca, err := pki.LoadCA(pkiDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	apiConfig, err := apiserver.ConfigFromPKI(pkiDir, etcdClient)
+	if err != nil {
+		return nil, nil, err
+	}
+	api, err := apiserver.New(apiConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	kubeconfig := filepath.Join(dataDir, "admin.kubeconfig")
+	if err := writeKubeconfig(kubeconfig, apiURL, pkiDir); err != nil {
+		return nil, nil, err
+	}
+	// clientConfig reaches the apiserver as one of pki's identities.
+	clientConfig := func(id pki.Identity) *rest.Config {
+		certFile, keyFile := pki.KeyPairFiles(pkiDir, id.Name)
+		return &rest.Config{Host: apiURL, QPS: 100, Burst: 200, UserAgent: "skiff-" + id.Name,
+			TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(pkiDir, pki.CACertFile), CertFile: certFile, KeyFile: keyFile}}
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -145,8 +164,7 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		return nil, nil, err
 	}
 
-	restConfig := &rest.Config{Host: apiURL, QPS: 100, Burst: 200}
-	client, err := kubernetes.NewForConfig(restConfig)
+	client, err := kubernetes.NewForConfig(clientConfig(pki.Scheduler))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -175,9 +193,20 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		run("runtime", func(ctx context.Context) error { return criruntime.Serve(ctx, socket, rt, rt) })
 	}
 
+	// The node's identity, system:node:<name> in system:nodes.
+	nodeCert, err := ca.IssueClient("system:node:"+cfg.NodeName, []string{"system:nodes"}, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	nodeConfig := &rest.Config{Host: apiURL, QPS: 100, Burst: 200, UserAgent: "skiff-kubelet",
+		TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM, CertData: nodeCert.CertPEM, KeyData: nodeCert.KeyPEM}}
+	nodeClient, err := kubernetes.NewForConfig(nodeConfig)
+	if err != nil {
+		return nil, nil, err
+	}
 	kl, err := kubelet.New(kubelet.Config{
 		NodeName:        cfg.NodeName,
-		Client:          client,
+		Client:          nodeClient,
 		RuntimeEndpoint: "unix://" + socket,
 		RootDir:         filepath.Join(dataDir, "kubelet"),
 	})
@@ -199,15 +228,27 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	return &Cluster{Kubeconfig: kubeconfig, APIServerURL: apiURL}, wait, nil
 }
 
-// writeKubeconfig writes an admin kubeconfig for apiURL, replacing an older one (the port
-// may have changed since).
-func writeKubeconfig(path, apiURL string) error {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["skiff"] = &clientcmdapi.Cluster{Server: apiURL}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{}
-	cfg.Contexts["skiff"] = &clientcmdapi.Context{Cluster: "skiff", AuthInfo: "admin", Namespace: "default"}
-	cfg.CurrentContext = "skiff"
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+// writeKubeconfig writes the admin kubeconfig for apiURL with the CA and the admin's
+// certificate from pkiDir embedded, replacing an older one (the port may have changed).
+func writeKubeconfig(path, apiURL, pkiDir string) error {
+	ca, err := os.ReadFile(filepath.Join(pkiDir, pki.CACertFile))
+	if err != nil {
+		return err
+	}
+	certFile, keyFile := pki.KeyPairFiles(pkiDir, pki.Admin.Name)
+	cert, err := os.ReadFile(certFile)
+	if err != nil {
+		return err
+	}
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		return err
+	}
+	data, err := pki.Kubeconfig(apiURL, ca, pki.Admin.CommonName, &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key})
+	if err != nil {
+		return err
+	}
+	if err := pki.WriteFileAtomic(path, data, 0o600); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	return nil

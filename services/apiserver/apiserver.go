@@ -5,14 +5,21 @@ package apiserver
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"path/filepath"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,9 +29,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"skiff.dev/services/apiserver/admission"
+	"skiff.dev/services/apiserver/authentication"
+	"skiff.dev/services/apiserver/authorization"
 	namespacecontroller "skiff.dev/services/apiserver/controller/namespace"
 	"skiff.dev/services/apiserver/endpoints"
+	"skiff.dev/services/apiserver/eventsink"
 	"skiff.dev/services/apiserver/registry"
+	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
+	authorizationregistry "skiff.dev/services/apiserver/registry/authorization"
 	"skiff.dev/services/apiserver/registry/certificates/certificatesigningrequest"
 	"skiff.dev/services/apiserver/registry/coordination/lease"
 	"skiff.dev/services/apiserver/registry/core/event"
@@ -34,12 +46,61 @@ import (
 	"skiff.dev/services/apiserver/scheme"
 	"skiff.dev/services/apiserver/storage/cacher"
 	"skiff.dev/services/apiserver/storage/etcd3"
+	"skiff.dev/services/apiserver/storage/leasekv"
+	"skiff.dev/services/internal/pki"
+	"skiff.dev/services/internal/tracing"
 )
 
 // Config is what the apiserver needs.
 type Config struct {
 	// Etcd is a connected etcd client; the apiserver does not close it.
 	Etcd *clientv3.Client
+	// ServingCert is the apiserver's TLS certificate (pki: apiserver.crt/.key); required.
+	ServingCert tls.Certificate
+	// ClientCA verifies client certificates (the cluster CA); required. A verified
+	// certificate authenticates as user CN in groups O.
+	ClientCA *x509.CertPool
+	// BootstrapTokenFile lists the bootstrap tokens accepted as
+	// `Authorization: Bearer <id>.<secret>` (pki.BootstrapTokenFile); "" accepts none.
+	BootstrapTokenFile string
+	// NATSURL, when set, runs the event sink: Events components publish to NATS
+	// JetStream are persisted through the events registry. "" means events arrive by POST
+	// only.
+	NATSURL string
+	// TracerProvider traces every request (otelhttp) and its etcd calls; nil means the
+	// global provider.
+	TracerProvider trace.TracerProvider
+	// ExecProxyURL is exec-proxy's base URL, e.g. "https://127.0.0.1:10443": pods/exec,
+	// attach, portforward and log are proxied there. "" answers them 503.
+	ExecProxyURL string
+	// ProxyClientTLS dials exec-proxy: the front-proxy-client certificate and the
+	// cluster CA as RootCAs (kube's --proxy-client-cert-file); required with ExecProxyURL.
+	ProxyClientTLS *tls.Config
+}
+
+// ConfigFromPKI is a Config over etcd with the serving certificate, client CA, bootstrap
+// tokens and front-proxy client certificate (for exec-proxy) of a `skiff pki init`
+// directory.
+func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
+	certFile, keyFile := pki.KeyPairFiles(dir, pki.APIServerName)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return Config{}, fmt.Errorf("apiserver serving certificate: %w", err)
+	}
+	ca, err := pki.LoadCA(dir)
+	if err != nil {
+		return Config{}, fmt.Errorf("cluster CA: %w", err)
+	}
+	proxyCertFile, proxyKeyFile := pki.KeyPairFiles(dir, pki.FrontProxyClient.Name)
+	proxyCert, err := tls.LoadX509KeyPair(proxyCertFile, proxyKeyFile)
+	if err != nil {
+		return Config{}, fmt.Errorf("front-proxy client certificate: %w", err)
+	}
+	return Config{
+		Etcd: etcd, ServingCert: cert, ClientCA: ca.CertPool(),
+		BootstrapTokenFile: filepath.Join(dir, pki.BootstrapTokenFile),
+		ProxyClientTLS:     &tls.Config{Certificates: []tls.Certificate{proxyCert}, RootCAs: ca.CertPool(), MinVersion: tls.VersionTLS12},
+	}, nil
 }
 
 // APIServer serves the Kubernetes API over etcd.
@@ -49,6 +110,8 @@ type APIServer struct {
 	namespaces          *namespace.REST
 	namespaceController *namespacecontroller.Controller
 	caches              []*cacher.Cacher
+	tlsConfig           *tls.Config
+	eventSink           *eventsink.Sink
 }
 
 // indexFields are the fields a strategy asks the watch cache to index by.
@@ -73,13 +136,25 @@ func New(cfg Config) (_ *APIServer, err error) {
 	if cfg.Etcd == nil {
 		return nil, errors.New("apiserver: Config.Etcd is required")
 	}
-	s := &APIServer{etcd: cfg.Etcd}
+	if len(cfg.ServingCert.Certificate) == 0 || cfg.ClientCA == nil {
+		return nil, errors.New("apiserver: Config.ServingCert and Config.ClientCA are required")
+	}
+	s := &APIServer{etcd: cfg.Etcd, tlsConfig: &tls.Config{
+		Certificates: []tls.Certificate{cfg.ServingCert},
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		ClientCAs:    cfg.ClientCA,
+		MinVersion:   tls.VersionTLS12,
+	}}
 	// Every resource is served through a watch cache over its etcd store.
 	cached := func(prefix string, newFunc, newListFunc func() runtime.Object, strategy registry.Strategy) *cacher.Cacher {
 		if err != nil {
 			return nil
 		}
-		store := etcd3.New(cfg.Etcd, scheme.StorageCodec, newFunc)
+		client := cfg.Etcd
+		if ttl, ok := strategy.(registry.TTLStrategy); ok {
+			client = leasekv.NewClient(context.Background(), cfg.Etcd, ttl.TTL())
+		}
+		store := etcd3.New(client, scheme.StorageCodec, newFunc)
 		kinds, _, kerr := scheme.Scheme.ObjectKinds(newFunc())
 		if kerr != nil {
 			err = kerr
@@ -113,6 +188,17 @@ func New(cfg Config) (_ *APIServer, err error) {
 	leases := lease.NewStorage(leaseStore)
 	csrs := certificatesigningrequest.NewStorage(csrStore)
 
+	var execProxy *pod.ExecProxy
+	if cfg.ExecProxyURL != "" {
+		u, perr := url.Parse(cfg.ExecProxyURL)
+		if perr != nil || u.Scheme != "https" || u.Host == "" || cfg.ProxyClientTLS == nil {
+			s.stopCaches()
+			return nil, fmt.Errorf("apiserver: ExecProxyURL %q must be https://host:port, with ProxyClientTLS", cfg.ExecProxyURL)
+		}
+		execProxy = &pod.ExecProxy{URL: u, TLS: cfg.ProxyClientTLS}
+	}
+	streams := pod.NewSubresources(execProxy)
+
 	core := &endpoints.APIGroupVersion{
 		GroupVersion: corev1.SchemeGroupVersion,
 		Resources: []endpoints.Resource{
@@ -122,8 +208,12 @@ func New(cfg Config) (_ *APIServer, err error) {
 				Subresources: map[string]endpoints.Subresource{"status": {Kind: "Node", Storage: nodes.Status}}},
 			{Name: "pods", SingularName: "pod", Kind: "Pod", ShortNames: []string{"po"}, Categories: []string{"all"}, Namespaced: true, Storage: pods.Pod,
 				Subresources: map[string]endpoints.Subresource{
-					"status":  {Kind: "Pod", Storage: pods.Status},
-					"binding": {Kind: "Binding", Storage: pods.Binding},
+					"status":      {Kind: "Pod", Storage: pods.Status},
+					"binding":     {Kind: "Binding", Storage: pods.Binding},
+					"exec":        {Kind: "PodExecOptions", Storage: streams["exec"]},
+					"attach":      {Kind: "PodAttachOptions", Storage: streams["attach"]},
+					"portforward": {Kind: "PodPortForwardOptions", Storage: streams["portforward"]},
+					"log":         {Kind: "Pod", Storage: streams["log"]},
 				}},
 		},
 	}
@@ -148,12 +238,39 @@ func New(cfg Config) (_ *APIServer, err error) {
 		Namespaces: namespaces,
 		Contents:   []namespacecontroller.Content{pods.Pod, events, leases},
 	}
+	authenticator := authentication.Union{authentication.X509{}}
+	if cfg.BootstrapTokenFile != "" {
+		authenticator = append(authenticator, &authentication.BootstrapTokens{Path: cfg.BootstrapTokenFile})
+	}
+	authorizer := authorization.New(storageLookup{pods: pods.Pod, csrs: csrs.CSR})
+	authorizationGroup := &endpoints.APIGroupVersion{
+		GroupVersion: authorizationv1.SchemeGroupVersion,
+		Resources: []endpoints.Resource{
+			{Name: "selfsubjectaccessreviews", SingularName: "selfsubjectaccessreview", Kind: "SelfSubjectAccessReview",
+				Storage: &authorizationregistry.SelfSubjectAccessReviewREST{Authorizer: authorizer}},
+		},
+	}
+	authenticationGroup := &endpoints.APIGroupVersion{
+		GroupVersion: authenticationv1.SchemeGroupVersion,
+		Resources: []endpoints.Resource{
+			{Name: "selfsubjectreviews", SingularName: "selfsubjectreview", Kind: "SelfSubjectReview", Storage: authenticationregistry.SelfSubjectReviewREST{}},
+		},
+	}
 	s.handler = endpoints.NewHandler(endpoints.Config{
+		Authenticator: authenticator,
+		Authorizer:    authorizer,
 		Core:      core,
-		Groups:    []*endpoints.APIGroupVersion{coordination, certificates},
-		Admission: admission.Chain{admission.NamespaceLifecycle{Namespaces: namespaces}},
+		Groups:    []*endpoints.APIGroupVersion{coordination, certificates, authenticationGroup, authorizationGroup},
+		Admission: admission.Chain{admission.NamespaceLifecycle{Namespaces: namespaces}, admission.NodeRestriction{}},
 		Ready:     s.ready,
 	})
+	s.handler = tracing.Handler(s.handler, cfg.TracerProvider, "apiserver")
+	if cfg.NATSURL != "" {
+		if s.eventSink, err = eventsink.New(eventsink.Config{NATSURL: cfg.NATSURL, Events: events}); err != nil {
+			s.stopCaches()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -193,6 +310,7 @@ func (s *APIServer) EnsureSystemNamespaces(ctx context.Context) error {
 func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.handler,
+		TLSConfig:         s.tlsConfig,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
@@ -208,8 +326,16 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		s.namespaceController.Run(ctx)
 	}()
 	defer func() { <-controllerDone }()
+	if s.eventSink != nil {
+		sinkDone := make(chan struct{})
+		go func() {
+			defer close(sinkDone)
+			_ = s.eventSink.Run(ctx)
+		}()
+		defer func() { <-sinkDone }()
+	}
 	errCh := make(chan error, 1)
-	go func() { errCh <- srv.Serve(l) }()
+	go func() { errCh <- srv.ServeTLS(l, "", "") }()
 	select {
 	case err := <-errCh:
 		return fmt.Errorf("apiserver: %w", err)

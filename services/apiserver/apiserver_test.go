@@ -29,7 +29,7 @@ func newPod(name string) *corev1.Pod {
 }
 
 // do sends a raw request and decodes a Status from a non-2xx answer.
-func do(t *testing.T, method, url, contentType, body string) (int, *metav1.Status, []byte) {
+func do(t *testing.T, client *http.Client, method, url, contentType, body string) (int, *metav1.Status, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -38,7 +38,7 @@ func do(t *testing.T, method, url, contentType, body string) (int, *metav1.Statu
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestBadInputGetsStatusWithClientErrorCode(t *testing.T) {
 			if tt.method == "PATCH" {
 				contentType = "application/apply-patch+yaml"
 			}
-			code, status, body := do(t, tt.method, tt.url, contentType, tt.body)
+			code, status, body := do(t, srv.HTTPClient(), tt.method, tt.url, contentType, tt.body)
 			if code != tt.wantCode || status == nil {
 				t.Fatalf("code %d, want %d; body %s", code, tt.wantCode, body)
 			}
@@ -321,7 +321,7 @@ func TestKubectlFacingShapes(t *testing.T) {
 	}
 
 	t.Run("version names the Kubernetes minor kubectl dispatches on", func(t *testing.T) {
-		_, _, body := do(t, "GET", srv.URL+"/version", "", "")
+		_, _, body := do(t, srv.HTTPClient(), "GET", srv.URL+"/version", "", "")
 		var v map[string]string
 		if err := json.Unmarshal(body, &v); err != nil || v["major"] != "1" || v["minor"] != "32" || !strings.HasPrefix(v["gitVersion"], "v1.32.") {
 			t.Errorf("/version = %s", body)
@@ -331,7 +331,7 @@ func TestKubectlFacingShapes(t *testing.T) {
 	t.Run("pods print as a Table with kubectl's columns", func(t *testing.T) {
 		req, _ := http.NewRequest("GET", srv.URL+"/api/v1/namespaces/default/pods?limit=500", nil)
 		req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := srv.HTTPClient().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,7 +358,7 @@ func TestKubectlFacingShapes(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/v1/namespaces/default/pods?watch=1&resourceVersion=0", nil)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := srv.HTTPClient().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -460,13 +460,13 @@ func TestFieldValidation(t *testing.T) {
 	body := func(name string) string {
 		return `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"` + name + `"},"spec":{"bogusField":1,"containers":[{"name":"c","image":"x"}]}}`
 	}
-	code, status, _ := do(t, "POST", pods+"?fieldValidation=Strict", "application/json", body("strict"))
+	code, status, _ := do(t, srv.HTTPClient(), "POST", pods+"?fieldValidation=Strict", "application/json", body("strict"))
 	if code != 400 || !strings.Contains(status.Message, `strict decoding error: unknown field "spec.bogusField"`) {
 		t.Errorf("Strict: %d %+v", code, status)
 	}
 	req, _ := http.NewRequest("POST", pods+"?fieldValidation=Warn", strings.NewReader(body("warn")))
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := srv.HTTPClient().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +474,7 @@ func TestFieldValidation(t *testing.T) {
 	if resp.StatusCode != 201 || resp.Header.Get("Warning") != `299 - "unknown field \"spec.bogusField\""` {
 		t.Errorf("Warn: %d, Warning %q", resp.StatusCode, resp.Header.Get("Warning"))
 	}
-	if code, _, _ := do(t, "POST", pods+"?fieldValidation=Ignore", "application/json", body("ignore")); code != 201 {
+	if code, _, _ := do(t, srv.HTTPClient(), "POST", pods+"?fieldValidation=Ignore", "application/json", body("ignore")); code != 201 {
 		t.Errorf("Ignore: %d", code)
 	}
 }
@@ -486,7 +486,7 @@ func TestDiscoveryOpenAPIAndMetrics(t *testing.T) {
 		if accept != "" {
 			req.Header.Set("Accept", accept)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := srv.HTTPClient().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,7 @@ import (
 func BenchmarkCreatePod(b *testing.B) {
 	srv := apiservertest.StartServer(b)
 	url := srv.URL + "/api/v1/namespaces/default/pods"
-	client := &http.Client{}
+	client := srv.HTTPClient()
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
 	"skiff.dev/services/apiserver/admission"
+	"skiff.dev/services/apiserver/authorization"
 	"skiff.dev/services/apiserver/registry/rest"
 	"skiff.dev/services/apiserver/scheme"
 )
@@ -30,6 +31,7 @@ import (
 type resourceHandler struct {
 	gv      *APIGroupVersion
 	admit   admission.Interface
+	authz   authorization.Authorizer
 	metrics *metrics
 	fields  fieldManagers
 }
@@ -49,6 +51,10 @@ func (h *resourceHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if err := authorize(r, h.authz, resourceAttributes(r, req), metav1.GroupResource{Group: req.gvr.Group, Resource: req.gvr.Resource}); err != nil {
+		writeError(w, err)
+		return
+	}
 	h.metrics.instrument(w, r, req, func(w http.ResponseWriter) { h.serve(w, r, req) })
 }
 
@@ -57,6 +63,10 @@ func (h *resourceHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 const requestTimeout = 60 * time.Second
 
 func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, req *request) {
+	if c, ok := req.storage.(rest.Connecter); ok && req.Subresource != "" {
+		h.connect(w, r, req, c) // long-running: no request timeout
+		return
+	}
 	ctx := r.Context()
 	if !isWatch(r) {
 		var cancel context.CancelFunc
@@ -253,7 +263,9 @@ func (h *resourceHandler) create(ctx context.Context, w http.ResponseWriter, r *
 		writeError(w, err)
 		return
 	}
-	if req.Subresource == "" {
+	// Only stored objects carry managedFields; reviews (SelfSubjectAccessReview) are not
+	// stored and, as in kube-apiserver, get none.
+	if _, stored := req.storage.(rest.Getter); stored && req.Subresource == "" {
 		obj = h.fields.track(req.gvk, "", req.storage.New(), obj, managerName(opts.FieldManager, r.UserAgent()))
 	}
 	out, err := creater.Create(ctx, req.Namespace, obj, opts)

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"skiff.dev/services/apiserver/admission"
+	"skiff.dev/services/apiserver/authentication"
+	"skiff.dev/services/apiserver/authorization"
 )
 
 // Version is what /version reports. kubectl's dispatcher picks the kubectl binary from
@@ -42,6 +44,10 @@ type Config struct {
 	// Metrics is where the apiserver's metrics are registered and /metrics reads from;
 	// nil means a registry of this handler's own.
 	Metrics *prometheus.Registry
+	// Authenticator finds each request's user; required (security is on by default).
+	Authenticator authentication.Authenticator
+	// Authorizer decides on each authenticated request; required.
+	Authorizer authorization.Authorizer
 	// Ready reports whether the apiserver can serve (its storage is reachable); /readyz
 	// answers 500 with the error otherwise.
 	Ready func() error
@@ -59,7 +65,10 @@ func NewHandler(cfg Config) http.Handler {
 	}
 	m := newMetrics(cfg.Metrics)
 	r := chi.NewRouter()
-	r.Use(recoverPanics, logRequests)
+	if cfg.Authenticator == nil || cfg.Authorizer == nil {
+		panic("endpoints: Config.Authenticator and Config.Authorizer are required")
+	}
+	r.Use(recoverPanics, logRequests, withAuthentication(cfg.Authenticator), withImpersonation(cfg.Authorizer), withNonResourceAuthorization(cfg.Authorizer))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, notFoundPath(r.URL.Path)) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apierrors.NewMethodNotSupported(metav1.SchemeGroupVersion.WithResource("").GroupResource(), r.Method))
@@ -94,7 +103,7 @@ func NewHandler(cfg Config) http.Handler {
 	r.Get("/apis", d.serveAPIGroupList)
 
 	cfg.Core.index()
-	core := &resourceHandler{gv: cfg.Core, admit: cfg.Admission, metrics: m}
+	core := &resourceHandler{gv: cfg.Core, admit: cfg.Admission, authz: cfg.Authorizer, metrics: m}
 	r.Get("/api/v1", d.serveResourceList(cfg.Core))
 	r.Handle("/api/v1/*", core)
 	for _, gv := range cfg.Groups {
@@ -102,7 +111,7 @@ func NewHandler(cfg Config) http.Handler {
 		prefix := "/apis/" + gv.GroupVersion.Group
 		r.Get(prefix, d.serveAPIGroup(gv))
 		r.Get(prefix+"/"+gv.GroupVersion.Version, d.serveResourceList(gv))
-		r.Handle(prefix+"/"+gv.GroupVersion.Version+"/*", &resourceHandler{gv: gv, admit: cfg.Admission, metrics: m})
+		r.Handle(prefix+"/"+gv.GroupVersion.Version+"/*", &resourceHandler{gv: gv, admit: cfg.Admission, authz: cfg.Authorizer, metrics: m})
 	}
 	return r
 }

@@ -5,6 +5,8 @@
 package scheme
 
 import (
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -53,6 +55,8 @@ func init() {
 	utilruntime.Must(corev1.AddToScheme(Scheme))
 	utilruntime.Must(coordinationv1.AddToScheme(Scheme))
 	utilruntime.Must(certificatesv1.AddToScheme(Scheme))
+	utilruntime.Must(authorizationv1.AddToScheme(Scheme))
+	utilruntime.Must(authenticationv1.AddToScheme(Scheme))
 	// Status, WatchEvent and the option types live in the core group version too, as in
 	// kube-apiserver; Table and PartialObjectMetadata in meta.k8s.io/v1.
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})

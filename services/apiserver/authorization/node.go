@@ -1,0 +1,75 @@
+package authorization
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+)
+
+// authorizeNode applies the Node authorizer's rules to node: it reads nodes, writes only
+// its own Node and Lease, reads only the pods bound to it (a list or watch must select
+// spec.nodeName=<node>), writes those pods' status and deletes them, creates pods (the
+// NodeRestriction admission plugin lets through only its own mirror pods), events and
+// CertificateSigningRequests.
+func (z *authz) authorizeNode(ctx context.Context, node string, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	verb, sub := a.GetVerb(), a.GetSubresource()
+	noRelationship := fmt.Sprintf("no relationship found between node '%s' and this object", node)
+	switch a.GetAPIGroup() + "/" + a.GetResource() {
+	case "/nodes":
+		switch {
+		case sub == "" && slices.Contains(read, verb):
+			return authorizer.DecisionAllow, "", nil
+		case sub == "" && verb == "create":
+			return authorizer.DecisionAllow, "", nil // NodeRestriction checks the name
+		case (sub == "" || sub == "status") && (verb == "update" || verb == "patch" || (verb == "delete" && sub == "")):
+			if a.GetName() == node {
+				return authorizer.DecisionAllow, "", nil
+			}
+			return authorizer.DecisionDeny, noRelationship, nil
+		}
+	case "/pods":
+		switch {
+		case sub == "" && (verb == "list" || verb == "watch"):
+			if selected, ok := fieldValue(a, "spec.nodeName"); ok && selected == node {
+				return authorizer.DecisionAllow, "", nil
+			}
+			return authorizer.DecisionDeny, fmt.Sprintf("can only list/watch pods with spec.nodeName field selector: spec.nodeName=%s", node), nil
+		case sub == "" && verb == "create":
+			return authorizer.DecisionAllow, "", nil // NodeRestriction: own mirror pods only
+		case (sub == "" && (verb == "get" || verb == "delete")) || (sub == "status" && (verb == "get" || verb == "update" || verb == "patch")):
+			bound, found, err := z.lookup.PodNodeName(ctx, a.GetNamespace(), a.GetName(), node)
+			if err != nil {
+				return authorizer.DecisionDeny, "", err
+			}
+			if found && bound == node {
+				return authorizer.DecisionAllow, "", nil
+			}
+			return authorizer.DecisionDeny, noRelationship, nil
+		}
+	case "coordination.k8s.io/leases":
+		if a.GetNamespace() != corev1.NamespaceNodeLease || sub != "" {
+			return authorizer.DecisionDeny, "can only access node lease in the kube-node-lease namespace", nil
+		}
+		switch verb {
+		case "create":
+			return authorizer.DecisionAllow, "", nil // NodeRestriction checks the name
+		case "get", "update", "patch", "delete":
+			if a.GetName() == node {
+				return authorizer.DecisionAllow, "", nil
+			}
+			return authorizer.DecisionDeny, noRelationship, nil
+		}
+	case "/events", "events.k8s.io/events":
+		if slices.Contains(write, verb) {
+			return authorizer.DecisionAllow, "", nil
+		}
+	case "certificates.k8s.io/certificatesigningrequests":
+		if sub == "" && (verb == "create" || slices.Contains(read, verb)) {
+			return authorizer.DecisionAllow, "", nil
+		}
+	}
+	return authorizer.DecisionDeny, "", nil
+}

@@ -1,0 +1,63 @@
+package apiserver
+
+import (
+	"context"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"skiff.dev/services/apiserver/registry/rest"
+)
+
+// storageLookup reads what the authorizer's node and bootstrapper rules depend on. It
+// asks the watch cache first (resourceVersion "0"), as kube's Node authorizer reads its
+// graph from informers; when the cache says no (the object is not there yet, or names
+// someone else), it asks etcd (a consistent read), so a client that reads what it just
+// wrote is not refused because the cache lags by a moment.
+type storageLookup struct {
+	pods rest.Getter
+	csrs rest.Getter
+}
+
+var (
+	cached     = &metav1.GetOptions{ResourceVersion: "0"}
+	consistent = &metav1.GetOptions{}
+)
+
+// get reads namespace/name and returns field(obj), trying the cache and then, unless
+// accept(value) holds, etcd.
+func get(ctx context.Context, getter rest.Getter, namespace, name string, field func(any) string, accept func(string) bool) (string, bool, error) {
+	var value string
+	var found bool
+	for _, opts := range []*metav1.GetOptions{cached, consistent} {
+		obj, err := getter.Get(ctx, namespace, name, opts)
+		switch {
+		case apierrors.IsNotFound(err):
+			value, found = "", false
+		case err != nil:
+			return "", false, err
+		default:
+			value, found = field(obj), true
+		}
+		if found && accept(value) {
+			break
+		}
+	}
+	return value, found, nil
+}
+
+// PodNodeName implements authorization.Lookup; wantNode is the node asking.
+func (l storageLookup) PodNodeName(ctx context.Context, namespace, name, wantNode string) (string, bool, error) {
+	return get(ctx, l.pods, namespace, name,
+		func(obj any) string { return obj.(*corev1.Pod).Spec.NodeName },
+		func(node string) bool { return node == wantNode })
+}
+
+// CSRRequester implements authorization.Lookup; wantUser is the user asking.
+func (l storageLookup) CSRRequester(ctx context.Context, name, wantUser string) (string, bool, error) {
+	return get(ctx, l.csrs, "", name,
+		func(obj any) string { return obj.(*certificatesv1.CertificateSigningRequest).Spec.Username },
+		func(user string) bool { return user == wantUser })
+}

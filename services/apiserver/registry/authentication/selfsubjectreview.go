@@ -1,0 +1,42 @@
+// Package authentication serves authentication.k8s.io/v1 SelfSubjectReview: the
+// apiserver tells a user who it authenticated them as (`kubectl auth whoami`). Mirrors
+// k8s.io/kubernetes/pkg/registry/authentication/selfsubjectreview.
+package authentication
+
+import (
+	"context"
+	"fmt"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// SelfSubjectReviewREST answers SelfSubjectReviews; it stores nothing.
+type SelfSubjectReviewREST struct{}
+
+// New implements rest.Storage.
+func (SelfSubjectReviewREST) New() runtime.Object { return &authenticationv1.SelfSubjectReview{} }
+
+// Create returns the review with status.userInfo set to the requesting user.
+func (SelfSubjectReviewREST) Create(ctx context.Context, _ string, obj runtime.Object, _ *metav1.CreateOptions) (runtime.Object, error) {
+	review, ok := obj.(*authenticationv1.SelfSubjectReview)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("not a SelfSubjectReview: %T", obj))
+	}
+	u, ok := genericapirequest.UserFrom(ctx)
+	if !ok {
+		return nil, apierrors.NewInternalError(fmt.Errorf("no user in the request"))
+	}
+	out := review.DeepCopy()
+	out.Status.UserInfo = authenticationv1.UserInfo{Username: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups()}
+	if extra := u.GetExtra(); len(extra) > 0 {
+		out.Status.UserInfo.Extra = make(map[string]authenticationv1.ExtraValue, len(extra))
+		for k, v := range extra {
+			out.Status.UserInfo.Extra[k] = v
+		}
+	}
+	return out, nil
+}
