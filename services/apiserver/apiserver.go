@@ -259,10 +259,10 @@ func New(cfg Config) (_ *APIServer, err error) {
 	s.handler = endpoints.NewHandler(endpoints.Config{
 		Authenticator: authenticator,
 		Authorizer:    authorizer,
-		Core:      core,
-		Groups:    []*endpoints.APIGroupVersion{coordination, certificates, authenticationGroup, authorizationGroup},
-		Admission: admission.Chain{admission.NamespaceLifecycle{Namespaces: namespaces}, admission.NodeRestriction{}},
-		Ready:     s.ready,
+		Core:          core,
+		Groups:        []*endpoints.APIGroupVersion{coordination, certificates, authenticationGroup, authorizationGroup},
+		Admission:     admission.Chain{admission.NamespaceLifecycle{Namespaces: namespaces}, admission.NodeRestriction{}},
+		Ready:         s.ready,
 	})
 	s.handler = tracing.Handler(s.handler, cfg.TracerProvider, "apiserver")
 	if cfg.NATSURL != "" {

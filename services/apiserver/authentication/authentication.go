@@ -93,7 +93,7 @@ type BootstrapTokens struct {
 	Now func() time.Time
 
 	mu      sync.Mutex
-	file    os.FileInfo // the file last read, to notice a replaced or rewritten one
+	file    os.FileInfo                   // the file last read, to notice a replaced or rewritten one
 	tokens  map[string]pki.BootstrapToken // by ID
 	readErr error
 }
