@@ -13,6 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/retry"
 
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"skiff.dev/services/internal/tracing"
+
 	"skiff.dev/services/scheduler/framework"
 	"skiff.dev/services/scheduler/internal/queue"
 	"skiff.dev/services/scheduler/metrics"
@@ -54,6 +60,12 @@ func (s *Scheduler) scheduleOne(ctx context.Context) {
 		return
 	}
 	logger.Debug("attempting to schedule pod", "attempt", pInfo.Attempts)
+	// The cycle continues the trace of the request that created the pod (DESIGN.md
+	// "Trace propagation across a watch"); filter, score and bind are its children.
+	ctx, span := s.tracer.Start(tracing.ContextWithObjectTrace(ctx, pod), "SchedulingCycle",
+		trace.WithAttributes(tracing.PodAttributes(pod)...),
+		trace.WithAttributes(attribute.Int("skiff.scheduler.attempt", pInfo.Attempts)))
+	defer span.End()
 
 	start := time.Now()
 	state := framework.NewCycleState()
@@ -127,7 +139,11 @@ func (s *Scheduler) schedulePod(ctx context.Context, state *framework.CycleState
 	if s.snapshot.NumNodes() == 0 {
 		return ScheduleResult{}, ErrNoNodesAvailable
 	}
-	feasible, diagnosis, err := s.findNodesThatFitPod(ctx, state, pod)
+	filterCtx, filterSpan := s.tracer.Start(ctx, "Filter", trace.WithAttributes(attribute.Int("skiff.scheduler.nodes", s.snapshot.NumNodes())))
+	feasible, diagnosis, err := s.findNodesThatFitPod(filterCtx, state, pod)
+	filterSpan.SetAttributes(attribute.Int("skiff.scheduler.feasible_nodes", len(feasible)))
+	tracing.RecordError(filterSpan, err)
+	filterSpan.End()
 	if err != nil {
 		return ScheduleResult{}, err
 	}
@@ -135,15 +151,21 @@ func (s *Scheduler) schedulePod(ctx context.Context, state *framework.CycleState
 		return ScheduleResult{}, &framework.FitError{Pod: pod, NumAllNodes: s.snapshot.NumNodes(), Diagnosis: diagnosis}
 	}
 	result := ScheduleResult{EvaluatedNodes: len(feasible) + len(diagnosis.NodeToStatusMap), FeasibleNodes: len(feasible)}
+	scoreCtx, scoreSpan := s.tracer.Start(ctx, "Score", trace.WithAttributes(attribute.Int("skiff.scheduler.feasible_nodes", len(feasible))))
+	defer scoreSpan.End()
 	if len(feasible) == 1 {
+		// One candidate needs no scoring; kube-scheduler skips it too.
 		result.SuggestedHost = feasible[0].Node().Name
+		scoreSpan.SetAttributes(semconv.K8SNodeName(result.SuggestedHost))
 		return result, nil
 	}
-	scores, err := s.prioritizeNodes(ctx, state, pod, feasible)
+	scores, err := s.prioritizeNodes(scoreCtx, state, pod, feasible)
 	if err != nil {
+		tracing.RecordError(scoreSpan, err)
 		return ScheduleResult{}, err
 	}
 	result.SuggestedHost = s.selectHost(scores)
+	scoreSpan.SetAttributes(semconv.K8SNodeName(result.SuggestedHost))
 	return result, nil
 }
 
@@ -228,7 +250,10 @@ func (s *Scheduler) bindingCycle(ctx context.Context, logger *slog.Logger, state
 	// A bind failure is never "unschedulable", so the pod's in-flight
 	// bookkeeping can end now.
 	s.queue.Done(assumed.UID)
-	status := s.framework.RunBindPlugins(ctx, state, assumed, result.SuggestedHost)
+	bindCtx, bindSpan := s.tracer.Start(ctx, "Bind", trace.WithAttributes(tracing.PodAttributes(assumed)...))
+	status := s.framework.RunBindPlugins(bindCtx, state, assumed, result.SuggestedHost)
+	tracing.RecordError(bindSpan, status.AsError())
+	bindSpan.End()
 	if err := s.cache.FinishBinding(assumed); err != nil {
 		logger.Error("finishing binding in the scheduler cache", "err", err)
 	}
@@ -243,6 +268,7 @@ func (s *Scheduler) bindingCycle(ctx context.Context, logger *slog.Logger, state
 		s.handleSchedulingFailure(ctx, logger, pInfo, status, podCycle, start)
 		return
 	}
+	s.recorder.Eventf(assumed, v1.EventTypeNormal, "Scheduled", "Successfully assigned %v/%v to %v", assumed.Namespace, assumed.Name, result.SuggestedHost)
 	logger.Info("bound pod to node", "node", result.SuggestedHost, "evaluatedNodes", result.EvaluatedNodes, "feasibleNodes", result.FeasibleNodes, "attempts", pInfo.Attempts)
 	s.metrics.Observe(metrics.Scheduled, s.schedulerName, start)
 }
@@ -264,6 +290,7 @@ func (s *Scheduler) handleSchedulingFailure(ctx context.Context, logger *slog.Lo
 
 	err := status.AsError()
 	msg := status.Message()
+	tracing.RecordError(trace.SpanFromContext(ctx), err)
 	var fitErr *framework.FitError
 	switch {
 	case errors.Is(err, ErrNoNodesAvailable):
@@ -287,6 +314,7 @@ func (s *Scheduler) handleSchedulingFailure(ctx context.Context, logger *slog.Lo
 	if err := s.queue.AddUnschedulableIfNotPresent(pInfo, podCycle); err != nil {
 		logger.Debug("not re-queueing pod", "reason", err)
 	}
+	s.recorder.Event(cached, v1.EventTypeWarning, "FailedScheduling", msg)
 
 	if ctx.Err() != nil {
 		return // stopping: leave the status as it is

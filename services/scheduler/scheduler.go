@@ -28,7 +28,11 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
 
+	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/scheduler/framework"
 	"skiff.dev/services/scheduler/framework/plugins"
 	"skiff.dev/services/scheduler/framework/runtime"
@@ -57,6 +61,12 @@ type Config struct {
 	// SchedulerName selects the pods to schedule: those whose
 	// spec.schedulerName equals it (default "default-scheduler").
 	SchedulerName string
+	// Recorder reports the Scheduled and FailedScheduling events on pods; nil records
+	// none.
+	Recorder record.EventRecorder
+	// TracerProvider traces each scheduling cycle inside the pod's trace; nil means the
+	// global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Scheduler watches unscheduled pods and binds each to a node. Build it with
@@ -79,6 +89,9 @@ type Scheduler struct {
 	podLister           corelisters.PodLister
 	assignedPodInformer toolscache.SharedIndexInformer
 	nodeInformer        toolscache.SharedIndexInformer
+
+	recorder record.EventRecorder
+	tracer   trace.Tracer
 
 	started  atomic.Bool
 	bindings sync.WaitGroup
@@ -155,6 +168,11 @@ func newScheduler(cfg Config, opts ...option) (*Scheduler, error) {
 		cache:    internalcache.New(internalcache.WithLogger(logger), internalcache.WithAssumedPodTTL(o.assumedPodTTL)),
 		snapshot: internalcache.NewEmptySnapshot(),
 		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		recorder: cfg.Recorder,
+		tracer:   tracing.Tracer(cfg.TracerProvider, "skiff.dev/services/scheduler"),
+	}
+	if s.recorder == nil {
+		s.recorder = nopRecorder{}
 	}
 	s.metrics = metrics.New(s.queue.Lengths)
 
@@ -223,4 +241,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.bindings.Wait()
 	s.logger.Info("scheduler stopped")
 	return nil
+}
+
+// nopRecorder records nothing, for a scheduler built without a Recorder.
+type nopRecorder struct{}
+
+func (nopRecorder) Event(apiruntime.Object, string, string, string)                  {}
+func (nopRecorder) Eventf(apiruntime.Object, string, string, string, ...interface{}) {}
+func (nopRecorder) AnnotatedEventf(apiruntime.Object, map[string]string, string, string, string, ...interface{}) {
 }
