@@ -1,0 +1,93 @@
+package allinone
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+
+	"k8s.io/client-go/kubernetes"
+
+	"skiff.dev/services/execproxy"
+	"skiff.dev/services/internal/pki"
+	"skiff.dev/services/kubelet/nodestatus"
+)
+
+// streams is what kubectl exec, attach, port-forward and logs need in the
+// all-in-one: exec-proxy's listener and the TLS each hop uses, all from the
+// PKI directory (DESIGN.md "Identities").
+type streams struct {
+	pkiDir   string
+	ca       *pki.CA
+	listener net.Listener
+	// URL is exec-proxy's base URL, for apiserver.Config.ExecProxyURL.
+	URL string
+}
+
+// listenExecProxy listens for exec-proxy on bind:port (0: a free port).
+func listenExecProxy(pkiDir string, ca *pki.CA, bind string, port int) (*streams, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(bind, strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("exec-proxy listen: %w", err)
+	}
+	return &streams{pkiDir: pkiDir, ca: ca, listener: l, URL: "https://" + l.Addr().String()}, nil
+}
+
+// keyPair loads the identity name's certificate and key from the PKI directory.
+func (s *streams) keyPair(name string) (tls.Certificate, error) {
+	certFile, keyFile := pki.KeyPairFiles(s.pkiDir, name)
+	return tls.LoadX509KeyPair(certFile, keyFile)
+}
+
+// proxyClientTLS is the apiserver's TLS toward exec-proxy: the
+// front-proxy-client certificate, and the cluster CA for exec-proxy's.
+func (s *streams) proxyClientTLS() (*tls.Config, error) {
+	cert, err := s.keyPair(pki.FrontProxyClient.Name)
+	if err != nil {
+		return nil, fmt.Errorf("front-proxy-client certificate: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: s.ca.CertPool(), MinVersion: tls.VersionTLS12}, nil
+}
+
+// execProxy builds exec-proxy (reading pods and nodes as system:skiff:exec-proxy
+// through client) and returns the function that serves it until ctx ends.
+func (s *streams) execProxy(client kubernetes.Interface) (func(context.Context) error, error) {
+	clientCert, err := s.keyPair(pki.ExecProxy.Name)
+	if err != nil {
+		return nil, fmt.Errorf("exec-proxy client certificate: %w", err)
+	}
+	serving, err := s.keyPair(pki.ExecProxyServingName)
+	if err != nil {
+		return nil, fmt.Errorf("exec-proxy serving certificate: %w", err)
+	}
+	p, err := execproxy.New(execproxy.Config{Client: client, KubeletTLS: execproxy.KubeletClientTLS(clientCert, s.ca.CertPool())})
+	if err != nil {
+		return nil, err
+	}
+	servingTLS := &tls.Config{Certificates: []tls.Certificate{serving}, ClientCAs: s.ca.CertPool()}
+	return func(ctx context.Context) error { return p.Serve(ctx, s.listener, servingTLS) }, nil
+}
+
+// kubeletServer is where the kubelet API listens (bind:port, 0: a free port),
+// the node IP the kubelet reports so exec-proxy reaches that address, and
+// the API's TLS: a serving certificate for the node from the cluster CA
+// (until the kubelet gets one through TLS bootstrap) that accepts client
+// certificates from the same CA.
+func (s *streams) kubeletServer(nodeName, bind string, port int) (addr, nodeIP string, tlsConfig *tls.Config, err error) {
+	nodeIP = nodestatus.DefaultNodeIP()
+	if ip, perr := netip.ParseAddr(bind); perr == nil && !ip.IsUnspecified() {
+		nodeIP = bind
+	}
+	kp, err := s.ca.IssueServing(nodeName, []string{nodeName, nodeIP, "127.0.0.1", "localhost"}, 0)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("kubelet serving certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	if err != nil {
+		return "", "", nil, err
+	}
+	return net.JoinHostPort(bind, strconv.Itoa(port)), nodeIP,
+		&tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: s.ca.CertPool()}, nil
+}
