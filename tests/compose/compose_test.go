@@ -1,0 +1,581 @@
+// Package compose brings compose.yaml's full stack up in Docker under a project name of
+// its own and drives it as a user does (README "Run the full stack"): the real kubectl
+// against the published apiserver port, docker compose to scale and to kill and start a
+// service, Jaeger's HTTP API for a pod's trace. Whatever happens, `docker compose down -v`
+// runs at the end and the test checks that no container, network or volume is left.
+//
+// It runs only with SKIFF_COMPOSE_TEST=1 (`make test-compose`, which first builds or
+// reuses the images with `make images offline-images`), so `make test` never starts it.
+package compose
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Sizes of the scenario (the issue's "Done when").
+const (
+	initialKubelets = 3
+	scaledKubelets  = 5
+	spreadPods      = 30
+)
+
+// Images the stack runs: skiff's own (make images) and the third-party ones (make
+// offline-images here, pulled elsewhere).
+var (
+	skiffImages = []string{"skiff/skiff", "skiff/apiserver", "skiff/scheduler", "skiff/csr-signer", "skiff/exec-proxy", "skiff/kubelet"}
+	thirdParty  = []string{"quay.io/coreos/etcd:v3.6.16", "nats:2.15.2", "jaegertracing/jaeger:2.13.0"}
+)
+
+// stack is one compose project of compose.yaml.
+type stack struct {
+	t          *testing.T
+	ctx        context.Context
+	compose    []string // the compose command, e.g. {"docker", "compose"}
+	project    string
+	root       string // repository root, holding compose.yaml
+	env        []string
+	dataDir    string
+	kubeconfig string
+	jaegerURL  string
+	client     kubernetes.Interface
+}
+
+func TestComposeStack(t *testing.T) {
+	if os.Getenv("SKIFF_COMPOSE_TEST") != "1" {
+		t.Skip("the compose suite runs with SKIFF_COMPOSE_TEST=1 (make test-compose)")
+	}
+	s := newStack(t)
+
+	steps := []struct {
+		name string
+		run  func(*stack, *testing.T)
+	}{
+		{"Up", (*stack).testUp},
+		{"NodesReadyWithCSRIssuedCertificates", (*stack).testNodesReady},
+		{"PodsSpreadAndRun", (*stack).testPodsSpreadAndRun},
+		{"ExecAndLogs", (*stack).testExecAndLogs},
+		{"PodTraceInJaeger", (*stack).testPodTrace},
+		{"ScaleKubelets", (*stack).testScale},
+		{"APIServerKillAndStart", (*stack).testAPIServerRestart},
+		{"DownLeavesNothing", (*stack).testDown},
+	}
+	for _, step := range steps {
+		// Each step builds on the ones before it: stop at the first that fails.
+		if !t.Run(step.name, func(t *testing.T) { step.run(s, t) }) {
+			t.FailNow()
+		}
+	}
+}
+
+// newStack checks what the stack needs, names a project of its own, picks free host
+// ports and registers the teardown, which runs even when the test fails or panics.
+func newStack(t *testing.T) *stack {
+	for _, tool := range []string{"docker", "kubectl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed: %v", tool, err)
+		}
+	}
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	// A missing service main is another issue's work still to land: skip, naming it.
+	for _, svc := range []string{"apiserver", "csr-signer", "exec-proxy"} {
+		if _, err := os.Stat(filepath.Join(root, "services", "cmd", svc)); err != nil {
+			t.Skipf("services/cmd/%s does not exist yet: the stack needs its image", svc)
+		}
+	}
+	tag := os.Getenv("SKIFF_TAG")
+	if tag == "" {
+		tag = "dev"
+	}
+	for _, image := range skiffImages {
+		requireImage(t, image+":"+tag, "make images")
+	}
+	for _, image := range thirdParty {
+		requireImage(t, image, "make offline-images")
+	}
+	if out, _ := exec.Command("docker", "run", "--rm", "--entrypoint", "kubelet", "skiff/kubelet:"+tag, "-h").CombinedOutput(); !bytes.Contains(out, []byte("bootstrap-kubeconfig")) {
+		t.Skip("the kubelet has no --bootstrap-kubeconfig yet (TLS bootstrap, issue 4)")
+	}
+
+	// Stop short of go test's -timeout, so the teardown always gets to run.
+	ctx, cancel := context.WithCancel(context.Background())
+	if deadline, ok := t.Deadline(); ok {
+		ctx, cancel = context.WithDeadline(context.Background(), deadline.Add(-3*time.Minute))
+	}
+	t.Cleanup(cancel)
+
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	s := &stack{
+		t:         t,
+		ctx:       ctx,
+		compose:   composeCommand(t),
+		project:   "skifftest" + hex.EncodeToString(suffix),
+		root:      root,
+		dataDir:   t.TempDir(),
+		jaegerURL: "",
+	}
+	apiPort, jaegerPort := freePort(t), freePort(t)
+	s.kubeconfig = filepath.Join(s.dataDir, "admin.kubeconfig")
+	s.jaegerURL = "http://127.0.0.1:" + jaegerPort
+	s.env = append(os.Environ(),
+		"SKIFF_PUBLISH_ADDRESS=127.0.0.1",
+		"SKIFF_APISERVER_PORT="+apiPort,
+		"SKIFF_JAEGER_PORT="+jaegerPort,
+		"SKIFF_DATA_DIR="+s.dataDir,
+		"SKIFF_RUNTIME=process",
+		"SKIFF_TAG="+tag,
+		"COMPOSE_PROJECT_NAME="+s.project,
+	)
+	t.Logf("compose project %s: apiserver 127.0.0.1:%s, Jaeger %s", s.project, apiPort, s.jaegerURL)
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := s.composeOutput(context.Background(), "logs", "--no-color", "--tail=80")
+			t.Logf("docker compose logs (last 80 lines a service):\n%s", out)
+		}
+		s.down(t)
+	})
+	return s
+}
+
+// requireImage fails the test when image is missing, naming the make target that builds it.
+func requireImage(t *testing.T, image, target string) {
+	t.Helper()
+	if err := exec.Command("docker", "image", "inspect", image).Run(); err != nil {
+		t.Fatalf("image %s is missing: run `%s` (make test-compose does)", image, target)
+	}
+}
+
+// composeCommand is $COMPOSE, else `docker compose` where the plugin exists, else
+// docker-compose.
+func composeCommand(t *testing.T) []string {
+	if c := strings.Fields(os.Getenv("COMPOSE")); len(c) > 0 {
+		return c
+	}
+	if exec.Command("docker", "compose", "version").Run() == nil {
+		return []string{"docker", "compose"}
+	}
+	if _, err := exec.LookPath("docker-compose"); err == nil {
+		return []string{"docker-compose"}
+	}
+	t.Fatal("neither `docker compose` nor docker-compose is installed")
+	return nil
+}
+
+// freePort is a TCP port free on 127.0.0.1 right now.
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// composeOutput runs `compose -f compose.yaml -p PROJECT args...` and returns its
+// combined output.
+func (s *stack) composeOutput(ctx context.Context, args ...string) (string, error) {
+	argv := append(append([]string{}, s.compose[1:]...), "-f", filepath.Join(s.root, "compose.yaml"), "-p", s.project)
+	cmd := exec.CommandContext(ctx, s.compose[0], append(argv, args...)...)
+	cmd.Dir, cmd.Env = s.root, s.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// composeRun runs a compose command and fails t when it fails.
+func (s *stack) composeRun(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := s.composeOutput(s.ctx, args...); err != nil {
+		t.Fatalf("compose %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// kubectl runs the real kubectl with the stack's admin kubeconfig.
+func (s *stack) kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", s.kubeconfig, "--cache-dir", filepath.Join(s.dataDir, "kubectl-cache")}, args...)...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// eventually calls check every interval until it returns nil or timeout passes, then
+// fails t with the last error.
+func (s *stack) eventually(t *testing.T, timeout time.Duration, what string, check func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	defer cancel()
+	var err error
+	for {
+		callCtx, callCancel := context.WithTimeout(ctx, 30*time.Second)
+		err = check(callCtx)
+		callCancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// testUp starts the stack with three kubelets and waits for the admin kubeconfig.
+func (s *stack) testUp(t *testing.T) {
+	s.composeRun(t, "up", "-d", "--no-build", "--scale", fmt.Sprintf("kubelet=%d", initialKubelets))
+	s.eventually(t, 2*time.Minute, "admin kubeconfig and apiserver ready", func(ctx context.Context) error {
+		if _, err := os.Stat(s.kubeconfig); err != nil {
+			return err
+		}
+		_, err := s.kubectl(ctx, "", "get", "--raw", "/readyz")
+		return err
+	})
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(cfg.Host, "https://127.0.0.1:") {
+		t.Errorf("admin kubeconfig server = %q, want the published https://127.0.0.1 port", cfg.Host)
+	}
+	s.client = kubernetes.NewForConfigOrDie(cfg)
+}
+
+// readyNodes lists the nodes whose Ready condition is True.
+func (s *stack) readyNodes(ctx context.Context) ([]string, error) {
+	nodes, err := s.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var ready []string
+	for _, n := range nodes.Items {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready = append(ready, n.Name)
+			}
+		}
+	}
+	sort.Strings(ready)
+	return ready, nil
+}
+
+// waitReadyNodes waits until exactly n nodes are Ready and returns their names.
+func (s *stack) waitReadyNodes(t *testing.T, n int) []string {
+	t.Helper()
+	var names []string
+	s.eventually(t, 3*time.Minute, fmt.Sprintf("%d nodes Ready", n), func(ctx context.Context) error {
+		ready, err := s.readyNodes(ctx)
+		if err != nil {
+			return err
+		}
+		if len(ready) != n {
+			return fmt.Errorf("%d Ready: %v", len(ready), ready)
+		}
+		names = ready
+		return nil
+	})
+	return names
+}
+
+// testNodesReady waits for three Ready nodes and checks that each holds a client
+// certificate for system:node:<name> issued through an approved CSR.
+func (s *stack) testNodesReady(t *testing.T) {
+	nodes := s.waitReadyNodes(t, initialKubelets)
+	csrs, err := s.client.CertificatesV1().CertificateSigningRequests().List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued := map[string]int{} // node name -> certificates issued for it
+	for _, csr := range csrs.Items {
+		if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName || len(csr.Status.Certificate) == 0 {
+			continue
+		}
+		block, _ := pem.Decode(csr.Status.Certificate)
+		if block == nil {
+			t.Errorf("CSR %s: status.certificate is not PEM", csr.Name)
+			continue
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Errorf("CSR %s: %v", csr.Name, err)
+			continue
+		}
+		if name, ok := strings.CutPrefix(cert.Subject.CommonName, "system:node:"); ok {
+			issued[name]++
+		}
+	}
+	for _, n := range nodes {
+		if issued[n] == 0 {
+			t.Errorf("node %s: no certificate for system:node:%s issued through a CSR (issued: %v)", n, n, issued)
+		}
+	}
+}
+
+// spreadManifest is a List of spreadPods pods, each a shell that prints a line and
+// sleeps, with a small CPU request so the scheduler's least-allocated score spreads them.
+func spreadManifest() string {
+	var items []string
+	for i := 0; i < spreadPods; i++ {
+		items = append(items, fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod",
+ "metadata":{"name":"spread-%d","labels":{"app":"spread"}},
+ "spec":{"terminationGracePeriodSeconds":1,"containers":[{"name":"main","image":"busybox",
+  "command":["sh","-c","echo started spread-%d; exec sleep 3600"],
+  "resources":{"requests":{"cpu":"10m","memory":"8Mi"}}}]}}`, i, i))
+	}
+	return `{"apiVersion":"v1","kind":"List","items":[` + strings.Join(items, ",") + `]}`
+}
+
+// spreadPods lists the pods of spreadManifest.
+func (s *stack) spreadPods(ctx context.Context) (*corev1.PodList, error) {
+	return s.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=spread"})
+}
+
+// waitAllRunning waits until all spreadPods pods are Running and returns them.
+func (s *stack) waitAllRunning(t *testing.T, timeout time.Duration) *corev1.PodList {
+	t.Helper()
+	var pods *corev1.PodList
+	s.eventually(t, timeout, fmt.Sprintf("%d pods Running", spreadPods), func(ctx context.Context) error {
+		list, err := s.spreadPods(ctx)
+		if err != nil {
+			return err
+		}
+		running := 0
+		var notRunning []string
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			} else if len(notRunning) < 5 {
+				notRunning = append(notRunning, fmt.Sprintf("%s=%s", p.Name, p.Status.Phase))
+			}
+		}
+		if len(list.Items) != spreadPods || running != spreadPods {
+			return fmt.Errorf("%d pods, %d Running; e.g. %v", len(list.Items), running, notRunning)
+		}
+		pods = list
+		return nil
+	})
+	return pods
+}
+
+// testPodsSpreadAndRun creates 30 pods with kubectl and checks that they reach Running
+// on all three nodes.
+func (s *stack) testPodsSpreadAndRun(t *testing.T) {
+	if out, err := s.kubectl(s.ctx, spreadManifest(), "create", "-f", "-"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	pods := s.waitAllRunning(t, 4*time.Minute)
+	perNode := map[string]int{}
+	for _, p := range pods.Items {
+		perNode[p.Spec.NodeName]++
+	}
+	t.Logf("pods per node: %v", perNode)
+	if len(perNode) != initialKubelets {
+		t.Errorf("pods landed on %d nodes, want all %d: %v", len(perNode), initialKubelets, perNode)
+	}
+	for node, n := range perNode {
+		if n < spreadPods/initialKubelets/2 {
+			t.Errorf("node %s runs %d pods: not spread (%v)", node, n, perNode)
+		}
+	}
+}
+
+// testExecAndLogs runs kubectl exec and kubectl logs on one of the pods.
+func (s *stack) testExecAndLogs(t *testing.T) {
+	out, err := s.kubectl(s.ctx, "", "exec", "spread-0", "--", "echo", "hello from exec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(out) != "hello from exec" {
+		t.Errorf("kubectl exec printed %q, want %q", out, "hello from exec")
+	}
+	s.eventually(t, 30*time.Second, "kubectl logs", func(ctx context.Context) error {
+		out, err := s.kubectl(ctx, "", "logs", "spread-0")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, "started spread-0") {
+			return fmt.Errorf("logs %q lack %q", out, "started spread-0")
+		}
+		return nil
+	})
+}
+
+// jaegerTrace is the part of Jaeger's /api/traces answer the test reads.
+type jaegerTrace struct {
+	TraceID   string `json:"traceID"`
+	Processes map[string]struct {
+		ServiceName string `json:"serviceName"`
+	} `json:"processes"`
+	Spans []struct {
+		OperationName string `json:"operationName"`
+	} `json:"spans"`
+}
+
+// testPodTrace finds, through Jaeger's search API, the trace of one of the pods (the
+// trace ID of its skiff.dev/traceparent annotation) and checks it holds spans from the
+// apiserver, the scheduler and the kubelet.
+func (s *stack) testPodTrace(t *testing.T) {
+	pods, err := s.spreadPods(s.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	podOfTrace := map[string]string{} // trace ID -> pod name
+	for _, p := range pods.Items {
+		// traceparent: 00-<32 hex trace ID>-<16 hex span ID>-<flags>
+		if parts := strings.Split(p.Annotations["skiff.dev/traceparent"], "-"); len(parts) == 4 {
+			podOfTrace[parts[1]] = p.Name
+		}
+	}
+	if len(podOfTrace) == 0 {
+		t.Skip("pods carry no skiff.dev/traceparent annotation yet (tracing, issue 6)")
+	}
+	want := []string{"skiff-apiserver", "skiff-scheduler", "skiff-kubelet"}
+	s.eventually(t, 2*time.Minute, "a pod's trace in Jaeger with apiserver, scheduler and kubelet spans", func(ctx context.Context) error {
+		url := s.jaegerURL + "/api/traces?service=skiff-apiserver&lookback=1h&limit=2000"
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		var body struct {
+			Data []jaegerTrace `json:"data"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			return fmt.Errorf("GET %s: %w", url, err)
+		}
+		found := 0
+		var last string
+		for _, tr := range body.Data {
+			pod, ok := podOfTrace[tr.TraceID]
+			if !ok {
+				continue
+			}
+			found++
+			services := map[string]bool{}
+			for _, p := range tr.Processes {
+				services[p.ServiceName] = true
+			}
+			var missing []string
+			for _, w := range want {
+				if !services[w] {
+					missing = append(missing, w)
+				}
+			}
+			if len(missing) == 0 {
+				t.Logf("trace %s of pod %s: %d spans from %v", tr.TraceID, pod, len(tr.Spans), keys(services))
+				return nil
+			}
+			last = fmt.Sprintf("trace %s of pod %s lacks spans from %v (has %v)", tr.TraceID, pod, missing, keys(services))
+		}
+		return fmt.Errorf("%d traces from skiff-apiserver, %d of the pods; %s", len(body.Data), found, last)
+	})
+}
+
+// testScale grows the cluster to five kubelets.
+func (s *stack) testScale(t *testing.T) {
+	s.composeRun(t, "up", "-d", "--no-build", "--no-recreate", "--scale", fmt.Sprintf("kubelet=%d", scaledKubelets))
+	s.waitReadyNodes(t, scaledKubelets)
+}
+
+// testAPIServerRestart kills the apiserver, starts it again, and checks that every pod
+// is still there, the same pod (UID), and Running.
+func (s *stack) testAPIServerRestart(t *testing.T) {
+	before, err := s.spreadPods(s.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uids := map[string]string{}
+	for _, p := range before.Items {
+		uids[p.Name] = string(p.UID)
+	}
+	s.composeRun(t, "kill", "apiserver")
+	if _, err := s.client.CoreV1().Nodes().List(s.ctx, metav1.ListOptions{}); err == nil {
+		t.Error("the apiserver still answers after docker compose kill")
+	}
+	s.composeRun(t, "start", "apiserver")
+	s.eventually(t, 2*time.Minute, "apiserver ready after start", func(ctx context.Context) error {
+		_, err := s.kubectl(ctx, "", "get", "--raw", "/readyz")
+		return err
+	})
+	after := s.waitAllRunning(t, 2*time.Minute)
+	for _, p := range after.Items {
+		if uids[p.Name] != string(p.UID) {
+			t.Errorf("pod %s: UID %s after the restart, %s before", p.Name, p.UID, uids[p.Name])
+		}
+	}
+}
+
+// testDown runs docker compose down -v and checks nothing of the project is left.
+func (s *stack) testDown(t *testing.T) {
+	s.down(t)
+}
+
+// down removes the project's containers, networks and volumes and fails t if any is
+// left. It runs in t.Cleanup too; a second run finds nothing to do.
+func (s *stack) down(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if out, err := s.composeOutput(ctx, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
+		t.Errorf("compose down -v: %v\n%s", err, out)
+	}
+	label := "label=com.docker.compose.project=" + s.project
+	for _, what := range [][]string{
+		{"ps", "-aq", "--filter", label},
+		{"network", "ls", "-q", "--filter", label},
+		{"volume", "ls", "-q", "--filter", label},
+	} {
+		out, err := exec.CommandContext(ctx, "docker", what...).CombinedOutput()
+		if err != nil {
+			t.Errorf("docker %s: %v\n%s", strings.Join(what, " "), err, out)
+		} else if left := strings.TrimSpace(string(out)); left != "" {
+			t.Errorf("after down -v, docker %s still lists:\n%s", what[0], left)
+		}
+	}
+}
+
+func keys(m map[string]bool) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
