@@ -10,7 +10,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+
+	"skiff.dev/services/kubelet/events"
 )
 
 // maxRegisterBackoff caps the wait between registration attempts.
@@ -87,6 +90,8 @@ func (kl *Kubelet) tryRegisterWithAPIServer(ctx context.Context, node *v1.Node) 
 	nodes := kl.kubeClient.CoreV1().Nodes()
 	_, err := nodes.Create(ctx, node, metav1.CreateOptions{})
 	if err == nil {
+		kl.recordNodeEvent(v1.EventTypeNormal, events.RegisteredNode, "Node %s event: Registered Node %s in Controller", kl.nodeName, kl.nodeName)
+		kl.recordNodeReadyTransition(nil, node)
 		return true
 	}
 	if !apierrors.IsAlreadyExists(err) {
@@ -143,7 +148,9 @@ func (kl *Kubelet) syncNodeStatus(ctx context.Context) bool {
 		}
 		updated := node.DeepCopy()
 		kl.setNodeStatus(ctx, updated)
-		_, err = nodes.UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+		if _, err = nodes.UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err == nil {
+			kl.recordNodeReadyTransition(node, updated)
+		}
 		return err
 	})
 	switch {
@@ -156,4 +163,36 @@ func (kl *Kubelet) syncNodeStatus(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// recordNodeEvent records an event about the kubelet's Node, referenced as kubelet does
+// (the node name doubles as its UID).
+func (kl *Kubelet) recordNodeEvent(eventType, reason, messageFmt string, args ...any) {
+	ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: kl.nodeName, UID: types.UID(kl.nodeName)}
+	kl.recorder.Eventf(ref, eventType, reason, messageFmt, args...)
+}
+
+// recordNodeReadyTransition records NodeReady or NodeNotReady when the Ready condition
+// changed between old (nil: the node was just registered) and updated. Mirrors the
+// event kubelet's ReadyCondition setter records.
+func (kl *Kubelet) recordNodeReadyTransition(old, updated *v1.Node) {
+	ready := func(n *v1.Node) v1.ConditionStatus {
+		if n == nil {
+			return v1.ConditionUnknown
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady {
+				return c.Status
+			}
+		}
+		return v1.ConditionUnknown
+	}
+	was, now := ready(old), ready(updated)
+	switch {
+	case was == now:
+	case now == v1.ConditionTrue:
+		kl.recordNodeEvent(v1.EventTypeNormal, events.NodeReady, "Node %s status is now: %s", kl.nodeName, events.NodeReady)
+	case was == v1.ConditionTrue:
+		kl.recordNodeEvent(v1.EventTypeNormal, events.NodeNotReady, "Node %s status is now: %s", kl.nodeName, events.NodeNotReady)
+	}
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"skiff.dev/services/kubelet/container"
+	"skiff.dev/services/kubelet/events"
 )
 
 // imageManager makes sure a container's image is present before the
@@ -43,25 +45,34 @@ func (im *imageManager) EnsureImageExists(ctx context.Context, pod *v1.Pod, c *v
 			return "", fmt.Sprintf("Failed to inspect image %q: %v", c.Image, grpcMessage(err)), container.ErrImagePull
 		}
 		if ref != "" {
+			im.m.recordContainerEvent(pod, c, v1.EventTypeNormal, events.PulledImage, "Container image %q already present on machine", c.Image)
 			return ref, "", nil
 		}
 		if policy == v1.PullNever {
-			return "", fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image), container.ErrImageNeverPull
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+			im.m.recordContainerEvent(pod, c, v1.EventTypeWarning, events.ErrImageNeverPullPolicy, "%s", msg)
+			return "", msg, container.ErrImageNeverPull
 		}
 	}
 
 	backOffKey := string(pod.UID) + "_" + c.Image
 	if im.backOff.IsInBackOffSinceUpdate(backOffKey, im.backOff.Clock.Now()) {
+		im.m.recordContainerEvent(pod, c, v1.EventTypeNormal, events.BackOffPullImage, "Back-off pulling image %q", c.Image)
 		return "", fmt.Sprintf("Back-off pulling image %q", c.Image), container.ErrImagePullBackOff
 	}
 	im.m.logger.Info("pulling image", "image", c.Image, "pod", pod.Namespace+"/"+pod.Name)
+	im.m.recordContainerEvent(pod, c, v1.EventTypeNormal, events.PullingImage, "Pulling image %q", c.Image)
+	pullStart := time.Now()
 	// Pulls take as long as the image is big; only ctx bounds them, as in
 	// kubelet (which has no pull deadline by default).
 	resp, err := im.m.imageService.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandboxConfig})
 	if err != nil {
 		im.backOff.Next(backOffKey, im.backOff.Clock.Now())
-		return "", fmt.Sprintf("Failed to pull image %q: %v", c.Image, grpcMessage(err)), container.ErrImagePull
+		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, grpcMessage(err))
+		im.m.recordContainerEvent(pod, c, v1.EventTypeWarning, events.FailedToPullImage, "%s", msg)
+		return "", msg, container.ErrImagePull
 	}
+	im.m.recordContainerEvent(pod, c, v1.EventTypeNormal, events.PulledImage, "Successfully pulled image %q in %v", c.Image, time.Since(pullStart).Round(time.Millisecond))
 	im.backOff.GC()
 	ref := resp.GetImageRef()
 	if ref == "" {

@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"skiff.dev/services/kubelet/container"
+	"skiff.dev/services/kubelet/events"
 )
 
 // startSpec is a container to start: its spec and whether it is an init
@@ -48,6 +49,7 @@ func (m *Manager) startContainer(ctx context.Context, podSandboxID string, sandb
 
 	cfg, err := m.generateContainerConfig(c, pod, restartCount, imageRef, podIPs)
 	if err != nil {
+		m.recordContainerEvent(pod, c, v1.EventTypeWarning, events.FailedToCreateContainer, "Error: %v", err)
 		return err.Error(), container.ErrCreateContainerConfig
 	}
 
@@ -57,16 +59,20 @@ func (m *Manager) startContainer(ctx context.Context, podSandboxID string, sandb
 	})
 	cancel()
 	if err != nil {
+		m.recordContainerEvent(pod, c, v1.EventTypeWarning, events.FailedToCreateContainer, "Error: %v", grpcMessage(err))
 		return grpcMessage(err), container.ErrCreateContainer
 	}
 	containerID := resp.GetContainerId()
+	m.recordContainerEvent(pod, c, v1.EventTypeNormal, events.CreatedContainer, "Created container: %v", c.Name)
 
 	cctx, cancel = m.callCtx(ctx)
 	_, err = m.runtimeService.StartContainer(cctx, &runtimeapi.StartContainerRequest{ContainerId: containerID})
 	cancel()
 	if err != nil {
+		m.recordContainerEvent(pod, c, v1.EventTypeWarning, events.FailedToStartContainer, "Error: %v", grpcMessage(err))
 		return grpcMessage(err), container.ErrRunContainer
 	}
+	m.recordContainerEvent(pod, c, v1.EventTypeNormal, events.StartedContainer, "Started container %v", c.Name)
 	m.logger.Debug("started container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "containerID", containerID, "restartCount", restartCount)
 	return "", nil
 }
@@ -281,6 +287,13 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, id container.C
 	gracePeriod = max(gracePeriod, minimumGracePeriodInSeconds)
 
 	m.logger.Info("killing container", "pod", podRef(pod), "container", name, "containerID", id.String(), "gracePeriod", gracePeriod, "reason", reason)
+	if pod != nil {
+		msg := fmt.Sprintf("Stopping container %s", name)
+		if reason != "" {
+			msg = reason
+		}
+		m.recordContainerEvent(pod, containerByName(pod, name), v1.EventTypeNormal, events.KillingContainer, "%s", msg)
+	}
 	// StopContainer blocks for up to the grace period, so its deadline is
 	// the grace period on top of the usual request timeout.
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(gracePeriod)*time.Second+m.requestTimeout)

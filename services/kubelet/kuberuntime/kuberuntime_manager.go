@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -42,6 +43,9 @@ type Options struct {
 	// ImagePullBackOff spaces out failed pulls of the same image for the same
 	// pod; nil means 10 s doubling to 300 s.
 	ImagePullBackOff *flowcontrol.Backoff
+	// Recorder reports the pod events kubelet reports from here (Pulling,
+	// Pulled, Created, Started, Killing, BackOff, Failed); nil records none.
+	Recorder record.EventRecorder
 }
 
 // Manager is the kubelet's CRI client: it reads runtime state (GetPods,
@@ -57,6 +61,7 @@ type Manager struct {
 	requestTimeout   time.Duration
 	logger           *slog.Logger
 	imagePuller      *imageManager
+	recorder         record.EventRecorder
 
 	mu             sync.Mutex
 	runtimeName    string
@@ -80,6 +85,10 @@ func NewManager(conn grpc.ClientConnInterface, opts Options) *Manager {
 		podLogsDirectory: opts.PodLogsDirectory,
 		requestTimeout:   opts.RequestTimeout,
 		logger:           opts.Logger,
+		recorder:         opts.Recorder,
+	}
+	if m.recorder == nil {
+		m.recorder = nopRecorder{}
 	}
 	m.imagePuller = &imageManager{m: m, backOff: opts.ImagePullBackOff}
 	return m

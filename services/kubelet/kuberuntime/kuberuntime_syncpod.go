@@ -10,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"skiff.dev/services/kubelet/container"
+	"skiff.dev/services/kubelet/events"
 )
 
 // podActions is what SyncPod must do to bring the runtime to the pod's spec.
@@ -233,6 +234,8 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 		r := container.NewSyncResult(container.StartContainer, spec.container.Name)
 		result.AddSyncResult(r)
 		if inBackOff, msg, err := doBackOff(pod, spec.container, podStatus, backOff); inBackOff {
+			m.recordContainerEvent(pod, spec.container, v1.EventTypeWarning, events.BackOffStartContainer,
+				"Back-off restarting failed container %s in pod %s", spec.container.Name, podRef(pod))
 			r.Fail(err, msg)
 			return err
 		}

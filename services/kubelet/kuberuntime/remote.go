@@ -24,13 +24,14 @@ const maxMsgSize = 16 * 1024 * 1024
 // Dial returns a gRPC client connection to the CRI runtime at endpoint, which
 // is "unix:///abs/path", "unix:rel/path" or a bare filesystem path. It does not
 // block: the connection is made on the first call, so the kubelet may start
-// before its runtime. Other schemes are refused with an error.
-func Dial(endpoint string) (*grpc.ClientConn, error) {
+// before its runtime. Other schemes are refused with an error. opts are added
+// to the dial options (e.g. tracing.GRPCClientOption: a span per CRI call).
+func Dial(endpoint string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	target, err := criTarget(endpoint)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(target,
+	conn, err := grpc.NewClient(target, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
 		// gRPC's default reconnect backoff grows to 2 minutes; a local
@@ -40,7 +41,7 @@ func Dial(endpoint string) (*grpc.ClientConn, error) {
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-	)
+	}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("dial CRI endpoint %q: %w", endpoint, err)
 	}

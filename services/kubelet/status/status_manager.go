@@ -22,6 +22,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"skiff.dev/services/internal/tracing"
 )
 
 // syncPeriod is how often every cached status is checked against the API
@@ -61,6 +67,9 @@ type Manager struct {
 	podGetter PodGetter
 	safety    PodDeletionSafetyProvider
 	logger    *slog.Logger
+	// Tracer traces each status write; the kubelet sets its own, the default is
+	// the global provider's.
+	Tracer trace.Tracer
 
 	mu          sync.Mutex
 	podStatuses map[types.UID]versionedPodStatus
@@ -82,6 +91,7 @@ func NewManager(client kubernetes.Interface, podGetter PodGetter, safety PodDele
 		podGetter:         podGetter,
 		safety:            safety,
 		logger:            logger,
+		Tracer:            tracing.Tracer(nil, "skiff.dev/services/kubelet/status"),
 		podStatuses:       map[types.UID]versionedPodStatus{},
 		apiStatusVersions: map[types.UID]uint64{},
 		podStatusChannel:  make(chan struct{}, 1),
@@ -427,6 +437,8 @@ var errPodRecreated = errors.New("pod was deleted and recreated")
 // Mirrors manager.syncPod (which uses a strategic merge patch instead).
 func (m *Manager) syncPod(ctx context.Context, uid types.UID, s versionedPodStatus) {
 	logger := m.logger.With("pod", s.podNamespace+"/"+s.podName, "podUID", uid)
+	ctx, span := m.startSpan(ctx, uid, s)
+	defer span.End()
 	pods := m.client.CoreV1().Pods(s.podNamespace)
 	var pod *v1.Pod
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -464,6 +476,7 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID, s versionedPodStat
 		m.mu.Unlock()
 		return
 	case err != nil:
+		tracing.RecordError(span, err)
 		if ctx.Err() == nil {
 			logger.Error("failed to update pod status", "err", err)
 		}
@@ -556,4 +569,26 @@ func replaceOrAppend(conditions []v1.PodCondition, c v1.PodCondition) []v1.PodCo
 		return conditions
 	}
 	return append(conditions, c)
+}
+
+// startSpan starts the span of one status write. While the pod is still Pending in the
+// API the write is part of the pod's creation and continues the pod's trace
+// (skiff.dev/traceparent); later writes (restarts, termination) start their own trace
+// linked to it.
+func (m *Manager) startSpan(ctx context.Context, uid types.UID, s versionedPodStatus) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{
+		semconv.K8SPodName(s.podName), semconv.K8SPodUID(string(uid)), semconv.K8SNamespaceName(s.podNamespace),
+		attribute.String("skiff.pod.phase", string(s.status.Phase)),
+	}
+	pod, ok := m.podGetter.GetPodByUID(uid)
+	if !ok {
+		return m.Tracer.Start(ctx, "UpdatePodStatus", trace.WithAttributes(attrs...))
+	}
+	if pod.Spec.NodeName != "" {
+		attrs = append(attrs, semconv.K8SNodeName(pod.Spec.NodeName))
+	}
+	if pod.Status.Phase == "" || pod.Status.Phase == v1.PodPending {
+		return m.Tracer.Start(tracing.ContextWithObjectTrace(ctx, pod), "UpdatePodStatus", trace.WithAttributes(attrs...))
+	}
+	return m.Tracer.Start(ctx, "UpdatePodStatus", trace.WithAttributes(attrs...), tracing.LinkToObjectTrace(pod))
 }
