@@ -10,11 +10,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/scheduler"
@@ -24,6 +29,10 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "path to a kubeconfig; empty means in-cluster config")
 	schedulerName := flag.String("scheduler-name", scheduler.DefaultSchedulerName, "schedule pods whose spec.schedulerName is this")
 	healthAddress := flag.String("health-address", ":10259", "where /healthz, /livez, /readyz and /metrics are served (\"\" = off)")
+	leaderElect := flag.Bool("leader-elect", true, "run only while holding the kube-system/kube-scheduler Lease, so replicas never bind at once")
+	leaseDuration := flag.Duration("leader-elect-lease-duration", 15*time.Second, "how long a leader's Lease lasts without renewal")
+	renewDeadline := flag.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up")
+	retryPeriod := flag.Duration("leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the Lease")
 	flag.Parse()
 
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -61,8 +70,45 @@ func main() {
 			}
 		}()
 	}
-	if err := sched.Run(ctx); err != nil {
-		logger.Error("scheduler stopped", "err", err)
-		os.Exit(1)
+	if !*leaderElect {
+		if err := sched.Run(ctx); err != nil {
+			logger.Error("scheduler stopped", "err", err)
+			os.Exit(1)
+		}
+		return
 	}
+	// As kube-scheduler: replicas compete for one Lease; the holder schedules, and a
+	// leader that loses the Lease exits so it never binds beside a new one.
+	hostname, _ := os.Hostname()
+	identity := hostname + "_" + string(uuid.NewUUID())
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-scheduler"},
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+	}
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock: lock, Name: "kube-scheduler", ReleaseOnCancel: true,
+		LeaseDuration: *leaseDuration, RenewDeadline: *renewDeadline, RetryPeriod: *retryPeriod,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				logger.Info("became leader", "identity", identity)
+				if err := sched.Run(ctx); err != nil && ctx.Err() == nil {
+					logger.Error("scheduler stopped", "err", err)
+					os.Exit(1)
+				}
+			},
+			OnStoppedLeading: func() {
+				if ctx.Err() != nil {
+					return // shutting down
+				}
+				logger.Error("lost the leader Lease; exiting", "identity", identity)
+				os.Exit(1)
+			},
+			OnNewLeader: func(leader string) {
+				if leader != identity {
+					logger.Info("another replica leads", "leader", leader)
+				}
+			},
+		},
+	})
 }
