@@ -1,0 +1,88 @@
+package allinone
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"strconv"
+
+	"go.opentelemetry.io/otel"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/natsserver"
+	"skiff.dev/services/internal/tracing"
+)
+
+// observability is what the all-in-one adds for tracing and events: one tracer provider
+// per service (so each hop shows under its own service.name even in one process) and
+// the embedded NATS server events travel through.
+type observability struct {
+	apiserver, scheduler, kubelet, runtime *tracing.Provider
+	// natsURL is the embedded NATS server's URL, "" when NATS is off.
+	natsURL string
+	stops   []func()
+}
+
+// startObservability builds the tracer providers and starts NATS with JetStream data
+// under dataDir/nats. The runtime's provider becomes the global one: the built-in CRI
+// servers trace with it.
+func startObservability(ctx context.Context, cfg Config, dataDir string) (_ *observability, err error) {
+	o := &observability{}
+	defer func() {
+		if err != nil {
+			o.stop()
+		}
+	}()
+	for _, p := range []struct {
+		dst     **tracing.Provider
+		service string
+		node    string
+	}{
+		{&o.apiserver, "apiserver", ""}, {&o.scheduler, "scheduler", ""},
+		{&o.kubelet, "kubelet", cfg.NodeName}, {&o.runtime, "runtime", cfg.NodeName},
+	} {
+		tp, err := tracing.NewProvider(ctx, tracing.Config{Service: p.service, NodeName: p.node, Exporter: cfg.TraceExporter})
+		if err != nil {
+			return nil, err
+		}
+		*p.dst = tp
+		o.stops = append(o.stops, func() { _ = tp.Shutdown(context.Background()) })
+	}
+	otel.SetTracerProvider(o.runtime)
+
+	if cfg.NATSPort >= 0 {
+		ns, err := natsserver.Start(natsserver.Config{StoreDir: filepath.Join(dataDir, "nats"), Host: cfg.BindAddress, Port: cfg.NATSPort})
+		if err != nil {
+			return nil, err
+		}
+		o.stops = append(o.stops, ns.Shutdown)
+		o.natsURL = "nats://" + net.JoinHostPort(cfg.BindAddress, strconv.Itoa(ns.Port()))
+	}
+	return o, nil
+}
+
+// traced returns a copy of c whose requests are traced by tp and carry traceparent.
+func traced(c *rest.Config, tp *tracing.Provider) *rest.Config {
+	c = rest.CopyConfig(c)
+	c.WrapTransport = tracing.WrapTransport(tp)
+	return c
+}
+
+// recorder builds an event recorder for component that publishes to NATS, or POSTs
+// through client when NATS is off. Run it with the services.
+func (o *observability) recorder(component, host string, client kubernetes.Interface) (*events.Recorder, error) {
+	if client == nil {
+		return nil, errors.New("allinone: recorder needs a client")
+	}
+	return events.New(events.Config{Component: component, Host: host, NATSURL: o.natsURL, Client: client})
+}
+
+// stop stops NATS and flushes every provider, in reverse order of start.
+func (o *observability) stop() {
+	for i := len(o.stops) - 1; i >= 0; i-- {
+		o.stops[i]()
+	}
+}
