@@ -4,10 +4,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
+	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -25,6 +30,11 @@ func main() {
 	rootDir := flag.String("root-dir", kubelet.DefaultRootDir, "directory for kubelet state and pod logs")
 	nodeIP := flag.String("node-ip", "", "IP address reported for the node; empty picks the first non-loopback IPv4")
 	healthzAddr := flag.String("healthz-addr", "", "address of the plain-HTTP /healthz endpoint, e.g. :10248; empty disables it")
+	address := flag.String("address", "0.0.0.0", "address the kubelet API (exec, attach, port-forward, logs) listens on")
+	port := flag.Int("port", kubelet.KubeletPort, "kubelet API HTTPS port")
+	tlsCertFile := flag.String("tls-cert-file", "", "kubelet API serving certificate; empty serves no kubelet API")
+	tlsKeyFile := flag.String("tls-private-key-file", "", "kubelet API serving key")
+	clientCAFile := flag.String("client-ca-file", "", "cluster CA verifying the kubelet API's clients (exec-proxy, system:masters)")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -44,6 +54,17 @@ func main() {
 		os.Exit(1)
 	}
 
+	var serverAddr string
+	var serverTLS *tls.Config
+	if *tlsCertFile != "" {
+		serverTLS, err = kubeletServerTLS(*tlsCertFile, *tlsKeyFile, *clientCAFile)
+		if err != nil {
+			logger.Error("kubelet API TLS", "err", err)
+			os.Exit(1)
+		}
+		serverAddr = net.JoinHostPort(*address, strconv.Itoa(*port))
+	}
+
 	kl, err := kubelet.New(kubelet.Config{
 		NodeName:        *nodeName,
 		Client:          client,
@@ -51,6 +72,8 @@ func main() {
 		RootDir:         *rootDir,
 		NodeIP:          *nodeIP,
 		HealthzAddr:     *healthzAddr,
+		ServerAddr:      serverAddr,
+		ServerTLS:       serverTLS,
 		Logger:          logger,
 	})
 	if err != nil {
@@ -64,4 +87,22 @@ func main() {
 		logger.Error("kubelet failed", "err", err)
 		os.Exit(1)
 	}
+}
+
+// kubeletServerTLS loads the kubelet API's serving key pair and the CA its
+// clients' certificates must chain to.
+func kubeletServerTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--client-ca-file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("--client-ca-file %s holds no certificate", caFile)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool}, nil
 }
