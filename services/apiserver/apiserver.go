@@ -43,6 +43,7 @@ import (
 	"skiff.dev/services/apiserver/registry/core/namespace"
 	"skiff.dev/services/apiserver/registry/core/node"
 	"skiff.dev/services/apiserver/registry/core/pod"
+	"skiff.dev/services/apiserver/registry/core/secret"
 	"skiff.dev/services/apiserver/scheme"
 	"skiff.dev/services/apiserver/storage/cacher"
 	"skiff.dev/services/apiserver/storage/etcd3"
@@ -176,6 +177,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 	namespaceStore := cached(namespace.KeyRoot+"/", func() runtime.Object { return &corev1.Namespace{} }, func() runtime.Object { return &corev1.NamespaceList{} }, namespace.Strategy{})
 	eventStore := cached(event.KeyRoot+"/", func() runtime.Object { return &corev1.Event{} }, func() runtime.Object { return &corev1.EventList{} }, event.Strategy{})
 	leaseStore := cached(lease.KeyRoot+"/", func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} }, lease.Strategy{})
+	secretStore := cached(secret.KeyRoot+"/", func() runtime.Object { return &corev1.Secret{} }, func() runtime.Object { return &corev1.SecretList{} }, secret.Strategy{})
 	csrStore := cached(certificatesigningrequest.KeyRoot+"/", func() runtime.Object { return &certificatesv1.CertificateSigningRequest{} }, func() runtime.Object { return &certificatesv1.CertificateSigningRequestList{} }, certificatesigningrequest.Strategy{})
 	if err != nil {
 		s.stopCaches()
@@ -186,6 +188,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 	namespaces := namespace.NewREST(namespaceStore)
 	events := event.NewStorage(eventStore)
 	leases := lease.NewStorage(leaseStore)
+	secrets := secret.NewStorage(secretStore)
 	csrs := certificatesigningrequest.NewStorage(csrStore)
 
 	var execProxy *pod.ExecProxy
@@ -215,6 +218,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 					"portforward": {Kind: "PodPortForwardOptions", Storage: streams["portforward"]},
 					"log":         {Kind: "Pod", Storage: streams["log"]},
 				}},
+			{Name: "secrets", SingularName: "secret", Kind: "Secret", Namespaced: true, Storage: secrets},
 		},
 	}
 	coordination := &endpoints.APIGroupVersion{
@@ -236,12 +240,13 @@ func New(cfg Config) (_ *APIServer, err error) {
 	s.namespaces = namespaces
 	s.namespaceController = &namespacecontroller.Controller{
 		Namespaces: namespaces,
-		Contents:   []namespacecontroller.Content{pods.Pod, events, leases},
+		Contents:   []namespacecontroller.Content{pods.Pod, events, leases, secrets},
 	}
 	authenticator := authentication.Union{authentication.X509{}}
 	if cfg.BootstrapTokenFile != "" {
 		authenticator = append(authenticator, &authentication.BootstrapTokens{Path: cfg.BootstrapTokenFile})
 	}
+	authenticator = append(authenticator, &authentication.SecretTokens{Secrets: secrets})
 	authorizer := authorization.New(storageLookup{pods: pods.Pod, csrs: csrs.CSR})
 	authorizationGroup := &endpoints.APIGroupVersion{
 		GroupVersion: authorizationv1.SchemeGroupVersion,

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"path/filepath"
 	"net/http"
 	"strings"
 	"testing"
@@ -365,4 +366,59 @@ func foreignClientCert(t *testing.T, user, group string) tls.Certificate {
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestBootstrapTokenSecrets authenticates bootstrap tokens stored as kube-system Secrets
+// of type bootstrap.kubernetes.io/token, as kubeadm creates them.
+func TestBootstrapTokenSecrets(t *testing.T) {
+	srv := apiservertest.StartServer(t)
+	admin := kubernetes.NewForConfigOrDie(srv.Config)
+	ctx := context.Background()
+	create := func(id, secret string, data map[string]string) {
+		t.Helper()
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-" + id, Namespace: "kube-system"},
+			Type: "bootstrap.kubernetes.io/token",
+			StringData: map[string]string{"token-id": id, "token-secret": secret, "usage-bootstrap-authentication": "true"}}
+		for k, v := range data {
+			sec.StringData[k] = v
+		}
+		if _, err := admin.CoreV1().Secrets("kube-system").Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("secret", "0123456789abcdef", nil)
+	create("expird", "0123456789abcdef", map[string]string{"expiration": time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)})
+	create("nouse0", "0123456789abcdef", map[string]string{"usage-bootstrap-authentication": "false"})
+	whoami := func(token string) (string, error) {
+		review, err := kubernetes.NewForConfigOrDie(srv.TokenConfig(token)).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s %v", review.Status.UserInfo.Username, review.Status.UserInfo.Groups), nil
+	}
+	t.Run("a token Secret authenticates as system:bootstrap:<id>", func(t *testing.T) {
+		got, err := whoami("secret.0123456789abcdef")
+		wantCode(t, err, 0)
+		if got != "system:bootstrap:secret [system:bootstrappers system:authenticated]" {
+			t.Fatalf("whoami: %s", got)
+		}
+	})
+	t.Run("a token Secret with the wrong secret: 401", func(t *testing.T) {
+		_, err := whoami("secret.fedcba9876543210")
+		wantCode(t, err, 401)
+	})
+	t.Run("an expired token Secret: 401", func(t *testing.T) {
+		_, err := whoami("expird.0123456789abcdef")
+		wantCode(t, err, 401)
+	})
+	t.Run("a token Secret not meant for authentication: 401", func(t *testing.T) {
+		_, err := whoami("nouse0.0123456789abcdef")
+		wantCode(t, err, 401)
+	})
+	t.Run("kubectl lists the Secrets with TYPE and DATA", func(t *testing.T) {
+		out, code := kubectl(t, filepath.Join(srv.PKIDir, "admin.kubeconfig"), "get", "secrets", "-n", "kube-system", "bootstrap-token-secret")
+		if code != 0 || !strings.Contains(out, "bootstrap.kubernetes.io/token") || !strings.Contains(out, "3") {
+			t.Fatalf("kubectl get secrets: %d %s", code, out)
+		}
+	})
 }
