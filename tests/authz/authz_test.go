@@ -14,8 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"path/filepath"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -377,7 +377,7 @@ func TestBootstrapTokenSecrets(t *testing.T) {
 	create := func(id, secret string, data map[string]string) {
 		t.Helper()
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-" + id, Namespace: "kube-system"},
-			Type: "bootstrap.kubernetes.io/token",
+			Type:       "bootstrap.kubernetes.io/token",
 			StringData: map[string]string{"token-id": id, "token-secret": secret, "usage-bootstrap-authentication": "true"}}
 		for k, v := range data {
 			sec.StringData[k] = v
