@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds skiff's images, one per service, from deploy/<service>.Dockerfile: the static
-# Go binaries (CGO_ENABLED=0) are built on the host into deploy/.build/bin, with Debian's
-# static busybox beside them, and each image is FROM scratch, so nothing is pulled.
+# Go binaries (CGO_ENABLED=0) are built on the host into deploy/.build/bin, with the
+# healthcheck's probe (deploy/probe) and Debian's static busybox (for the kubelet's
+# process runtime and the pki service's shell) beside them, and each image is FROM
+# scratch, so nothing is pulled.
 # compose.yaml's build: sections use the same Dockerfiles and context, so after this
 # script `docker compose up --build` builds the same images.
 # Images: skiff/<service>:$SKIFF_TAG (default dev). A service whose main
@@ -28,6 +30,7 @@ declare -A needs=(
 
 mkdir -p "$bin"
 "$here/busybox.sh" "$bin/busybox"
+(cd "$here/probe" && GOWORK=off CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$bin/probe" .)
 
 for image in "$@"; do
 	if [ -z "${needs[$image]+x}" ]; then

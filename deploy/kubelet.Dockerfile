@@ -6,7 +6,7 @@
 FROM scratch
 COPY .build/bin/busybox /bin/busybox
 RUN ["/bin/busybox", "--install", "-s", "/bin"]
-COPY .build/bin/kubelet .build/bin/runtime /usr/local/bin/
+COPY .build/bin/kubelet .build/bin/runtime .build/bin/probe /usr/local/bin/
 COPY kubelet-entrypoint.sh /usr/local/bin/kubelet-entrypoint.sh
 ENV PATH=/usr/local/bin:/bin
 EXPOSE 10250

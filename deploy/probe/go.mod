@@ -1,0 +1,3 @@
+module skiff.dev/deploy/probe
+
+go 1.26
