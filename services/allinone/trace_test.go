@@ -123,6 +123,33 @@ func TestOnePodIsOneTrace(t *testing.T) {
 		}
 	}
 	t.Logf("the pod's trace:\n%s", describe(spans))
+
+	// Deleting the pod is a trace of its own, linked to the pod's: the apiserver's
+	// DELETE and the kubelet's SyncTerminatingPod both point back at the creation.
+	delCtx, del := clientTP.Tracer("e2e").Start(ctx, "kubectl delete pod traced")
+	if err := client.CoreV1().Pods("default").Delete(delCtx, "traced", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	del.End()
+	linked := func(name, svc string) bool {
+		for _, s := range exp.GetSpans() {
+			if s.Name != name || service(s) != svc || s.SpanContext.TraceID() == traceID {
+				continue
+			}
+			for _, l := range s.Links {
+				if l.SpanContext.TraceID() == traceID {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(60 * time.Second); !linked("DELETE /api/v1/namespaces/default/pods/traced", "skiff-apiserver") || !linked("SyncTerminatingPod", "skiff-kubelet"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no DELETE (apiserver) and SyncTerminatingPod (kubelet) spans linked to the pod's trace")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func service(s tracetest.SpanStub) string {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,9 +48,33 @@ func (Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 }
 
 // PrepareForUpdate keeps the stored status: the main resource cannot change it.
-func (Strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+// The pod keeps its skiff.dev/traceparent, and the request's span links to the pod's
+// trace: a later change to a pod is its own trace, joined to the pod's creation.
+func (Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	newPod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
 	newPod.Status = oldPod.Status
+	keepTraceparent(ctx, newPod, oldPod)
+}
+
+// keepTraceparent restores old's traceparent annotation on pod if an update dropped it,
+// and links ctx's span to the pod's trace.
+func keepTraceparent(ctx context.Context, pod, old *corev1.Pod) {
+	if tp, ok := old.Annotations[tracing.TraceparentAnnotation]; ok {
+		if _, kept := pod.Annotations[tracing.TraceparentAnnotation]; !kept {
+			if pod.Annotations == nil {
+				pod.Annotations = map[string]string{}
+			}
+			pod.Annotations[tracing.TraceparentAnnotation] = tp
+		}
+	}
+	linkToPodTrace(ctx, old)
+}
+
+// linkToPodTrace links the span of ctx (the request) to pod's stored trace.
+func linkToPodTrace(ctx context.Context, pod *corev1.Pod) {
+	if sc := tracing.SpanContextFrom(pod); sc.IsValid() {
+		trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: sc})
+	}
 }
 
 // Validate checks a new pod. Mirrors ValidatePodCreate.
@@ -99,8 +124,9 @@ func ToSelectableFields(pod *corev1.Pod) fields.Set {
 // CheckGracefulDelete decides the grace period: the request's, else the pod's
 // terminationGracePeriodSeconds; zero for a pod never scheduled or already terminal, since
 // no kubelet will stop it. Mirrors podStrategy.CheckGracefulDelete.
-func (Strategy) CheckGracefulDelete(_ context.Context, obj runtime.Object, options *metav1.DeleteOptions) bool {
+func (Strategy) CheckGracefulDelete(ctx context.Context, obj runtime.Object, options *metav1.DeleteOptions) bool {
 	pod := obj.(*corev1.Pod)
+	linkToPodTrace(ctx, pod)
 	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
 	if options.GracePeriodSeconds != nil {
 		grace = *options.GracePeriodSeconds
