@@ -175,6 +175,25 @@ func TestExecLogsPortForward(t *testing.T) {
 		_ = cmd.Wait()
 	})
 
+	t.Run("attach streams the container's output", func(t *testing.T) {
+		for _, tr := range transports {
+			cmd := c.kubectlCmd(ctx, tr.env, "attach", "talker")
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, err := bufio.NewReader(stdout).ReadString('\n')
+			if err != nil || line != "tick\n" {
+				t.Errorf("%s: attached and read %q, %v, want tick", tr.name, line, err)
+			}
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+
 	t.Run("logs -c picks the container", func(t *testing.T) {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "pair", Namespace: "default"},
