@@ -17,8 +17,10 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"skiff.dev/services/apiserver"
+	"skiff.dev/services/internal/tracing"
 )
 
 func main() {
@@ -48,11 +50,18 @@ func main() {
 }
 
 func run(ctx context.Context, etcdServers, addr, pkiDir, natsURL, execProxyURL string) error {
+	// OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; a no-op otherwise.
+	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "apiserver"})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tp.Shutdown(context.Background()) }()
 	// The etcd client reconnects on its own; the watch caches retry until etcd answers.
 	etcd, err := clientv3.New(clientv3.Config{
 		Endpoints:   strings.Split(etcdServers, ","),
 		DialTimeout: 5 * time.Second,
 		Logger:      nil,
+		DialOptions: []grpc.DialOption{tracing.GRPCClientOption(tp)},
 	})
 	if err != nil {
 		return fmt.Errorf("etcd client: %w", err)
@@ -63,6 +72,7 @@ func run(ctx context.Context, etcdServers, addr, pkiDir, natsURL, execProxyURL s
 		return err
 	}
 	cfg.NATSURL, cfg.ExecProxyURL = natsURL, execProxyURL
+	cfg.TracerProvider = tp
 	api, err := apiserver.New(cfg)
 	if err != nil {
 		return err

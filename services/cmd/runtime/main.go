@@ -12,6 +12,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"go.opentelemetry.io/otel"
+
+	"skiff.dev/services/internal/tracing"
 	criruntime "skiff.dev/services/runtime"
 	"skiff.dev/services/runtime/process"
 	"skiff.dev/services/runtime/sim"
@@ -28,6 +31,16 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// The CRI server traces with the global provider: OTLP export when
+	// OTEL_EXPORTER_OTLP_ENDPOINT is set, a no-op otherwise.
+	hostname, _ := os.Hostname()
+	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "runtime", NodeName: hostname})
+	if err != nil {
+		logger.Error("tracing", "err", err)
+		os.Exit(1)
+	}
+	otel.SetTracerProvider(tp)
+	defer func() { _ = tp.Shutdown(context.Background()) }()
 	if err := run(ctx, *name, *socket, *rootDir); err != nil {
 		logger.Error("runtime stopped", "err", err)
 		os.Exit(1)

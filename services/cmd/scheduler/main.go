@@ -21,7 +21,9 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"skiff.dev/services/internal/events"
 	"skiff.dev/services/internal/serving"
+	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/scheduler"
 )
 
@@ -29,6 +31,7 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "path to a kubeconfig; empty means in-cluster config")
 	schedulerName := flag.String("scheduler-name", scheduler.DefaultSchedulerName, "schedule pods whose spec.schedulerName is this")
 	healthAddress := flag.String("health-address", ":10259", "where /healthz, /livez, /readyz and /metrics are served (\"\" = off)")
+	natsURL := flag.String("nats-url", "", "NATS URL events are published to (JetStream stream EVENTS); \"\" POSTs them to the apiserver")
 	leaderElect := flag.Bool("leader-elect", true, "run only while holding the kube-system/kube-scheduler Lease, so replicas never bind at once")
 	leaseDuration := flag.Duration("leader-elect-lease-duration", 15*time.Second, "how long a leader's Lease lasts without renewal")
 	renewDeadline := flag.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up")
@@ -46,12 +49,26 @@ func main() {
 		logger.Error("loading kubeconfig", "err", err)
 		os.Exit(1)
 	}
+	// OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; a no-op otherwise.
+	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "scheduler"})
+	if err != nil {
+		logger.Error("tracing", "err", err)
+		os.Exit(1)
+	}
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	cfg.WrapTransport = tracing.WrapTransport(tp)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		logger.Error("building clientset", "err", err)
 		os.Exit(1)
 	}
-	sched, err := scheduler.New(scheduler.Config{Client: client, SchedulerName: *schedulerName})
+	recorder, err := events.New(events.Config{Component: *schedulerName, NATSURL: *natsURL, Client: client})
+	if err != nil {
+		logger.Error("event recorder", "err", err)
+		os.Exit(1)
+	}
+	go func() { _ = recorder.Run(ctx) }()
+	sched, err := scheduler.New(scheduler.Config{Client: client, SchedulerName: *schedulerName, Recorder: recorder, TracerProvider: tp})
 	if err != nil {
 		logger.Error("building scheduler", "err", err)
 		os.Exit(1)
@@ -63,7 +80,7 @@ func main() {
 			os.Exit(1)
 		}
 		registry := prometheus.NewRegistry()
-		registry.MustRegister(sched.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		registry.MustRegister(sched.Metrics(), recorder.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		go func() {
 			if err := serving.Serve(ctx, l, nil, registry); err != nil {
 				logger.Error("health endpoints stopped", "err", err)

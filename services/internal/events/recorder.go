@@ -119,6 +119,23 @@ func New(cfg Config) (*Recorder, error) {
 	return r, nil
 }
 
+// Metrics returns the recorder's Prometheus collector (skiff_events_dropped_total,
+// skiff_events_sent_total, labelled with the component) for a binary to register when
+// Config.Registerer was not given.
+func (r *Recorder) Metrics() prometheus.Collector { return recorderMetrics{r} }
+
+type recorderMetrics struct{ r *Recorder }
+
+func (m recorderMetrics) Describe(ch chan<- *prometheus.Desc) {
+	m.r.dropped.Describe(ch)
+	m.r.sent.Describe(ch)
+}
+
+func (m recorderMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.r.dropped.Collect(ch)
+	m.r.sent.Collect(ch)
+}
+
 // Dropped is the number of events dropped so far because the buffer was full.
 func (r *Recorder) Dropped() int64 { return r.droppedN.Load() }
 
