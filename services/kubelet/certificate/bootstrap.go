@@ -236,3 +236,19 @@ func writeKubeconfigFromBootstrapping(bootstrapConfig *rest.Config, kubeconfigPa
 	}
 	return clientcmd.WriteToFile(config, kubeconfigPath)
 }
+
+// ClusterCA returns the PEM CA bundle a kubeconfig trusts for its server (embedded or
+// from its file): in skiff, the cluster CA, which also signs every client certificate.
+func ClusterCA(kubeconfigPath string) ([]byte, error) {
+	cfg, err := loadRESTClientConfig(kubeconfigPath)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.CAData) > 0 {
+		return cfg.CAData, nil
+	}
+	if cfg.CAFile != "" {
+		return os.ReadFile(cfg.CAFile)
+	}
+	return nil, fmt.Errorf("kubeconfig %s names no certificate authority", kubeconfigPath)
+}

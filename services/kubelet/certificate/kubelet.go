@@ -1,12 +1,14 @@
 package certificate
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -121,4 +123,37 @@ func addressesToHostnamesAndIPs(addresses []corev1.NodeAddress) ([]string, []net
 		}
 	}
 	return sets.List(hostnames), ips
+}
+
+// ServerTLSConfig is the kubelet API's TLS configuration: the serving certificate m
+// holds, and client certificates verified against the PEM CA bundle clientCAPEM (kube's
+// --client-ca-file; in skiff the cluster CA). Errors: no certificate in clientCAPEM.
+func ServerTLSConfig(m *ServingCertificateManager, clientCAPEM []byte) (*tls.Config, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(clientCAPEM) {
+		return nil, errors.New("kubelet API: no CA certificate in the client CA bundle")
+	}
+	return &tls.Config{GetCertificate: m.GetCertificate, ClientCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// StartServing requests the kubelet API's serving certificate for nodeName's addresses
+// (those the node reports in status.addresses) through client, keeps and renews it in
+// certDir until ctx ends, and returns the API's TLS configuration, which verifies
+// clients against clientCAPEM. Handshakes fail until the certificate is issued (the
+// csr-signer approves it once the Node reports those addresses).
+func StartServing(ctx context.Context, client kubernetes.Interface, nodeName, certDir string, addresses []corev1.NodeAddress, clientCAPEM []byte) (*tls.Config, error) {
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return nil, err
+	}
+	m, err := NewServingCertificateManager(client, nodeName, certDir, func() []corev1.NodeAddress { return addresses })
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig, err := ServerTLSConfig(m, clientCAPEM)
+	if err != nil {
+		return nil, err
+	}
+	m.Start()
+	context.AfterFunc(ctx, m.Stop)
+	return tlsConfig, nil
 }
