@@ -41,16 +41,6 @@ func (s *streams) keyPair(name string) (tls.Certificate, error) {
 	return tls.LoadX509KeyPair(certFile, keyFile)
 }
 
-// proxyClientTLS is the apiserver's TLS toward exec-proxy: the
-// front-proxy-client certificate, and the cluster CA for exec-proxy's.
-func (s *streams) proxyClientTLS() (*tls.Config, error) {
-	cert, err := s.keyPair(pki.FrontProxyClient.Name)
-	if err != nil {
-		return nil, fmt.Errorf("front-proxy-client certificate: %w", err)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: s.ca.CertPool(), MinVersion: tls.VersionTLS12}, nil
-}
-
 // execProxy builds exec-proxy (reading pods and nodes as system:skiff:exec-proxy
 // through client) and returns the function that serves it until ctx ends.
 func (s *streams) execProxy(client kubernetes.Interface) (func(context.Context) error, error) {
