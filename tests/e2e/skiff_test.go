@@ -74,12 +74,12 @@ func (b *syncBuffer) String() string {
 
 // startSkiff runs the skiff binary with the given runtime on free ports, reads the
 // KUBECONFIG line it prints, and stops it (SIGINT, as Ctrl-C does) when the test ends,
-// failing the test if it does not exit cleanly.
-func startSkiff(t *testing.T, runtime string) *cluster {
+// failing the test if it does not exit cleanly. extraArgs are added to skiff's flags.
+func startSkiff(t *testing.T, runtime string, extraArgs ...string) *cluster {
 	t.Helper()
 	dataDir := t.TempDir()
-	cmd := exec.Command(skiffBinary, "--data-dir", dataDir, "--runtime", runtime,
-		"--apiserver-port", "0", "--etcd-port", "0", "--node-name", "e2e-"+runtime)
+	cmd := exec.Command(skiffBinary, append([]string{"--data-dir", dataDir, "--runtime", runtime,
+		"--apiserver-port", "0", "--etcd-port", "0", "--node-name", "e2e-" + runtime}, extraArgs...)...)
 	c := &cluster{t: t, cmd: cmd, cacheDir: t.TempDir(), logs: &syncBuffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = c.logs
 	stdout, err := cmd.StdoutPipe()
