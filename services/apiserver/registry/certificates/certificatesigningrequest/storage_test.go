@@ -273,3 +273,35 @@ func TestApprovalAndStatusSubresources(t *testing.T) {
 		}
 	})
 }
+
+func TestSubjectRestriction(t *testing.T) {
+	client, _ := clients(t)
+	ctx := context.Background()
+	cases := []struct {
+		name      string
+		signer    string
+		orgs      []string
+		forbidden bool
+	}{
+		{"kube-apiserver-client for system:masters is forbidden", certificatesv1.KubeAPIServerClientSignerName, []string{"devs", "system:masters"}, true},
+		{"kube-apiserver-client for another group is accepted", certificatesv1.KubeAPIServerClientSignerName, []string{"devs"}, false},
+		{"another signer is not restricted", "example.com/signer", []string{"system:masters"}, false},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			csr := newCSR(t, "restricted-"+string(rune('a'+i)))
+			csr.Spec.SignerName = tc.signer
+			csr.Spec.Request = csrPEM(t, "jane", tc.orgs...)
+			_, err := client.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
+			if tc.forbidden {
+				if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "use of kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed") {
+					t.Fatalf("got %v, want 403 naming the system:masters restriction", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

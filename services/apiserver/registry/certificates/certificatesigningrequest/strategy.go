@@ -7,10 +7,12 @@ package certificatesigningrequest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -31,7 +33,7 @@ const KeyRoot = "/registry/certificatesigningrequests"
 type Storage struct {
 	// CSR is the main resource: create, get, list, watch, delete; an update changes only
 	// metadata.
-	CSR *registry.Store
+	CSR *REST
 	// Approval is certificatesigningrequests/approval: only Approved and Denied
 	// conditions change (kubectl certificate approve|deny).
 	Approval *registry.Store
@@ -53,7 +55,7 @@ func NewStorage(s storage.Interface) *Storage {
 		Storage:     s,
 	}
 	return &Storage{
-		CSR:      store,
+		CSR:      &REST{Store: store},
 		Approval: store.WithStrategy(ApprovalStrategy{}),
 		Status:   store.WithStrategy(StatusStrategy{}),
 	}
@@ -279,3 +281,30 @@ func ConditionSummary(csr *certificatesv1.CertificateSigningRequest) string {
 	}
 	return status
 }
+
+// REST is the main resource: the generic Store, plus the create-time rule of kube's
+// CertificateSubjectRestriction admission plugin.
+type REST struct {
+	*registry.Store
+}
+
+// Create refuses, 403 Forbidden, a kubernetes.io/kube-apiserver-client request whose
+// subject asks for the system:masters group: whoever approves it would mint a
+// cluster-admin credential. Otherwise it is the Store's Create. Mirrors
+// plugin/pkg/admission/certificates/subjectrestriction.
+func (r *REST) Create(ctx context.Context, namespace string, obj runtime.Object, opts *metav1.CreateOptions) (runtime.Object, error) {
+	if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && csr.Spec.SignerName == certificatesv1.KubeAPIServerClientSignerName {
+		req, err := ParseCSR(csr.Spec.Request)
+		if err != nil {
+			return nil, apierrors.NewForbidden(r.Resource, csr.Name, fmt.Errorf("failed to parse CSR: %v", err))
+		}
+		if slices.Contains(req.Subject.Organization, systemMastersGroup) {
+			return nil, apierrors.NewForbidden(r.Resource, csr.Name,
+				fmt.Errorf("use of %s signer with %s group is not allowed", csr.Spec.SignerName, systemMastersGroup))
+		}
+	}
+	return r.Store.Create(ctx, namespace, obj, opts)
+}
+
+// systemMastersGroup is the group that bypasses authorization.
+const systemMastersGroup = "system:masters"
