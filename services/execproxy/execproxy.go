@@ -135,6 +135,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewUnauthorized("no "+RemoteUserHeader+" header"))
 		return
 	}
+	p.logger.Debug("stream request", "user", r.Header.Get(RemoteUserHeader), "groups", r.Header.Values(RemoteGroupHeader),
+		"method", r.Method, "path", r.URL.Path)
 	p.mux.ServeHTTP(w, r)
 }
 
@@ -209,9 +211,12 @@ func (p *Proxy) resolve(r *http.Request, needContainer, needRunning bool) (*targ
 		return nil, badGateway(fmt.Sprintf("node %s reports no kubelet address", node.Name))
 	}
 	t.kubelet = &url.URL{Scheme: "https", Host: net.JoinHostPort(host, strconv.Itoa(int(port)))}
-	// A kubelet that cannot be reached is a 502 before the upgrade, not a
-	// stream that fails after it.
-	conn, err := (&net.Dialer{Timeout: dialTimeout}).DialContext(r.Context(), "tcp", t.kubelet.Host)
+	// A kubelet that cannot be reached, or whose serving certificate does not
+	// verify, is a 502 before the upgrade, not a stream that fails after it.
+	tlsCfg := p.kubeletTLS.Clone()
+	tlsCfg.ServerName = host
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: dialTimeout}, Config: tlsCfg}
+	conn, err := d.DialContext(r.Context(), "tcp", t.kubelet.Host)
 	if err != nil {
 		return nil, badGateway(fmt.Sprintf("node %s is unreachable: %v", node.Name, err))
 	}
@@ -385,10 +390,17 @@ func withKubeletQuery(r *http.Request, rawQuery string) *http.Request {
 	return r2
 }
 
-// responder reports a failed proxy as a 502 Status.
+// responder reports a failed proxy as a Status: the proxy's own API errors as
+// they are, a failure to reach the kubelet as 502.
 type responder struct{ logger *slog.Logger }
 
 func (r *responder) Error(w http.ResponseWriter, req *http.Request, err error) {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		// The proxy's own verdict on the request, e.g. 400 "Upgrade request required".
+		writeStatus(w, err)
+		return
+	}
 	r.logger.Error("proxy to kubelet failed", "url", req.URL.String(), "err", err)
 	writeStatus(w, badGateway(fmt.Sprintf("error proxying to the kubelet: %v", err)))
 }

@@ -250,10 +250,39 @@ func TestErrorsBeforeTheUpgrade(t *testing.T) {
 	// Without a node: the pod never runs.
 	pending := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pending", Namespace: "default"},
 		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main", Image: "busybox", Command: []string{"true"}}}}}
-	if _, err := c.client.CoreV1().Pods("default").Create(ctx, pending, metav1.CreateOptions{}); err != nil {
+	var err error
+	if _, err = c.client.CoreV1().Pods("default").Create(ctx, pending, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	scheduler := c.api.ClientConfig("system:kube-scheduler")
+
+	// A running pod on a node whose kubelet does not answer.
+	deadPort := func() int32 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return int32(l.Addr().(*net.TCPAddr).Port)
+	}()
+	ghost := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ghost"}}
+	if ghost, err = c.client.CoreV1().Nodes().Create(ctx, ghost, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ghost.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "127.0.0.1"}}
+	ghost.Status.DaemonEndpoints.KubeletEndpoint.Port = deadPort
+	if _, err := c.client.CoreV1().Nodes().UpdateStatus(ctx, ghost, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stranded := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stranded", Namespace: "default"},
+		Spec: v1.PodSpec{NodeName: "ghost", Containers: []v1.Container{{Name: "main", Image: "busybox", Command: []string{"true"}}}}}
+	if stranded, err = c.client.CoreV1().Pods("default").Create(ctx, stranded, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stranded.Status.Phase = v1.PodRunning
+	if _, err := c.client.CoreV1().Pods("default").UpdateStatus(ctx, stranded, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name    string
@@ -265,6 +294,7 @@ func TestErrorsBeforeTheUpgrade(t *testing.T) {
 		{"pod not found", c.admin, c.execURL("nope", []string{"true"}, false, false), http.StatusNotFound, `pods "nope" not found`},
 		{"container not found", c.admin, withQuery(c.execURL("shell", []string{"true"}, false, false), "container", "other"), http.StatusBadRequest, "container other is not valid for pod shell"},
 		{"pod not running", c.admin, c.execURL("pending", []string{"true"}, false, false), http.StatusBadRequest, "pod pending does not have a host assigned"},
+		{"node unreachable", c.admin, c.execURL("stranded", []string{"true"}, false, false), http.StatusBadGateway, "node ghost is unreachable"},
 		{"no pods/exec permission", scheduler, c.execURL("shell", []string{"true"}, false, false), http.StatusForbidden, `cannot create resource "pods/exec"`},
 		{"no create permission for a websocket GET", scheduler, c.execURL("shell", []string{"true"}, false, false), http.StatusForbidden, `pods/exec`},
 	}

@@ -112,7 +112,9 @@ func TestFollowEndsWhenTheContainerStops(t *testing.T) {
 	}
 	pr := &lockedBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- readLogs(context.Background(), r, logOptions{tailLines: -1, follow: true}, pr, isRunning) }()
+	go func() {
+		done <- readLogs(context.Background(), r, logOptions{tailLines: -1, follow: true}, pr, isRunning)
+	}()
 	_ = log.WriteString(criolog.Stdout, "after\n")
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(pr.String(), "after\n") {

@@ -312,10 +312,17 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, rawURL stri
 	handler.ServeHTTP(w, r)
 }
 
-// responder reports a failed stream proxy as a 500 Status.
+// responder reports a failed stream proxy as a Status: the proxy's own API
+// errors as they are, anything else as 500.
 type responder struct{ logger *slog.Logger }
 
 func (r *responder) Error(w http.ResponseWriter, req *http.Request, err error) {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		// The proxy's own verdict on the request, e.g. 400 "Upgrade request required".
+		writeStatus(w, err)
+		return
+	}
 	r.logger.Error("stream proxy failed", "url", req.URL.String(), "err", err)
 	writeStatus(w, apierrors.NewInternalError(err))
 }
