@@ -24,8 +24,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	certificateslisters "k8s.io/client-go/listers/certificates/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"skiff.dev/services/internal/events"
 	"skiff.dev/services/internal/pki"
 )
 
@@ -41,6 +43,9 @@ type Config struct {
 	MaxDuration time.Duration
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// Recorder reports events on the requests (Approved, Issued,
+	// SignerValidationFailure); nil records none.
+	Recorder record.EventRecorder
 }
 
 // Controller approves and signs CertificateSigningRequests.
@@ -55,6 +60,7 @@ type Controller struct {
 	synced      []cache.InformerSynced
 	queue       workqueue.TypedRateLimitingInterface[string]
 	metrics     *metrics
+	recorder    record.EventRecorder
 	running     atomic.Bool
 }
 
@@ -80,7 +86,11 @@ func New(cfg Config) (*Controller, error) {
 		csrs:        csrInformer.Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "csr-signer"}),
-		metrics: newMetrics(),
+		metrics:  newMetrics(),
+		recorder: cfg.Recorder,
+	}
+	if c.recorder == nil {
+		c.recorder = events.Nop{}
 	}
 	enqueue := func(obj any) {
 		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
@@ -212,6 +222,7 @@ func (c *Controller) approve(ctx context.Context, csr *certificatesv1.Certificat
 		return fmt.Errorf("approve: %w", err)
 	}
 	c.metrics.approved.WithLabelValues(csr.Spec.SignerName).Inc()
+	c.recorder.Event(csr, corev1.EventTypeNormal, "Approved", d.Message)
 	c.logger.Info("certificate signing request approved", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username)
 	return nil
 }
@@ -227,6 +238,7 @@ func (c *Controller) sign(ctx context.Context, csr *certificatesv1.CertificateSi
 		})
 		c.metrics.failed.WithLabelValues(csr.Spec.SignerName, "SignerValidationFailure").Inc()
 		c.logger.Info("certificate signing request failed validation", "csr", csr.Name, "signer", csr.Spec.SignerName, "err", invalid)
+		c.recorder.Event(csr, corev1.EventTypeWarning, "SignerValidationFailure", invalid.Error())
 	case err != nil:
 		return err
 	default:
@@ -238,6 +250,7 @@ func (c *Controller) sign(ctx context.Context, csr *certificatesv1.CertificateSi
 	if len(cert) > 0 {
 		c.metrics.signed.WithLabelValues(csr.Spec.SignerName).Inc()
 		c.logger.Info("certificate issued", "csr", csr.Name, "signer", csr.Spec.SignerName, "subject", subjectOf(csr))
+		c.recorder.Eventf(csr, corev1.EventTypeNormal, "Issued", "Certificate issued for %s by %s", subjectOf(csr), csr.Spec.SignerName)
 	}
 	return nil
 }

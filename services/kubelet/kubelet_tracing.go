@@ -5,7 +5,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"skiff.dev/services/internal/tracing"
 )
@@ -21,12 +20,4 @@ func (kl *Kubelet) startPodSpan(ctx context.Context, name string, pod *v1.Pod, p
 		return kl.tracer.Start(tracing.ContextWithObjectTrace(ctx, pod), name, attrs)
 	}
 	return kl.tracer.Start(ctx, name, attrs, tracing.LinkToObjectTrace(pod))
-}
-
-// nopRecorder records nothing, for a kubelet built without a Recorder.
-type nopRecorder struct{}
-
-func (nopRecorder) Event(runtime.Object, string, string, string)                  {}
-func (nopRecorder) Eventf(runtime.Object, string, string, string, ...interface{}) {}
-func (nopRecorder) AnnotatedEventf(runtime.Object, map[string]string, string, string, string, ...interface{}) {
 }

@@ -29,9 +29,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
-	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 
+	"skiff.dev/services/internal/events"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/scheduler/framework"
 	"skiff.dev/services/scheduler/framework/plugins"
@@ -172,7 +172,7 @@ func newScheduler(cfg Config, opts ...option) (*Scheduler, error) {
 		tracer:   tracing.Tracer(cfg.TracerProvider, "skiff.dev/services/scheduler"),
 	}
 	if s.recorder == nil {
-		s.recorder = nopRecorder{}
+		s.recorder = events.Nop{}
 	}
 	s.metrics = metrics.New(s.queue.Lengths)
 
@@ -241,12 +241,4 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.bindings.Wait()
 	s.logger.Info("scheduler stopped")
 	return nil
-}
-
-// nopRecorder records nothing, for a scheduler built without a Recorder.
-type nopRecorder struct{}
-
-func (nopRecorder) Event(apiruntime.Object, string, string, string)                  {}
-func (nopRecorder) Eventf(apiruntime.Object, string, string, string, ...interface{}) {}
-func (nopRecorder) AnnotatedEventf(apiruntime.Object, map[string]string, string, string, string, ...interface{}) {
 }

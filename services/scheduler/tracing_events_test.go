@@ -143,4 +143,3 @@ func waitForEvent(t *testing.T, client kubernetes.Interface, selector string) v1
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-

@@ -19,8 +19,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"skiff.dev/services/csrsigner"
+	"skiff.dev/services/internal/events"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/serving"
+	"skiff.dev/services/internal/tracing"
 )
 
 func main() {
@@ -29,6 +31,7 @@ func main() {
 	autoApprove := flag.Bool("auto-approve", true, "auto-approve kubelet client and serving requests that fit Kubernetes' rules; false leaves every request to kubectl certificate approve|deny")
 	maxDuration := flag.Duration("max-duration", csrsigner.DefaultMaxDuration, "longest lifetime of an issued certificate; a request's spec.expirationSeconds may ask for less (not under 10m)")
 	healthAddress := flag.String("health-address", ":10260", "where /healthz, /livez, /readyz and /metrics are served (\"\" = off)")
+	natsURL := flag.String("nats-url", "", "NATS URL events are published to (JetStream stream EVENTS); \"\" POSTs them to the apiserver")
 	flag.Parse()
 
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -53,24 +56,36 @@ func main() {
 	if err != nil {
 		fail("loading kubeconfig", err)
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; a no-op otherwise.
+	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "csr-signer"})
+	if err != nil {
+		fail("tracing", err)
+	}
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	cfg.WrapTransport = tracing.WrapTransport(tp)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		fail("building clientset", err)
 	}
-	controller, err := csrsigner.New(csrsigner.Config{Client: client, CA: ca, AutoApprove: *autoApprove, MaxDuration: *maxDuration, Logger: logger})
+	recorder, err := events.New(events.Config{Component: "csr-signer", NATSURL: *natsURL, Client: client})
+	if err != nil {
+		fail("event recorder", err)
+	}
+	go func() { _ = recorder.Run(ctx) }()
+	controller, err := csrsigner.New(csrsigner.Config{Client: client, CA: ca, AutoApprove: *autoApprove, MaxDuration: *maxDuration, Logger: logger, Recorder: recorder})
 	if err != nil {
 		fail("building csr-signer", err)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if *healthAddress != "" {
 		l, err := net.Listen("tcp", *healthAddress)
 		if err != nil {
 			fail("health endpoints", err)
 		}
 		registry := prometheus.NewRegistry()
-		registry.MustRegister(controller.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		registry.MustRegister(controller.Metrics(), recorder.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		go func() {
 			if err := serving.Serve(ctx, l, controller.Ready, registry); err != nil {
 				logger.Error("health endpoints stopped", "err", err)

@@ -398,3 +398,19 @@ func AggregateKey(ev *corev1.Event) string {
 		ev.Source.Component, ev.Source.Host, o.Kind, o.Namespace, o.Name, o.FieldPath, string(o.UID), o.APIVersion,
 		ev.Type, ev.Reason, ev.Message, ev.ReportingController)
 }
+
+// Nop is a record.EventRecorder that records nothing, for components built without a
+// recorder.
+type Nop struct{}
+
+var _ record.EventRecorder = Nop{}
+
+// Event does nothing.
+func (Nop) Event(runtime.Object, string, string, string) {}
+
+// Eventf does nothing.
+func (Nop) Eventf(runtime.Object, string, string, string, ...interface{}) {}
+
+// AnnotatedEventf does nothing.
+func (Nop) AnnotatedEventf(runtime.Object, map[string]string, string, string, string, ...interface{}) {
+}

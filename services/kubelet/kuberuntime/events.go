@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // recordContainerEvent records an event about container c of pod, referenced as kubelet
@@ -39,12 +38,4 @@ func containerByName(pod *v1.Pod, name string) *v1.Container {
 		}
 	}
 	return nil
-}
-
-// nopRecorder records nothing, for a Manager built without a Recorder.
-type nopRecorder struct{}
-
-func (nopRecorder) Event(runtime.Object, string, string, string)                  {}
-func (nopRecorder) Eventf(runtime.Object, string, string, string, ...interface{}) {}
-func (nopRecorder) AnnotatedEventf(runtime.Object, map[string]string, string, string, string, ...interface{}) {
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	eventrecorder "skiff.dev/services/internal/events"
 	"skiff.dev/services/kubelet/container"
 )
 
@@ -88,7 +89,7 @@ func NewManager(conn grpc.ClientConnInterface, opts Options) *Manager {
 		recorder:         opts.Recorder,
 	}
 	if m.recorder == nil {
-		m.recorder = nopRecorder{}
+		m.recorder = eventrecorder.Nop{}
 	}
 	m.imagePuller = &imageManager{m: m, backOff: opts.ImagePullBackOff}
 	return m
