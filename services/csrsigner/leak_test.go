@@ -1,0 +1,69 @@
+package csrsigner
+
+import (
+	"context"
+	goruntime "runtime"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+
+	"skiff.dev/services/apiserver/apiservertest"
+)
+
+// TestRunLeavesNoGoroutines signs a certificate, cancels Run, and checks that none of the
+// controller's goroutines (informers, workqueue, worker) outlive it.
+func TestRunLeavesNoGoroutines(t *testing.T) {
+	s := apiservertest.StartServer(t)
+	c, err := New(Config{Client: clientFor(t, s.ClientConfig(signerIdentity)), CA: s.CA, AutoApprove: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	bootstrap := clientFor(t, s.TokenConfig(s.BootstrapToken.String()))
+	create(t, bootstrap, "leak", certificatesv1.KubeAPIServerClientKubeletSignerName, clientUsages, nodeAClient, nil)
+	waitFor(t, bootstrap, "leak", issued)
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context was cancelled")
+	}
+	var leaked []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if leaked = controllerGoroutines(); len(leaked) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(leaked) > 0 {
+		t.Fatalf("%d goroutines outlived Run:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+	}
+	if c.Ready() == nil {
+		t.Error("Ready after Run returned")
+	}
+}
+
+// controllerGoroutines returns the stacks of goroutines running the controller, an
+// informer or a workqueue, other than this test's own.
+func controllerGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:goruntime.Stack(buf, true)]
+	var found []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "TestRunLeavesNoGoroutines") {
+			continue
+		}
+		if strings.Contains(g, "skiff.dev/services/csrsigner.") || strings.Contains(g, "k8s.io/client-go/tools/cache.") ||
+			strings.Contains(g, "k8s.io/client-go/util/workqueue.") {
+			found = append(found, g)
+		}
+	}
+	return found
+}
