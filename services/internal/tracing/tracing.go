@@ -34,6 +34,11 @@ import (
 	"google.golang.org/grpc"
 )
 
+// Propagator is W3C trace context plus baggage. skiff's HTTP and gRPC instrumentation
+// uses it whatever the global propagator is, so a traceparent crosses every hop even
+// in a process that never called NewProvider (tests, tools).
+var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
 // Config names the service a Provider traces for.
 type Config struct {
 	// Service is the short service name ("apiserver", "scheduler", "kubelet",
@@ -82,7 +87,7 @@ func Endpoint() string {
 // the environment, to cfg.Exporter when given, and is a no-op otherwise. Errors: an
 // invalid resource or exporter configuration.
 func NewProvider(ctx context.Context, cfg Config) (*Provider, error) {
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	otel.SetTextMapPropagator(Propagator)
 	if cfg.Service == "" {
 		return nil, errors.New("tracing: Config.Service is required")
 	}
@@ -132,7 +137,7 @@ func Tracer(tp trace.TracerProvider, name string) trace.Tracer {
 // Handler wraps an HTTP server's handler in otelhttp: one server span per request,
 // continuing the caller's traceparent, named "<METHOD> <route>".
 func Handler(h http.Handler, tp trace.TracerProvider, operation string) http.Handler {
-	return otelhttp.NewHandler(h, operation, otelhttp.WithTracerProvider(orGlobal(tp)),
+	return otelhttp.NewHandler(h, operation, otelhttp.WithTracerProvider(orGlobal(tp)), otelhttp.WithPropagators(Propagator),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }))
 }
 
@@ -140,7 +145,7 @@ func Handler(h http.Handler, tp trace.TracerProvider, operation string) http.Han
 // and injects the traceparent header: a client span per request, named "<METHOD> <path>".
 func WrapTransport(tp trace.TracerProvider) func(http.RoundTripper) http.RoundTripper {
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return otelhttp.NewTransport(rt, otelhttp.WithTracerProvider(orGlobal(tp)),
+		return otelhttp.NewTransport(rt, otelhttp.WithTracerProvider(orGlobal(tp)), otelhttp.WithPropagators(Propagator),
 			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }))
 	}
 }
@@ -148,12 +153,12 @@ func WrapTransport(tp trace.TracerProvider) func(http.RoundTripper) http.RoundTr
 // GRPCClientOption traces a gRPC client's calls (CRI, etcd): a client span per RPC named
 // after the full method, e.g. "runtime.v1.RuntimeService/RunPodSandbox".
 func GRPCClientOption(tp trace.TracerProvider) grpc.DialOption {
-	return grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(orGlobal(tp))))
+	return grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(orGlobal(tp)), otelgrpc.WithPropagators(Propagator)))
 }
 
 // GRPCServerOption traces a gRPC server's calls (the built-in CRI runtimes).
 func GRPCServerOption(tp trace.TracerProvider) grpc.ServerOption {
-	return grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(orGlobal(tp))))
+	return grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(orGlobal(tp)), otelgrpc.WithPropagators(Propagator)))
 }
 
 func orGlobal(tp trace.TracerProvider) trace.TracerProvider {
