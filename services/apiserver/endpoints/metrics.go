@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"skiff.dev/services/apiserver/registry/rest"
 )
 
 // metrics are the apiserver's Prometheus metrics, named and labelled as kube-apiserver's
@@ -42,13 +44,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// kubeVerb names a request as kube-apiserver's metrics do: LIST and WATCH apart from GET.
+// kubeVerb names a request as kube-apiserver's metrics do: LIST and WATCH apart from GET,
+// CONNECT for a stream subresource (pods/exec, attach, portforward, log).
 func kubeVerb(r *http.Request, req *request) string {
 	switch {
 	case r.Method == http.MethodGet && req.Name == "" && isWatch(r):
 		return "WATCH"
 	case r.Method == http.MethodGet && req.Name == "":
 		return "LIST"
+	}
+	if _, ok := req.storage.(rest.Connecter); ok && req.Subresource != "" {
+		return "CONNECT"
 	}
 	return r.Method
 }
@@ -74,14 +80,17 @@ func scopeOf(req *request) string {
 func (m *metrics) instrument(w http.ResponseWriter, r *http.Request, req *request, serve func(http.ResponseWriter)) {
 	verb := kubeVerb(r, req)
 	lv := []string{verb, req.gvr.Group, req.gvr.Version, req.gvr.Resource, req.Subresource, scopeOf(req), "apiserver"}
-	if verb == "WATCH" {
+	// Watches and streams (exec, attach, port-forward, log) are long-running,
+	// as kube-apiserver counts them: in a gauge, not in the latency histogram.
+	longRunning := verb == "WATCH" || verb == "CONNECT"
+	if longRunning {
 		m.longRunning.WithLabelValues(lv...).Inc()
 		defer m.longRunning.WithLabelValues(lv...).Dec()
 	}
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 	start := time.Now()
 	serve(rec)
-	if verb != "WATCH" {
+	if !longRunning {
 		m.duration.WithLabelValues(lv...).Observe(time.Since(start).Seconds())
 	}
 	m.requests.WithLabelValues(append(lv, strconv.Itoa(rec.code))...).Inc()
