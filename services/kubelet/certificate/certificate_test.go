@@ -11,7 +11,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -374,4 +376,57 @@ func TestServingCertificateForTheNodesAddresses(t *testing.T) {
 		t.Fatalf("TLS handshake with the kubelet's serving certificate: %v", err)
 	}
 	_ = conn.Close()
+}
+
+// TestManagersStopWithTheirContext runs the TLS bootstrap with client rotation and a
+// serving certificate, cancels their context, and checks that none of this package's
+// goroutines (the rotation check of UpdateTransport) outlives it. client-go's Manager is
+// left out: after Stop, its run loop stays parked in the wait for the next rotation
+// deadline (certificate_manager.go selects on that timer and templateChanged only) until
+// the deadline passes, which it does not observe the context for.
+func TestManagersStopWithTheirContext(t *testing.T) {
+	s := apiservertest.StartServer(t)
+	startSigner(t, s, true)
+	p := newPaths(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg, m, err := certificate.NewClientConfig(ctx, certificate.ClientOptions{
+		NodeName: nodeName, KubeconfigPath: p.kubeconfig, BootstrapKubeconfigPath: p.bootstrap, CertDir: p.certDir, RotateCertificates: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addresses := []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: nodeName}}
+	if _, err := certificate.StartServing(ctx, newClient(t, cfg), nodeName, p.certDir, addresses, s.CA.CertPEM); err != nil {
+		t.Fatal(err)
+	}
+	if m.Current() == nil {
+		t.Fatal("no client certificate")
+	}
+	cancel()
+	var leaked []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if leaked = certificateGoroutines(); len(leaked) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(leaked) > 0 {
+		t.Fatalf("%d goroutines outlived their context:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+	}
+}
+
+// certificateGoroutines returns the stacks of goroutines running this package's code.
+func certificateGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:goruntime.Stack(buf, true)]
+	var found []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "TestManagersStopWithTheirContext") {
+			continue
+		}
+		if strings.Contains(g, "skiff.dev/services/kubelet/certificate.") {
+			found = append(found, g)
+		}
+	}
+	return found
 }
