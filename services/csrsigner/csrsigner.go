@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -104,15 +105,23 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	// A kubelet-serving request may wait for its Node to exist or to report the
-	// addresses it names: look at the node's pending requests again when it changes.
+	// addresses it names: look at the node's pending requests again when it appears or
+	// its addresses change (not at every status heartbeat).
 	nodeChanged := func(obj any) {
 		if node, ok := obj.(*corev1.Node); ok {
 			c.enqueuePendingServing(node.Name)
 		}
 	}
 	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    nodeChanged,
-		UpdateFunc: func(_, obj any) { nodeChanged(obj) },
+		AddFunc: nodeChanged,
+		UpdateFunc: func(old, obj any) {
+			oldNode, ok1 := old.(*corev1.Node)
+			node, ok2 := obj.(*corev1.Node)
+			if ok1 && ok2 && equality.Semantic.DeepEqual(oldNode.Status.Addresses, node.Status.Addresses) {
+				return
+			}
+			nodeChanged(obj)
+		},
 	}); err != nil {
 		return nil, err
 	}

@@ -221,3 +221,33 @@ func TestNodeServingCertificateForItsOwnAddresses(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestServingRequestIsApprovedOnceTheNodeReportsItsAddress(t *testing.T) {
+	s := apiservertest.StartServer(t)
+	c := startSigner(t, s, true, 0)
+	ctx := context.Background()
+	nodeA := clientFor(t, s.ClientConfig("system:node:a", NodesGroup))
+	node, err := nodeA.CoreV1().Nodes().Create(ctx, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "a.internal"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, nodeA, "a-serving", certificatesv1.KubeletServingSignerName, servingUsages, nodeAServing, nil)
+	signer := certificatesv1.KubeletServingSignerName
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return testutil.ToFloat64(c.metrics.leftPending.WithLabelValues(signer)) >= 1, nil
+	}); err != nil {
+		t.Fatalf("the approver never decided: %v", err)
+	}
+
+	node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.1"})
+	if _, err := nodeA.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	csr := waitFor(t, nodeA, "a-serving", issued)
+	if !hasCondition(csr, certificatesv1.CertificateApproved) {
+		t.Fatalf("conditions %+v", csr.Status.Conditions)
+	}
+}

@@ -17,11 +17,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -49,6 +52,10 @@ const (
 	bootstrapWaitTimeout = time.Hour
 )
 
+// requestBackoff spaces the attempts to create the bootstrap request: 1 s doubling to
+// 30 s, with 10 % jitter, until the context ends.
+var requestBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 30 * time.Second}
+
 // Subject names of kubelet identities (DESIGN.md, "Identities").
 const (
 	nodeUserPrefix = "system:node:"
@@ -61,8 +68,9 @@ const (
 // (signer kubernetes.io/kube-apiserver-client-kubelet, CN system:node:<nodeName>,
 // O system:nodes, an ECDSA P-256 key) with the credentials of bootstrapPath, waits up to
 // an hour for it to be approved and issued, stores key and certificate in certDir
-// (kubelet-client-current.pem) and writes kubeconfigPath pointing at them. ctx ends the
-// wait early. Errors: an unreadable bootstrap kubeconfig, a denied or failed request, a
+// (kubelet-client-current.pem) and writes kubeconfigPath pointing at them. Creating the
+// request is retried with backoff while the apiserver does not take it; ctx ends the
+// waits early. Errors: an unreadable bootstrap kubeconfig, a denied or failed request, a
 // timeout. Mirrors bootstrap.LoadClientCert.
 func LoadClientCert(ctx context.Context, kubeconfigPath, bootstrapPath, certDir, nodeName string, logger *slog.Logger) error {
 	if logger == nil {
@@ -132,9 +140,21 @@ func requestNodeCertificate(ctx context.Context, client kubernetes.Interface, ke
 	if err != nil {
 		return nil, err
 	}
-	reqName, reqUID, err := csr.RequestCertificateWithContext(ctx, client, csrData, name, certificatesv1.KubeAPIServerClientKubeletSignerName, nil, usages, privateKey)
+	// The apiserver may not answer yet (or the token not be known yet): ask again with
+	// backoff, as every skiff service does with its peers, until ctx ends.
+	var reqName string
+	var reqUID types.UID
+	err = wait.ExponentialBackoffWithContext(ctx, requestBackoff, func(ctx context.Context) (bool, error) {
+		var err error
+		reqName, reqUID, err = csr.RequestCertificateWithContext(ctx, client, csrData, name, certificatesv1.KubeAPIServerClientKubeletSignerName, nil, usages, privateKey)
+		if err != nil {
+			logger.Warn("creating the certificate signing request; will retry", "csr", name, "err", err)
+			return false, nil
+		}
+		return true, nil
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("create certificate signing request %s: %w", name, err)
 	}
 	logger.Info("waiting for the client certificate to be approved and issued", "csr", reqName)
 	ctx, cancel := context.WithTimeout(ctx, bootstrapWaitTimeout)

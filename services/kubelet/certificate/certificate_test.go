@@ -1,6 +1,7 @@
 package certificate_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -8,12 +9,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -429,4 +432,54 @@ func certificateGoroutines() []string {
 		}
 	}
 	return found
+}
+
+// logBuffer collects log output across goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestBootstrapRetriesUntilTheAPIServerAnswers(t *testing.T) {
+	s := apiservertest.StartServer(t)
+	startSigner(t, s, true)
+	p := newPaths(t, s)
+	s.StopAPIServer()
+	logs := &logBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() {
+		done <- certificate.LoadClientCert(ctx, p.kubeconfig, p.bootstrap, p.certDir, nodeName, slog.New(slog.NewTextHandler(logs, nil)))
+	}()
+	poll(t, "a failed attempt while the apiserver is down", func() bool { return strings.Contains(logs.String(), "will retry") })
+	select {
+	case err := <-done:
+		t.Fatalf("bootstrap gave up while the apiserver was down: %v", err)
+	default:
+	}
+	s.RestartAPIServer()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("bootstrap did not finish once the apiserver was back; logs:\n%s", logs)
+	}
+	if u := whoami(t, loadKubeconfig(t, p.kubeconfig)); u.Username != "system:node:"+nodeName {
+		t.Fatalf("kubeconfig authenticates as %+v", u)
+	}
 }
