@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -236,6 +239,16 @@ func TestRecorderBufferDropsOldestWhenFull(t *testing.T) {
 	}
 	if r.Dropped() != 2 || r.Pending() != 3 {
 		t.Fatalf("dropped %d, pending %d; want 2 and 3", r.Dropped(), r.Pending())
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r.Metrics())
+	const want = `
+# HELP skiff_events_dropped_total Events dropped because the recorder's buffer was full while NATS or the apiserver was unreachable.
+# TYPE skiff_events_dropped_total counter
+skiff_events_dropped_total{component="kubelet"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "skiff_events_dropped_total"); err != nil {
+		t.Fatal(err)
 	}
 }
 
