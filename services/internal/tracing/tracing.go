@@ -135,15 +135,30 @@ func Tracer(tp trace.TracerProvider, name string) trace.Tracer {
 }
 
 // Handler wraps an HTTP server's handler in otelhttp: one server span per request,
-// continuing the caller's traceparent, named "<METHOD> <route>".
+// continuing the caller's traceparent, named "<METHOD> <path>". With tracing off (a no-op
+// Provider) it only puts the caller's traceparent into the request's context, so the
+// trace still reaches what the request stores (a pod's skiff.dev/traceparent).
 func Handler(h http.Handler, tp trace.TracerProvider, operation string) http.Handler {
+	if isNoop(tp) {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("traceparent") != "" {
+				r = r.WithContext(Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
 	return otelhttp.NewHandler(h, operation, otelhttp.WithTracerProvider(orGlobal(tp)), otelhttp.WithPropagators(Propagator),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }))
 }
 
 // WrapTransport returns a client-go rest.Config.WrapTransport that traces every request
 // and injects the traceparent header: a client span per request, named "<METHOD> <path>".
+// With tracing off (a no-op Provider) it only injects the traceparent of the request's
+// context, when there is one.
 func WrapTransport(tp trace.TracerProvider) func(http.RoundTripper) http.RoundTripper {
+	if isNoop(tp) {
+		return func(rt http.RoundTripper) http.RoundTripper { return propagatingTransport{rt} }
+	}
 	return func(rt http.RoundTripper) http.RoundTripper {
 		return otelhttp.NewTransport(rt, otelhttp.WithTracerProvider(orGlobal(tp)), otelhttp.WithPropagators(Propagator),
 			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }))
@@ -159,6 +174,29 @@ func GRPCClientOption(tp trace.TracerProvider) grpc.DialOption {
 // GRPCServerOption traces a gRPC server's calls (the built-in CRI runtimes).
 func GRPCServerOption(tp trace.TracerProvider) grpc.ServerOption {
 	return grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(orGlobal(tp)), otelgrpc.WithPropagators(Propagator)))
+}
+
+// isNoop reports whether tp is known to record nothing: then the HTTP wrappers only
+// propagate, at the cost of a header lookup.
+func isNoop(tp trace.TracerProvider) bool {
+	switch p := tp.(type) {
+	case *Provider:
+		return !p.Enabled()
+	case noop.TracerProvider:
+		return true
+	}
+	return false
+}
+
+// propagatingTransport injects the traceparent of the request's context.
+type propagatingTransport struct{ rt http.RoundTripper }
+
+func (t propagatingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if trace.SpanContextFromContext(r.Context()).IsValid() {
+		r = r.Clone(r.Context())
+		Propagator.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
+	}
+	return t.rt.RoundTrip(r)
 }
 
 func orGlobal(tp trace.TracerProvider) trace.TracerProvider {

@@ -2,6 +2,8 @@ package tracing
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -129,3 +131,37 @@ func TestSamplerDropsRootClientSpans(t *testing.T) {
 		})
 	}
 }
+
+func TestTracingOffStillPropagates(t *testing.T) {
+	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	var seen trace.SpanContext
+	h := Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		seen = trace.SpanContextFromContext(r.Context())
+	}), Noop(), "test")
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/pods", nil)
+	req.Header.Set("traceparent", traceparent)
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if seen.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Fatalf("handler saw trace %s", seen.TraceID())
+	}
+
+	var sent string
+	rt := WrapTransport(Noop())(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		sent = r.Header.Get("traceparent")
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+	}))
+	out, _ := http.NewRequestWithContext(trace.ContextWithRemoteSpanContext(context.Background(), seen), http.MethodGet, "http://x/", nil)
+	if _, err := rt.RoundTrip(out); err != nil {
+		t.Fatal(err)
+	}
+	if sent != traceparent {
+		t.Fatalf("transport sent traceparent %q, want %q", sent, traceparent)
+	}
+	if out.Header.Get("traceparent") != "" {
+		t.Fatal("transport modified the caller's request")
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
