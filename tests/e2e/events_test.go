@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -94,6 +97,46 @@ func TestEventsWithKubectl(t *testing.T) {
 		for _, name := range strings.Fields(out) {
 			if !strings.HasPrefix(name, "event/huge.") {
 				t.Errorf("type=Warning returned %s", name)
+			}
+		}
+	})
+
+	t.Run("get events -w streams a new pod's events as they happen", func(t *testing.T) {
+		wctx, wcancel := context.WithTimeout(ctx, 90*time.Second)
+		defer wcancel()
+		watch := exec.CommandContext(wctx, kubectlPath(t), "get", "events", "-w", "--field-selector", "involvedObject.name=later")
+		watch.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig, "KUBECACHEDIR="+c.cacheDir)
+		stdout, err := watch.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := watch.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { wcancel(); _ = watch.Wait() }()
+		lines := make(chan string)
+		go func() {
+			defer close(lines)
+			scanner := bufio.NewScanner(stdout)
+			for scanner.Scan() {
+				lines <- scanner.Text()
+			}
+		}()
+		time.Sleep(time.Second) // let the watch start before the pod exists
+		c.mustKubectl(ctx, "run", "later", "--image=busybox:events")
+		var seen []string
+		for {
+			select {
+			case line, ok := <-lines:
+				if !ok {
+					t.Fatalf("kubectl get events -w ended; saw:\n%s", strings.Join(seen, "\n"))
+				}
+				seen = append(seen, line)
+				if strings.Contains(line, "Started") && strings.Contains(line, "pod/later") {
+					return
+				}
+			case <-wctx.Done():
+				t.Fatalf("no Started event for pod/later within 90s; saw:\n%s", strings.Join(seen, "\n"))
 			}
 		}
 	})
