@@ -341,18 +341,27 @@ func (s *stack) testNodesReady(t *testing.T) {
 	}
 }
 
-// spreadManifest is a List of spreadPods pods, each a shell that prints a line and
+// spreadManifest is a YAML stream of spreadPods pods, each a shell that prints a line and
 // sleeps, with a small CPU request so the scheduler's least-allocated score spreads them.
 func spreadManifest() string {
-	var items []string
+	var docs []string
 	for i := 0; i < spreadPods; i++ {
-		items = append(items, fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod",
- "metadata":{"name":"spread-%d","labels":{"app":"spread"}},
- "spec":{"terminationGracePeriodSeconds":1,"containers":[{"name":"main","image":"busybox",
-  "command":["sh","-c","echo started spread-%d; exec sleep 3600"],
-  "resources":{"requests":{"cpu":"10m","memory":"8Mi"}}}]}}`, i, i))
+		docs = append(docs, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: spread-%d
+  labels: {app: spread}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: busybox
+    command: [sh, -c, "echo started spread-%d; exec sleep 3600"]
+    resources:
+      requests: {cpu: 10m, memory: 8Mi}
+`, i, i))
 	}
-	return `{"apiVersion":"v1","kind":"List","items":[` + strings.Join(items, ",") + `]}`
+	return strings.Join(docs, "---\n")
 }
 
 // spreadPods lists the pods of spreadManifest.
