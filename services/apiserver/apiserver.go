@@ -271,7 +271,8 @@ func New(cfg Config) (_ *APIServer, err error) {
 	})
 	s.handler = tracing.Handler(s.handler, cfg.TracerProvider, "apiserver")
 	if cfg.NATSURL != "" {
-		if s.eventSink, err = eventsink.New(eventsink.Config{NATSURL: cfg.NATSURL, Events: events}); err != nil {
+		if s.eventSink, err = eventsink.New(eventsink.Config{NATSURL: cfg.NATSURL, Events: events,
+			Admission: admission.NamespaceLifecycle{Namespaces: namespaces}}); err != nil {
 			s.stopCaches()
 			return nil, err
 		}

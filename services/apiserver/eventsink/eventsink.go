@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"skiff.dev/services/apiserver/admission"
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/rest"
 	"skiff.dev/services/internal/events"
@@ -51,6 +52,10 @@ type Config struct {
 	NATSOptions []nats.Option
 	// Events is the events registry store events are persisted through.
 	Events *registry.Store
+	// Admission, when set, admits each new event as a POST would be (NamespaceLifecycle:
+	// no events in a namespace that is missing or being deleted); a rejected event is
+	// dropped.
+	Admission admission.Interface
 }
 
 // Sink consumes events from JetStream and persists them.
@@ -183,9 +188,10 @@ func (s *Sink) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 }
 
-// permanent reports errors a retry cannot fix.
+// permanent reports errors a retry cannot fix: an invalid event, or one admission
+// refused (its namespace is missing or being deleted).
 func permanent(err error) bool {
-	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
 }
 
 // Record persists ev: it creates it, or, when an event with the same AggregateKey exists
@@ -209,6 +215,14 @@ func (s *Sink) Record(ctx context.Context, ev *corev1.Event) error {
 	ev.ResourceVersion, ev.UID = "", ""
 	if ev.Count == 0 {
 		ev.Count = 1
+	}
+	if s.cfg.Admission != nil {
+		if err := s.cfg.Admission.Admit(ctx, admission.Attributes{
+			Operation: admission.Create, Resource: corev1.SchemeGroupVersion.WithResource("events"),
+			Namespace: ev.Namespace, Name: ev.Name, Object: ev,
+		}); err != nil {
+			return err
+		}
 	}
 	_, err = s.cfg.Events.Create(ctx, ev.Namespace, ev, &metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {

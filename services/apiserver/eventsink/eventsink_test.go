@@ -283,3 +283,23 @@ func TestEventsLiveOneHourInEtcd(t *testing.T) {
 		t.Fatalf("lease TTL %d s, want at least an hour", ttl.TTL)
 	}
 }
+
+func TestEventsInAMissingNamespaceAreDropped(t *testing.T) {
+	ns := startNATS(t, t.TempDir(), 0)
+	t.Cleanup(ns.Shutdown)
+	srv := apiservertest.StartServer(t, func(c *apiserver.Config) { c.NATSURL = ns.ClientURL() })
+	client := kubernetes.NewForConfigOrDie(srv.Config)
+	r := startRecorder(t, events.Config{Component: "kubelet", NATSURL: ns.ClientURL()})
+
+	r.Event(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "ghost", Namespace: "nope", UID: "uid-ghost"}}, corev1.EventTypeNormal, "Started", "x")
+	// Events are consumed in order: once this one is stored, the first was handled.
+	r.Event(pod("after"), corev1.EventTypeNormal, "Started", "x")
+	waitForEvents(t, client, "after", 1, 20*time.Second)
+	list, err := client.CoreV1().Events("nope").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 0 {
+		t.Fatalf("%d events stored in a namespace that does not exist", len(list.Items))
+	}
+}
