@@ -303,3 +303,23 @@ func TestEventsInAMissingNamespaceAreDropped(t *testing.T) {
 		t.Fatalf("%d events stored in a namespace that does not exist", len(list.Items))
 	}
 }
+
+func TestRecorderDeliversWhatIsBufferedWhenItStops(t *testing.T) {
+	srv := apiservertest.StartServer(t)
+	client := kubernetes.NewForConfigOrDie(srv.Config)
+	r, err := events.New(events.Config{Component: "kubelet", Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Event(pod("last"), corev1.EventTypeNormal, "Killing", "Stopping container last")
+	r.Event(pod("last"), corev1.EventTypeNormal, "Started", "x")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // stopping already: Run only drains
+	if err := r.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r.Pending() != 0 {
+		t.Fatalf("%d events left after Run", r.Pending())
+	}
+	waitForEvents(t, client, "last", 2, 5*time.Second)
+}

@@ -247,8 +247,9 @@ func (r *Recorder) done(ev *corev1.Event) {
 }
 
 // Run delivers buffered events until ctx ends, in order, retrying each with backoff
-// (capped at 5 s) while NATS or the apiserver is unreachable. It returns nil when ctx
-// ends; an event still buffered then is lost.
+// (capped at 5 s) while NATS or the apiserver is unreachable. When ctx ends it tries
+// for up to DrainTimeout to deliver what is still buffered (a component's last events,
+// such as Killing on shutdown), then returns nil; what is left then is lost.
 func (r *Recorder) Run(ctx context.Context) error {
 	deliver := r.post
 	if r.cfg.NATSURL != "" {
@@ -259,6 +260,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 		defer p.close()
 		deliver = p.publish
 	}
+	defer r.drain(deliver)
 	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Second}
 	for {
 		ev := r.peek()
@@ -284,6 +286,23 @@ func (r *Recorder) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Second}
+		r.sent.Inc()
+		r.done(ev)
+	}
+}
+
+// DrainTimeout bounds the last delivery attempt when Run's context ends.
+const DrainTimeout = 2 * time.Second
+
+// drain delivers buffered events until none is left, one fails, or DrainTimeout passes.
+func (r *Recorder) drain(deliver func(context.Context, *corev1.Event) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
+	defer cancel()
+	for ev := r.peek(); ev != nil; ev = r.peek() {
+		if err := deliver(ctx, ev); err != nil {
+			r.log.Warn("stopping with undelivered events", "pending", r.Pending(), "err", err)
+			return
+		}
 		r.sent.Inc()
 		r.done(ev)
 	}
