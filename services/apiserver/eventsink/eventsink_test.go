@@ -3,6 +3,7 @@ package eventsink_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -322,4 +323,45 @@ func TestRecorderDeliversWhatIsBufferedWhenItStops(t *testing.T) {
 		t.Fatalf("%d events left after Run", r.Pending())
 	}
 	waitForEvents(t, client, "last", 2, 5*time.Second)
+}
+
+// TestReplicasShareTheConsumer runs a second apiserver over the same etcd: both bind to
+// the durable consumer, and every event is stored exactly once.
+func TestReplicasShareTheConsumer(t *testing.T) {
+	ns := startNATS(t, t.TempDir(), 0)
+	t.Cleanup(ns.Shutdown)
+	srv := apiservertest.StartServer(t, func(c *apiserver.Config) { c.NATSURL = ns.ClientURL() })
+	client := kubernetes.NewForConfigOrDie(srv.Config)
+
+	etcdClient, err := srv.Etcd.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = etcdClient.Close() })
+	cfg, err := apiserver.ConfigFromPKI(srv.PKIDir, etcdClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.NATSURL = ns.ClientURL()
+	second, err := apiserver.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = second.Serve(ctx, l) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	r := startRecorder(t, events.Config{Component: "kubelet", NATSURL: ns.ClientURL()})
+	const total = 200
+	for i := range total {
+		r.Event(pod("shared"), corev1.EventTypeNormal, "Tick", fmt.Sprintf("tick %d", i))
+	}
+	waitForEvents(t, client, "shared", total, 30*time.Second)
+	time.Sleep(500 * time.Millisecond) // a duplicate would show up by now
+	waitForEvents(t, client, "shared", total, time.Second)
 }
