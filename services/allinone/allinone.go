@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -16,14 +17,20 @@ import (
 	"sync"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"skiff.dev/services/apiserver"
+	"skiff.dev/services/csrsigner"
 	"skiff.dev/services/internal/embedetcd"
 	"skiff.dev/services/internal/pki"
+	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet"
+	"skiff.dev/services/kubelet/certificate"
 	criruntime "skiff.dev/services/runtime"
 	"skiff.dev/services/runtime/process"
 	"skiff.dev/services/runtime/sim"
@@ -54,6 +61,20 @@ type Config struct {
 	Runtime Runtime
 	// NodeName is the kubelet's node; "" means the host name.
 	NodeName string
+	// ManualCSRApproval turns csr-signer's auto-approval off: every
+	// CertificateSigningRequest waits for `kubectl certificate approve`.
+	ManualCSRApproval bool
+	// ExecProxyPort is exec-proxy's port (DESIGN.md: 10443); 0 picks a free one.
+	ExecProxyPort int
+	// KubeletPort is the kubelet API's port (10250); 0 picks a free one.
+	KubeletPort int
+	// NATSPort is the embedded NATS server's client port (4222) events travel through;
+	// 0 picks a free one; -1 runs no NATS, and components POST their events instead.
+	NATSPort int
+	// TraceExporter, when set, receives every service's spans (tests use
+	// tracetest.InMemoryExporter); otherwise spans go over OTLP when
+	// OTEL_EXPORTER_OTLP_ENDPOINT is set, and nowhere when it is not.
+	TraceExporter sdktrace.SpanExporter
 }
 
 // Cluster is a running all-in-one.
@@ -62,6 +83,8 @@ type Cluster struct {
 	Kubeconfig string
 	// APIServerURL is the apiserver's base URL.
 	APIServerURL string
+	// NATSURL is the embedded NATS server's URL; "" when it runs without NATS.
+	NATSURL string
 }
 
 // Start brings every service up and returns once the apiserver serves; the services run
@@ -104,7 +127,12 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		return nil, nil, err
 	}
 	stops = append(stops, etcd.Close)
-	etcdClient, err := etcd.Client()
+	obs, err := startObservability(ctx, cfg, dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, obs.stop)
+	etcdClient, err := etcd.Client(tracing.GRPCClientOption(obs.apiserver))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -129,6 +157,14 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	if err != nil {
 		return nil, nil, err
 	}
+	apiConfig.NATSURL, apiConfig.TracerProvider = obs.natsURL, obs.apiserver
+	// exec, attach, port-forward and logs: apiserver → exec-proxy → kubelet.
+	streams, err := listenExecProxy(pkiDir, ca, cfg.BindAddress, cfg.ExecProxyPort)
+	if err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, func() { _ = streams.listener.Close() })
+	apiConfig.ExecProxyURL = streams.URL // ConfigFromPKI set ProxyClientTLS
 	api, err := apiserver.New(apiConfig)
 	if err != nil {
 		return nil, nil, err
@@ -147,7 +183,7 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	runCtx, cancel := context.WithCancel(ctx)
 	stops = append(stops, cancel)
 	var wg sync.WaitGroup
-	errs := make(chan error, 8)
+	errs := make(chan error, 16) // one per service, with room to spare
 	run := func(name string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -164,16 +200,47 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		return nil, nil, err
 	}
 
-	client, err := kubernetes.NewForConfig(clientConfig(pki.Scheduler))
+	client, err := kubernetes.NewForConfig(traced(clientConfig(pki.Scheduler), obs.scheduler))
 	if err != nil {
 		return nil, nil, err
 	}
+	schedEvents, err := obs.recorder(scheduler.DefaultSchedulerName, "", client)
+	if err != nil {
+		return nil, nil, err
+	}
+	run("scheduler-events", schedEvents.Run)
 
-	sched, err := scheduler.New(scheduler.Config{Client: client})
+	sched, err := scheduler.New(scheduler.Config{Client: client, Recorder: schedEvents, TracerProvider: obs.scheduler})
 	if err != nil {
 		return nil, nil, err
 	}
 	run("scheduler", sched.Run)
+
+	// csr-signer approves and signs kubelet certificates with the cluster CA.
+	signerClient, err := kubernetes.NewForConfig(clientConfig(pki.CSRSigner))
+	if err != nil {
+		return nil, nil, err
+	}
+	signerEvents, err := obs.recorder("csr-signer", "", signerClient)
+	if err != nil {
+		return nil, nil, err
+	}
+	run("csr-signer-events", signerEvents.Run)
+	signer, err := csrsigner.New(csrsigner.Config{Client: signerClient, CA: ca, AutoApprove: !cfg.ManualCSRApproval, Recorder: signerEvents})
+	if err != nil {
+		return nil, nil, err
+	}
+	run("csr-signer", signer.Run)
+
+	execProxyClient, err := kubernetes.NewForConfig(clientConfig(pki.ExecProxy))
+	if err != nil {
+		return nil, nil, err
+	}
+	serveExecProxy, err := streams.execProxy(execProxyClient)
+	if err != nil {
+		return nil, nil, err
+	}
+	run("exec-proxy", serveExecProxy)
 
 	socket := filepath.Join(dataDir, "run", string(cfg.Runtime)+".sock")
 	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
@@ -193,27 +260,65 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		run("runtime", func(ctx context.Context) error { return criruntime.Serve(ctx, socket, rt, rt) })
 	}
 
-	// The node's identity, system:node:<name> in system:nodes.
-	nodeCert, err := ca.IssueClient("system:node:"+cfg.NodeName, []string{"system:nodes"}, 0)
+	// The kubelet joins as any other would: with only the bootstrap kubeconfig it asks for
+	// its client certificate (system:node:<name>) through a CertificateSigningRequest, and
+	// for its serving certificate the same way; csr-signer approves and signs both. With
+	// manual approval it waits here, in the background, for `kubectl certificate approve`.
+	kubeletDir := filepath.Join(dataDir, "kubelet")
+	kubeletAddr, nodeIP, _, err := streams.kubeletServer(cfg.NodeName, cfg.BindAddress, cfg.KubeletPort)
 	if err != nil {
 		return nil, nil, err
 	}
-	nodeConfig := &rest.Config{Host: apiURL, QPS: 100, Burst: 200, UserAgent: "skiff-kubelet",
-		TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM, CertData: nodeCert.CertPEM, KeyData: nodeCert.KeyPEM}}
-	nodeClient, err := kubernetes.NewForConfig(nodeConfig)
-	if err != nil {
+	// The kubeconfig a restart reuses names this start's apiserver URL; a new port makes
+	// it stale, and the kubelet bootstraps again.
+	if err := dropStaleKubeconfig(filepath.Join(kubeletDir, "kubelet.kubeconfig"), apiURL); err != nil {
 		return nil, nil, err
 	}
-	kl, err := kubelet.New(kubelet.Config{
-		NodeName:        cfg.NodeName,
-		Client:          nodeClient,
-		RuntimeEndpoint: "unix://" + socket,
-		RootDir:         filepath.Join(dataDir, "kubelet"),
+	if err := writeBootstrapKubeconfig(filepath.Join(kubeletDir, "bootstrap-kubelet.kubeconfig"), apiURL, pkiDir); err != nil {
+		return nil, nil, err
+	}
+	run("kubelet", func(ctx context.Context) error {
+		nodeConfig, _, err := certificate.NewClientConfig(ctx, certificate.ClientOptions{
+			NodeName:                cfg.NodeName,
+			KubeconfigPath:          filepath.Join(kubeletDir, "kubelet.kubeconfig"),
+			BootstrapKubeconfigPath: filepath.Join(kubeletDir, "bootstrap-kubelet.kubeconfig"),
+			CertDir:                 filepath.Join(kubeletDir, "pki"),
+			RotateCertificates:      true,
+		})
+		if err != nil {
+			return fmt.Errorf("TLS bootstrap: %w", err)
+		}
+		nodeConfig.QPS, nodeConfig.Burst, nodeConfig.UserAgent = 100, 200, "skiff-kubelet"
+		nodeClient, err := kubernetes.NewForConfig(traced(nodeConfig, obs.kubelet))
+		if err != nil {
+			return err
+		}
+		kubeletEvents, err := obs.recorder("kubelet", cfg.NodeName, nodeClient)
+		if err != nil {
+			return err
+		}
+		go func() { _ = kubeletEvents.Run(ctx) }()
+		addresses := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}, {Type: corev1.NodeHostName, Address: cfg.NodeName}}
+		kubeletTLS, err := certificate.StartServing(ctx, nodeClient, cfg.NodeName, filepath.Join(kubeletDir, "pki"), addresses, ca.CertPEM)
+		if err != nil {
+			return err
+		}
+		kl, err := kubelet.New(kubelet.Config{
+			NodeName:        cfg.NodeName,
+			Client:          nodeClient,
+			RuntimeEndpoint: "unix://" + socket,
+			RootDir:         kubeletDir,
+			NodeIP:          nodeIP,
+			ServerAddr:      kubeletAddr,
+			ServerTLS:       kubeletTLS,
+			Recorder:        kubeletEvents,
+			TracerProvider:  obs.kubelet,
+		})
+		if err != nil {
+			return err
+		}
+		return kl.Run(ctx)
 	})
-	if err != nil {
-		return nil, nil, err
-	}
-	run("kubelet", kl.Run)
 
 	wait = func() error {
 		wg.Wait()
@@ -225,7 +330,7 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		}
 		return errors.Join(all...)
 	}
-	return &Cluster{Kubeconfig: kubeconfig, APIServerURL: apiURL}, wait, nil
+	return &Cluster{Kubeconfig: kubeconfig, APIServerURL: apiURL, NATSURL: obs.natsURL}, wait, nil
 }
 
 // writeKubeconfig writes the admin kubeconfig for apiURL with the CA and the admin's
@@ -256,3 +361,48 @@ func writeKubeconfig(path, apiURL, pkiDir string) error {
 
 // startupTimeout bounds how long callers should wait for the node to register.
 const startupTimeout = 60 * time.Second
+
+// writeBootstrapKubeconfig writes the kubelet's bootstrap kubeconfig for apiURL: the CA
+// and the first bootstrap token of pkiDir.
+func writeBootstrapKubeconfig(path, apiURL, pkiDir string) error {
+	ca, err := os.ReadFile(filepath.Join(pkiDir, pki.CACertFile))
+	if err != nil {
+		return err
+	}
+	tokens, err := pki.ReadBootstrapTokens(filepath.Join(pkiDir, pki.BootstrapTokenFile))
+	if err != nil {
+		return err
+	}
+	if len(tokens) == 0 {
+		return fmt.Errorf("%s holds no bootstrap token", filepath.Join(pkiDir, pki.BootstrapTokenFile))
+	}
+	data, err := pki.Kubeconfig(apiURL, ca, "kubelet-bootstrap", &clientcmdapi.AuthInfo{Token: tokens[0].String()})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return pki.WriteFileAtomic(path, data, 0o600)
+}
+
+// dropStaleKubeconfig removes the kubelet's kubeconfig when it names another apiserver
+// URL than apiURL (the all-in-one started on another port), so the kubelet bootstraps
+// again instead of dialing a dead address.
+func dropStaleKubeconfig(path, apiURL string) error {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err == nil {
+		if ctx, ok := cfg.Contexts[cfg.CurrentContext]; ok {
+			if cluster, ok := cfg.Clusters[ctx.Cluster]; ok && cluster.Server == apiURL {
+				return nil
+			}
+		}
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}

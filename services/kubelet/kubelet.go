@@ -13,10 +13,12 @@ package kubelet
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,12 +26,16 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet/config"
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/kuberuntime"
@@ -101,10 +107,25 @@ type Config struct {
 	// is renewed every quarter of it.
 	LeaseDuration time.Duration
 	// HealthzAddr, if set, is where a plain-HTTP /healthz is served, e.g.
-	// ":10250"; "" serves nothing.
+	// ":10248"; "" serves nothing.
 	HealthzAddr string
+	// ServerAddr, if set, is where the kubelet API listens (HTTPS: exec,
+	// attach, portForward, containerLogs, healthz; package server), e.g.
+	// ":10250"; its real port is reported in
+	// status.daemonEndpoints.kubeletEndpoint. "" serves none.
+	ServerAddr string
+	// ServerTLS is the kubelet API's TLS config: the serving certificate
+	// (Certificates or GetCertificate) and the cluster CA as ClientCAs;
+	// required with ServerAddr.
+	ServerTLS *tls.Config
 	// Logger receives the kubelet's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Recorder reports the kubelet's events (Pulling, Pulled, Created, Started,
+	// Killing, BackOff, NodeReady, RegisteredNode); nil records none.
+	Recorder record.EventRecorder
+	// TracerProvider traces SyncPod and every CRI call inside the pod's trace;
+	// nil means the global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Kubelet is one node's agent. Several may run in one process: a Kubelet
@@ -119,7 +140,11 @@ type Kubelet struct {
 	syncFrequency             time.Duration
 	nodeStatusUpdateFrequency time.Duration
 	healthzAddr               string
+	serverListener            net.Listener
+	serverTLS                 *tls.Config
 	logger                    *slog.Logger
+	recorder                  record.EventRecorder
+	tracer                    trace.Tracer
 
 	conn                *grpc.ClientConn
 	containerRuntime    *kuberuntime.Manager
@@ -175,9 +200,25 @@ func New(cfg Config) (*Kubelet, error) {
 	}
 	logger = logger.With("component", "kubelet", "node", cfg.NodeName)
 
-	conn, err := kuberuntime.Dial(cfg.RuntimeEndpoint)
+	if cfg.ServerAddr != "" && (cfg.ServerTLS == nil || cfg.ServerTLS.ClientCAs == nil) {
+		return nil, errors.New("kubelet: ServerTLS with ClientCAs is required with ServerAddr")
+	}
+
+	conn, err := kuberuntime.Dial(cfg.RuntimeEndpoint, tracing.GRPCClientOption(cfg.TracerProvider))
 	if err != nil {
 		return nil, fmt.Errorf("kubelet: %w", err)
+	}
+	// The API listens from New on, so the port reported in the node status
+	// is the real one (":0" picks a free port).
+	kubeletPort := int32(KubeletPort)
+	var serverListener net.Listener
+	if cfg.ServerAddr != "" {
+		serverListener, err = net.Listen("tcp", cfg.ServerAddr)
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("kubelet: listen for the kubelet API: %w", err)
+		}
+		kubeletPort = int32(serverListener.Addr().(*net.TCPAddr).Port)
 	}
 
 	kl := &Kubelet{
@@ -190,6 +231,8 @@ func New(cfg Config) (*Kubelet, error) {
 		syncFrequency:             cfg.SyncFrequency,
 		nodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
 		healthzAddr:               cfg.HealthzAddr,
+		serverListener:            serverListener,
+		serverTLS:                 cfg.ServerTLS,
 		logger:                    logger,
 		conn:                      conn,
 		podCache:                  container.NewCache(),
@@ -200,13 +243,20 @@ func New(cfg Config) (*Kubelet, error) {
 		crashLoopBackOff:          flowcontrol.NewBackOff(backOffPeriod, maxContainerBackOff),
 		nodeStatusUpdateCh:        make(chan struct{}, 1),
 	}
+	kl.recorder = cfg.Recorder
+	if kl.recorder == nil {
+		kl.recorder = events.Nop{}
+	}
+	kl.tracer = tracing.Tracer(cfg.TracerProvider, "skiff.dev/services/kubelet")
 	kl.containerRuntime = kuberuntime.NewManager(conn, kuberuntime.Options{
 		PodLogsDirectory: kl.podLogsDir,
 		Logger:           logger,
+		Recorder:         cfg.Recorder,
 	})
 	kl.pleg = pleg.NewGenericPLEG(kl.containerRuntime, kl.podCache, pleg.RelistPeriod, logger)
 	kl.runtimeState.addHealthCheck("PLEG", kl.pleg.Healthy)
 	kl.statusManager = status.NewManager(cfg.Client, kl.podManager, kl, logger)
+	kl.statusManager.Tracer = tracing.Tracer(cfg.TracerProvider, "skiff.dev/services/kubelet/status")
 	kl.podWorkers = podworkers.New(kl, kl.podCache, kl.workQueue, cfg.SyncFrequency, backOffPeriod, logger)
 	kl.podConfig = config.NewPodConfig(cfg.Client, cfg.NodeName, logger)
 	kl.nodeLeaseController = nodelease.NewController(cfg.Client, cfg.NodeName, cfg.LeaseDuration, cfg.LeaseDuration/4, logger)
@@ -216,7 +266,7 @@ func New(cfg Config) (*Kubelet, error) {
 		nodestatus.NodeAddress(kl.nodeIP, kl.nodeName),
 		nodestatus.MachineInfo(machine, machine.Capacity(cfg.Capacity)),
 		nodestatus.VersionInfo(machine, KubeletVersion, kl.runtimeVersion),
-		nodestatus.DaemonEndpoints(KubeletPort),
+		nodestatus.DaemonEndpoints(kubeletPort),
 		nodestatus.GoRuntime(),
 		nodestatus.MemoryPressureCondition(time.Now),
 		nodestatus.DiskPressureCondition(time.Now),
@@ -241,6 +291,9 @@ func (kl *Kubelet) Run(ctx context.Context) error {
 func (kl *Kubelet) run(ctx context.Context) error {
 	defer kl.conn.Close()
 	if err := os.MkdirAll(kl.podLogsDir, 0o755); err != nil {
+		if kl.serverListener != nil {
+			kl.serverListener.Close()
+		}
 		return fmt.Errorf("kubelet: create %s: %w", kl.podLogsDir, err)
 	}
 	kl.logger.Info("starting kubelet", "nodeIP", kl.nodeIP, "rootDir", kl.rootDir)
@@ -261,6 +314,9 @@ func (kl *Kubelet) run(ctx context.Context) error {
 	start(kl.podConfig.Run)
 	if kl.healthzAddr != "" {
 		start(kl.serveHealthz)
+	}
+	if kl.serverListener != nil {
+		start(kl.serveKubeletAPI)
 	}
 
 	kl.syncLoop(ctx, kl.podConfig.Updates(), kl)
@@ -510,6 +566,13 @@ func (kl *Kubelet) PodCouldHaveRunningContainers(uid types.UID) bool {
 // ErrImagePull...); the returned error makes the worker retry after its
 // backoff period. Mirrors Kubelet.SyncPod.
 func (kl *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType, pod *v1.Pod, podStatus *container.PodStatus) (isTerminal bool, err error) {
+	ctx, span := kl.startPodSpan(ctx, "SyncPod", pod, pod.Status.Phase == "" || pod.Status.Phase == v1.PodPending)
+	defer func() {
+		if err != nil && !errors.Is(err, container.ErrCrashLoopBackOff) && !errors.Is(err, container.ErrImagePullBackOff) {
+			tracing.RecordError(span, err)
+		}
+		span.End()
+	}()
 	apiPodStatus := kl.generateAPIPodStatus(pod, podStatus, false)
 	if apiPodStatus.Phase == v1.PodSucceeded || apiPodStatus.Phase == v1.PodFailed {
 		kl.statusManager.SetPodStatus(pod, apiPodStatus)
@@ -563,7 +626,12 @@ func syncError(result container.PodSyncResult) error {
 // caches the pod's final status (terminal phase). The status manager holds
 // the terminal phase back from the API until the worker completes. Mirrors
 // Kubelet.SyncTerminatingPod.
-func (kl *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, podStatus *container.PodStatus, gracePeriod *int64) error {
+func (kl *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, podStatus *container.PodStatus, gracePeriod *int64) (err error) {
+	ctx, span := kl.startPodSpan(ctx, "SyncTerminatingPod", pod, false)
+	defer func() {
+		tracing.RecordError(span, err)
+		span.End()
+	}()
 	kl.logger.Info("terminating pod", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "gracePeriod", ptrValue(gracePeriod))
 	kl.statusManager.SetPodStatus(pod, kl.generateAPIPodStatus(pod, podStatus, false))
 

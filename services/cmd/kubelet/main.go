@@ -12,20 +12,31 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet"
+	"skiff.dev/services/kubelet/certificate"
+	"skiff.dev/services/kubelet/nodestatus"
 )
 
 func main() {
 	hostname, _ := os.Hostname()
 	nodeName := flag.String("node-name", strings.ToLower(hostname), "name of the Node object this kubelet registers")
-	kubeconfig := flag.String("kubeconfig", "", "path to a kubeconfig file; empty uses the in-cluster configuration")
+	kubeconfig := flag.String("kubeconfig", "", "path to the kubelet's kubeconfig, written by the TLS bootstrap when --bootstrap-kubeconfig is set; empty uses the in-cluster configuration")
+	bootstrapKubeconfig := flag.String("bootstrap-kubeconfig", "", "kubeconfig with a bootstrap token, used to request a client certificate (CSR) when --kubeconfig is missing or expired")
+	certDir := flag.String("cert-dir", "", "directory of the kubelet's key pairs (kubelet-client-current.pem, kubelet-server-current.pem); empty means <root-dir>/pki")
+	rotateCertificates := flag.Bool("rotate-certificates", true, "renew the client certificate through a new CertificateSigningRequest before it expires")
+	rotateServerCertificates := flag.Bool("rotate-server-certificates", true, "without --tls-cert-file, request the kubelet API's serving certificate from the cluster (signer kubernetes.io/kubelet-serving) and renew it")
 	endpoint := flag.String("container-runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI runtime socket (unix:///path or a path)")
 	rootDir := flag.String("root-dir", kubelet.DefaultRootDir, "directory for kubelet state and pod logs")
 	nodeIP := flag.String("node-ip", "", "IP address reported for the node; empty picks the first non-loopback IPv4")
@@ -34,13 +45,34 @@ func main() {
 	port := flag.Int("port", kubelet.KubeletPort, "kubelet API HTTPS port")
 	tlsCertFile := flag.String("tls-cert-file", "", "kubelet API serving certificate; empty serves no kubelet API")
 	tlsKeyFile := flag.String("tls-private-key-file", "", "kubelet API serving key")
-	clientCAFile := flag.String("client-ca-file", "", "cluster CA verifying the kubelet API's clients (exec-proxy, system:masters)")
+	clientCAFile := flag.String("client-ca-file", "", "cluster CA verifying the kubelet API's clients (exec-proxy, system:masters); empty means the CA of --kubeconfig")
+	natsURL := flag.String("nats-url", "", "NATS URL events are published to (JetStream stream EVENTS); \"\" POSTs them to the apiserver")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	slog.SetDefault(logger)
+	// The TLS bootstrap may wait for a person to approve the kubelet's CSR: a signal
+	// must end that wait too.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if *certDir == "" {
+		*certDir = filepath.Join(*rootDir, "pki")
+	}
+	if *nodeIP == "" {
+		// Chosen here so a serving certificate names the address the node reports.
+		*nodeIP = nodestatus.DefaultNodeIP()
+	}
 
-	restConfig, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	var restConfig *rest.Config
+	var err error
+	if *kubeconfig != "" && (*bootstrapKubeconfig != "" || *rotateCertificates) {
+		restConfig, _, err = certificate.NewClientConfig(ctx, certificate.ClientOptions{
+			NodeName: *nodeName, KubeconfigPath: *kubeconfig, BootstrapKubeconfigPath: *bootstrapKubeconfig,
+			CertDir: *certDir, RotateCertificates: *rotateCertificates, Logger: logger,
+		})
+	} else {
+		restConfig, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	}
 	if err != nil {
 		logger.Error("load kubeconfig", "err", err)
 		os.Exit(1)
@@ -48,11 +80,25 @@ func main() {
 	// skiff's API server reads JSON bodies; typed clients default to
 	// protobuf.
 	restConfig.ContentType = "application/json"
+	// OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; a no-op otherwise.
+	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "kubelet", NodeName: *nodeName})
+	if err != nil {
+		logger.Error("tracing", "err", err)
+		os.Exit(1)
+	}
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	restConfig.WrapTransport = tracing.WrapTransport(tp)
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		logger.Error("build client", "err", err)
 		os.Exit(1)
 	}
+	recorder, err := events.New(events.Config{Component: "kubelet", Host: *nodeName, NATSURL: *natsURL, Client: client})
+	if err != nil {
+		logger.Error("event recorder", "err", err)
+		os.Exit(1)
+	}
+	go func() { _ = recorder.Run(ctx) }()
 
 	var serverAddr string
 	var serverTLS *tls.Config
@@ -60,6 +106,13 @@ func main() {
 		serverTLS, err = kubeletServerTLS(*tlsCertFile, *tlsKeyFile, *clientCAFile)
 		if err != nil {
 			logger.Error("kubelet API TLS", "err", err)
+			os.Exit(1)
+		}
+		serverAddr = net.JoinHostPort(*address, strconv.Itoa(*port))
+	} else if *rotateServerCertificates && *port > 0 {
+		serverTLS, err = servingFromCluster(ctx, client, *nodeName, *nodeIP, *certDir, *clientCAFile, *kubeconfig)
+		if err != nil {
+			logger.Error("kubelet serving certificate", "err", err)
 			os.Exit(1)
 		}
 		serverAddr = net.JoinHostPort(*address, strconv.Itoa(*port))
@@ -75,14 +128,14 @@ func main() {
 		ServerAddr:      serverAddr,
 		ServerTLS:       serverTLS,
 		Logger:          logger,
+		Recorder:        recorder,
+		TracerProvider:  tp,
 	})
 	if err != nil {
 		logger.Error("create kubelet", "err", err)
 		os.Exit(1)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	if err := kl.Run(ctx); err != nil {
 		logger.Error("kubelet failed", "err", err)
 		os.Exit(1)
@@ -105,4 +158,22 @@ func kubeletServerTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
 		return nil, fmt.Errorf("--client-ca-file %s holds no certificate", caFile)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool}, nil
+}
+
+// servingFromCluster starts the kubelet API's serving certificate through a CSR for the
+// addresses the node reports (InternalIP nodeIP, Hostname nodeName); clients are
+// verified against --client-ca-file, or the CA --kubeconfig trusts.
+func servingFromCluster(ctx context.Context, client kubernetes.Interface, nodeName, nodeIP, certDir, clientCAFile, kubeconfig string) (*tls.Config, error) {
+	var caPEM []byte
+	var err error
+	if clientCAFile != "" {
+		caPEM, err = os.ReadFile(clientCAFile)
+	} else {
+		caPEM, err = certificate.ClusterCA(kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("client CA: %w", err)
+	}
+	addresses := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}, {Type: corev1.NodeHostName, Address: nodeName}}
+	return certificate.StartServing(ctx, client, nodeName, certDir, addresses, caPEM)
 }

@@ -29,11 +29,16 @@ func main() {
 	flag.StringVar(&cfg.BindAddress, "bind-address", "127.0.0.1", "address every service listens on")
 	flag.IntVar(&cfg.APIServerPort, "apiserver-port", 6443, "apiserver port (0 = any free port)")
 	flag.IntVar(&cfg.EtcdPort, "etcd-port", 2379, "embedded etcd client port (0 = any free port)")
+	flag.IntVar(&cfg.ExecProxyPort, "exec-proxy-port", 10443, "exec-proxy port, for kubectl exec/attach/port-forward/logs (0 = any free port)")
+	flag.IntVar(&cfg.KubeletPort, "kubelet-port", 10250, "kubelet API port (0 = any free port)")
+	flag.IntVar(&cfg.NATSPort, "nats-port", 4222, "embedded NATS port events travel through (0 = any free port, -1 = no NATS: events are POSTed)")
 	flag.StringVar(&runtimeName, "runtime", "process", "built-in CRI runtime: process (real host processes) or sim (simulated containers)")
 	flag.StringVar(&cfg.NodeName, "node-name", "", "the kubelet's node name (default: host name)")
+	csrAutoApprove := flag.Bool("csr-auto-approve", true, "let csr-signer approve kubelet certificate requests that pass its checks; false leaves every request to `kubectl certificate approve`")
 	flag.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	flag.Parse()
 	cfg.Runtime = allinone.Runtime(runtimeName)
+	cfg.ManualCSRApproval = !*csrAutoApprove
 
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
