@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,8 @@ import (
 	upgradeproxy "k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/client-go/kubernetes"
+
+	"skiff.dev/services/internal/tracing"
 )
 
 // Front-proxy contract (kube-apiserver's --requestheader-* flags).
@@ -74,6 +77,9 @@ type Config struct {
 	KubeletTLS *tls.Config
 	// Logger receives errors; nil means slog.Default().
 	Logger *slog.Logger
+	// TracerProvider traces every request (a server span continuing the
+	// apiserver's traceparent); nil means the global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Proxy serves the pod subresources exec, attach, portforward and log under
@@ -83,6 +89,7 @@ type Proxy struct {
 	kubeletTLS *tls.Config
 	transport  *http.Transport
 	logger     *slog.Logger
+	tracer     trace.TracerProvider
 	mux        *http.ServeMux
 }
 
@@ -91,7 +98,7 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Client == nil || cfg.KubeletTLS == nil {
 		return nil, errors.New("exec-proxy: Client and KubeletTLS are required")
 	}
-	p := &Proxy{client: cfg.Client, kubeletTLS: cfg.KubeletTLS.Clone(), logger: cfg.Logger}
+	p := &Proxy{client: cfg.Client, kubeletTLS: cfg.KubeletTLS.Clone(), logger: cfg.Logger, tracer: cfg.TracerProvider}
 	if p.logger == nil {
 		p.logger = slog.Default()
 	}
@@ -156,7 +163,7 @@ func (p *Proxy) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Conf
 	if tlsConfig.MinVersion == 0 {
 		tlsConfig.MinVersion = tls.VersionTLS12
 	}
-	srv := &http.Server{Handler: p, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: tracing.Handler(p, p.tracer, "exec-proxy"), TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(tls.NewListener(lis, tlsConfig)) }()
 	select {

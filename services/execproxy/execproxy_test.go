@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,6 +50,7 @@ type cluster struct {
 	admin     *rest.Config
 	client    kubernetes.Interface
 	proxyAddr string
+	spans     *tracetest.InMemoryExporter // exec-proxy's
 }
 
 func keyPair(t *testing.T, certPEM, keyPEM []byte) tls.Certificate {
@@ -118,9 +121,11 @@ func startCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.spans = tracetest.NewInMemoryExporter()
 	p, err := execproxy.New(execproxy.Config{
-		Client:     epClient,
-		KubeletTLS: execproxy.KubeletClientTLS(keyPair(t, epCert.CertPEM, epCert.KeyPEM), ca.CertPool()),
+		Client:         epClient,
+		KubeletTLS:     execproxy.KubeletClientTLS(keyPair(t, epCert.CertPEM, epCert.KeyPEM), ca.CertPool()),
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(c.spans)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -238,6 +243,16 @@ func TestExecThroughTheChain(t *testing.T) {
 				}
 			})
 		})
+	}
+	// Every stream went through exec-proxy's traced handler, upgrades included.
+	var execSpans int
+	for _, sp := range c.spans.GetSpans() {
+		if strings.HasSuffix(sp.Name, "/pods/shell/exec") {
+			execSpans++
+		}
+	}
+	if execSpans != 8 {
+		t.Errorf("exec-proxy recorded %d exec spans, want 8", execSpans)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"skiff.dev/services/execproxy"
 	"skiff.dev/services/internal/serving"
+	"skiff.dev/services/internal/tracing"
 )
 
 func main() {
@@ -48,6 +49,12 @@ func run(logger *slog.Logger, kubeconfig, addr, certFile, keyFile, caFile, kubel
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	// OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; a no-op otherwise.
+	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "exec-proxy"})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tp.Shutdown(context.Background()) }()
 	caPEM, err := os.ReadFile(caFile)
 	if err != nil {
 		return fmt.Errorf("--client-ca-file: %w", err)
@@ -68,11 +75,12 @@ func run(logger *slog.Logger, kubeconfig, addr, certFile, keyFile, caFile, kubel
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	cfg.WrapTransport = tracing.WrapTransport(tp)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	p, err := execproxy.New(execproxy.Config{Client: client, KubeletTLS: execproxy.KubeletClientTLS(kubeletCert, ca), Logger: logger})
+	p, err := execproxy.New(execproxy.Config{Client: client, KubeletTLS: execproxy.KubeletClientTLS(kubeletCert, ca), Logger: logger, TracerProvider: tp})
 	if err != nil {
 		return err
 	}
