@@ -265,10 +265,7 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	// for its serving certificate the same way; csr-signer approves and signs both. With
 	// manual approval it waits here, in the background, for `kubectl certificate approve`.
 	kubeletDir := filepath.Join(dataDir, "kubelet")
-	kubeletAddr, nodeIP, _, err := streams.kubeletServer(cfg.NodeName, cfg.BindAddress, cfg.KubeletPort)
-	if err != nil {
-		return nil, nil, err
-	}
+	kubeletAddr, nodeIP := kubeletServer(cfg.BindAddress, cfg.KubeletPort)
 	// The kubeconfig a restart reuses names this start's apiserver URL; a new port makes
 	// it stale, and the kubelet bootstraps again.
 	if err := dropStaleKubeconfig(filepath.Join(kubeletDir, "kubelet.kubeconfig"), apiURL); err != nil {

@@ -60,24 +60,14 @@ func (s *streams) execProxy(client kubernetes.Interface) (func(context.Context) 
 	return func(ctx context.Context) error { return p.Serve(ctx, s.listener, servingTLS) }, nil
 }
 
-// kubeletServer is where the kubelet API listens (bind:port, 0: a free port),
-// the node IP the kubelet reports so exec-proxy reaches that address, and
-// the API's TLS: a serving certificate for the node from the cluster CA
-// (until the kubelet gets one through TLS bootstrap) that accepts client
-// certificates from the same CA.
-func (s *streams) kubeletServer(nodeName, bind string, port int) (addr, nodeIP string, tlsConfig *tls.Config, err error) {
+// kubeletServer is where the kubelet API listens (bind:port, 0: a free port)
+// and the node IP the kubelet reports, so that exec-proxy, which dials the
+// node's InternalIP, reaches that address: bind itself unless it is a
+// wildcard, the host's first non-loopback IPv4 then.
+func kubeletServer(bind string, port int) (addr, nodeIP string) {
 	nodeIP = nodestatus.DefaultNodeIP()
-	if ip, perr := netip.ParseAddr(bind); perr == nil && !ip.IsUnspecified() {
+	if ip, err := netip.ParseAddr(bind); err == nil && !ip.IsUnspecified() {
 		nodeIP = bind
 	}
-	kp, err := s.ca.IssueServing(nodeName, []string{nodeName, nodeIP, "127.0.0.1", "localhost"}, 0)
-	if err != nil {
-		return "", "", nil, fmt.Errorf("kubelet serving certificate: %w", err)
-	}
-	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
-	if err != nil {
-		return "", "", nil, err
-	}
-	return net.JoinHostPort(bind, strconv.Itoa(port)), nodeIP,
-		&tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: s.ca.CertPool()}, nil
+	return net.JoinHostPort(bind, strconv.Itoa(port)), nodeIP
 }

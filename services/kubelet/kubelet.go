@@ -169,7 +169,9 @@ type Kubelet struct {
 
 // New validates cfg and builds a Kubelet; nothing runs until Run, which also
 // closes the runtime connection New opens (lazily: no dial happens before the
-// first call). Errors name the missing or invalid field.
+// first call) and the kubelet API's listener (opened here, with ServerAddr, so
+// the node status reports its real port). Errors name the missing or invalid
+// field, or the address that cannot be listened on.
 func New(cfg Config) (*Kubelet, error) {
 	switch {
 	case cfg.NodeName == "":
