@@ -231,8 +231,9 @@ func (p *Proxy) resolve(r *http.Request, needContainer, needRunning bool) (*targ
 	return t, nil
 }
 
-// nodeAddress picks the node's InternalIP, else ExternalIP, else Hostname,
-// as kube-apiserver's --kubelet-preferred-address-types default order does.
+// nodeAddress picks the node's InternalIP, else ExternalIP, else Hostname:
+// the order kubeadm gives kube-apiserver's --kubelet-preferred-address-types,
+// since a node's host name need not resolve where exec-proxy runs.
 func nodeAddress(node *v1.Node) string {
 	for _, typ := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP, v1.NodeHostName} {
 		for _, a := range node.Status.Addresses {
