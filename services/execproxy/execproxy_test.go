@@ -245,10 +245,18 @@ func TestExecThroughTheChain(t *testing.T) {
 		})
 	}
 	// Every stream went through exec-proxy's traced handler, upgrades included.
+	// A span ends when the handler returns, which may be just after the client
+	// saw its stream end.
 	var execSpans int
-	for _, sp := range c.spans.GetSpans() {
-		if strings.HasSuffix(sp.Name, "/pods/shell/exec") {
-			execSpans++
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		execSpans = 0
+		for _, sp := range c.spans.GetSpans() {
+			if strings.HasSuffix(sp.Name, "/pods/shell/exec") {
+				execSpans++
+			}
+		}
+		if execSpans == 8 || time.Now().After(deadline) {
+			break
 		}
 	}
 	if execSpans != 8 {
