@@ -51,6 +51,9 @@ for image in "$@"; do
 		continue
 	fi
 	(cd "$root/services" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$bin/" "${pkgs[@]}")
-	docker build --quiet -f "$here/$image.Dockerfile" -t "skiff/$image:$tag" "$here" >/dev/null
+	if ! log=$(docker build --quiet -f "$here/$image.Dockerfile" -t "skiff/$image:$tag" "$here" 2>&1 >/dev/null); then
+		echo "$log" >&2
+		exit 1
+	fi
 	echo "built skiff/$image:$tag ($(docker image inspect -f '{{.Size}}' "skiff/$image:$tag" | awk '{printf "%.0f MB", $1/1e6}'))"
 done

@@ -21,10 +21,20 @@ JAEGER_MODULE_VERSION=v1.76.0
 export CGO_ENABLED=0 GOWORK=off GOFLAGS=-trimpath
 ldflags="-s -w"
 
+# build NAME CONTEXT: docker build, showing the builder's output only when it fails
+# (it warns on every run that the legacy builder is deprecated).
+build() {
+	local log
+	if ! log=$(docker build --quiet -t "$1" "$2" 2>&1 >/dev/null); then
+		echo "$log" >&2
+		exit 1
+	fi
+}
+
 # image NAME DOCKERFILE CONTEXT: docker build, tagging NAME.
 image() {
 	cp "$here/$2" "$3/Dockerfile"
-	docker build --quiet -t "$1" "$3" >/dev/null
+	build "$1" "$3"
 	echo "built $1 ($(docker image inspect -f '{{.Size}}' "$1" | awk '{printf "%.0f MB", $1/1e6}'))"
 }
 

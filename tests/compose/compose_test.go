@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -307,10 +308,15 @@ func (s *stack) waitReadyNodes(t *testing.T, n int) []string {
 	return names
 }
 
-// testNodesReady waits for three Ready nodes and checks that each holds a client
-// certificate for system:node:<name> issued through an approved CSR.
+// testNodesReady waits for three Ready nodes, each with its own certificate.
 func (s *stack) testNodesReady(t *testing.T) {
-	nodes := s.waitReadyNodes(t, initialKubelets)
+	s.checkNodeCertificates(t, s.waitReadyNodes(t, initialKubelets))
+}
+
+// checkNodeCertificates fails t for each node without a client certificate for
+// system:node:<name> issued through an approved CSR (kubelet TLS bootstrap).
+func (s *stack) checkNodeCertificates(t *testing.T, nodes []string) {
+	t.Helper()
 	csrs, err := s.client.CertificatesV1().CertificateSigningRequests().List(s.ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -520,7 +526,7 @@ func (s *stack) testPodTrace(t *testing.T) {
 // testScale grows the cluster to five kubelets.
 func (s *stack) testScale(t *testing.T) {
 	s.composeRun(t, "up", "-d", "--no-build", "--no-recreate", "--scale", fmt.Sprintf("kubelet=%d", scaledKubelets))
-	s.waitReadyNodes(t, scaledKubelets)
+	s.checkNodeCertificates(t, s.waitReadyNodes(t, scaledKubelets))
 }
 
 // testAPIServerRestart kills the apiserver, starts it again, and checks that every pod
@@ -535,9 +541,12 @@ func (s *stack) testAPIServerRestart(t *testing.T) {
 		uids[p.Name] = string(p.UID)
 	}
 	s.composeRun(t, "kill", "apiserver")
-	if _, err := s.client.CoreV1().Nodes().List(s.ctx, metav1.ListOptions{}); err == nil {
-		t.Error("the apiserver still answers after docker compose kill")
-	}
+	s.eventually(t, 20*time.Second, "apiserver gone after docker compose kill", func(ctx context.Context) error {
+		if _, err := s.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+			return errors.New("the apiserver still answers")
+		}
+		return nil
+	})
 	s.composeRun(t, "start", "apiserver")
 	s.eventually(t, 2*time.Minute, "apiserver ready after start", func(ctx context.Context) error {
 		_, err := s.kubectl(ctx, "", "get", "--raw", "/readyz")
