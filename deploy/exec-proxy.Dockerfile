@@ -2,6 +2,7 @@
 # A static binary built on the host by `make images` (deploy/images.sh) and the
 # healthcheck's probe (deploy/probe); FROM scratch, so nothing is pulled.
 FROM scratch
+LABEL dev.skiff.image=images.sh
 COPY .build/bin/probe /usr/local/bin/probe
 COPY .build/bin/exec-proxy /usr/local/bin/exec-proxy
 ENTRYPOINT ["/usr/local/bin/exec-proxy"]

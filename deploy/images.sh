@@ -57,3 +57,6 @@ for image in "$@"; do
 	fi
 	echo "built skiff/$image:$tag ($(docker image inspect -f '{{.Size}}' "skiff/$image:$tag" | awk '{printf "%.0f MB", $1/1e6}'))"
 done
+
+# A rebuild leaves the previous image untagged: delete those of ours.
+docker image prune -f --filter label=dev.skiff.image=images.sh >/dev/null

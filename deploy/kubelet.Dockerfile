@@ -4,6 +4,7 @@
 # this container, so busybox provides the shell and tools pods call (sh, echo, sleep...).
 # Static binaries built on the host by `make images` (deploy/images.sh); FROM scratch.
 FROM scratch
+LABEL dev.skiff.image=images.sh
 COPY .build/bin/busybox /bin/busybox
 RUN ["/bin/busybox", "--install", "-s", "/bin"]
 COPY .build/bin/kubelet .build/bin/runtime .build/bin/probe /usr/local/bin/
