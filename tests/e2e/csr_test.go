@@ -72,6 +72,30 @@ func csrRow(out, signer, requestor string) []string {
 	return nil
 }
 
+// csrNamed returns, from "NAME BASE64-PEM-REQUEST" lines, the CSR whose subject CN is cn.
+func csrNamed(t *testing.T, out, cn string) string {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		name, request, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok {
+			continue
+		}
+		data, err := base64.StdEncoding.DecodeString(request)
+		if err != nil {
+			continue
+		}
+		block, _ := pem.Decode(data)
+		if block == nil {
+			continue
+		}
+		req, err := x509.ParseCertificateRequest(block.Bytes)
+		if err == nil && req.Subject.CommonName == cn {
+			return name
+		}
+	}
+	return ""
+}
+
 // clientCSRManifest is a CertificateSigningRequest for a person's client certificate.
 func clientCSRManifest(t *testing.T, name, user string) string {
 	t.Helper()
@@ -125,20 +149,27 @@ func TestCertificateSigningRequests(t *testing.T) {
 
 	var clientCSR string
 	t.Run("the new kubelet's CSR waits for a person", func(t *testing.T) {
-		var out string
+		// The all-in-one's own kubelet bootstraps too, with the same token: the joiner's
+		// request is the one whose subject names it.
 		eventually(t, 60*time.Second, func() (bool, string) {
-			out, _ = c.kubectl(ctx, "get", "csr")
-			return csrRow(out, "kubernetes.io/kube-apiserver-client-kubelet", "system:bootstrap:") != nil, out
+			out, _ := c.kubectl(ctx, "get", "csr", "-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.request}{"\n"}{end}`)
+			clientCSR = csrNamed(t, out, "system:node:"+node)
+			return clientCSR != "", out
 		})
+		out := c.mustKubectl(ctx, "get", "csr")
 		for _, col := range []string{"NAME", "AGE", "SIGNERNAME", "REQUESTOR", "REQUESTEDDURATION", "CONDITION"} {
 			if !strings.Contains(out, col) {
 				t.Errorf("kubectl get csr lacks column %s:\n%s", col, out)
 			}
 		}
 		row := csrRow(out, "kubernetes.io/kube-apiserver-client-kubelet", "system:bootstrap:")
-		clientCSR = row[0]
-		if row[4] != "<none>" || row[5] != "Pending" {
-			t.Errorf("row %v, want REQUESTEDDURATION <none> and CONDITION Pending", row)
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) == 6 && f[0] == clientCSR {
+				row = f
+			}
+		}
+		if row == nil || row[0] != clientCSR || !strings.HasPrefix(row[3], "system:bootstrap:") || row[4] != "<none>" || row[5] != "Pending" {
+			t.Errorf("row %v, want %s requested by system:bootstrap:<id>, REQUESTEDDURATION <none> and CONDITION Pending", row, clientCSR)
 		}
 		if out, err := c.kubectl(ctx, "get", "node", node); err == nil {
 			t.Errorf("node %s exists before its certificate was approved:\n%s", node, out)
@@ -168,6 +199,24 @@ func TestCertificateSigningRequests(t *testing.T) {
 		if cn := certs[0].Subject.CommonName; cn != "system:node:"+node {
 			t.Errorf("kubelet client certificate CN %q, want system:node:%s", cn, node)
 		}
+	})
+
+	t.Run("the all-in-one's own kubelet waits for a person as well, then joins", func(t *testing.T) {
+		const own = "e2e-sim"
+		if out, err := c.kubectl(ctx, "get", "node", own); err == nil {
+			t.Fatalf("node %s exists before its certificate was approved:\n%s", own, out)
+		}
+		var name string
+		eventually(t, 30*time.Second, func() (bool, string) {
+			out, _ := c.kubectl(ctx, "get", "csr", "-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.request}{"\n"}{end}`)
+			name = csrNamed(t, out, "system:node:"+own)
+			return name != "", out
+		})
+		c.mustKubectl(ctx, "certificate", "approve", name)
+		eventually(t, 60*time.Second, func() (bool, string) {
+			out, _ := c.kubectl(ctx, "get", "node", own, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+			return out == "True", out
+		})
 	})
 
 	t.Run("the kubelet's serving CSR is approved by a person too", func(t *testing.T) {
