@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -190,7 +192,7 @@ func (r *Recorder) makeEvent(objRef *corev1.ObjectReference, annotations map[str
 	return &corev1.Event{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        fmt.Sprintf("%v.%x", objRef.Name, now.UnixNano()),
+			Name:        eventName(objRef.Name, now),
 			Namespace:   namespace,
 			Annotations: annotations,
 		},
@@ -205,6 +207,32 @@ func (r *Recorder) makeEvent(objRef *corev1.ObjectReference, annotations map[str
 		ReportingController: r.cfg.Component,
 		ReportingInstance:   instance,
 	}
+}
+
+// eventName is "<object name>.<hex nanoseconds>" as client-go's recorder makes it. An
+// Event's name must be a DNS subdomain, which some objects' names are not (a kubelet's
+// CSR is node-csr-<base64url>): their names are lowercased and every other character
+// becomes '-', so their events are stored rather than refused; the timestamp keeps the
+// name unique.
+func eventName(object string, now time.Time) string {
+	suffix := fmt.Sprintf(".%x", now.UnixNano())
+	if len(validation.IsDNS1123Subdomain(object+suffix)) == 0 {
+		return object + suffix
+	}
+	b := []byte(strings.ToLower(object))
+	for i, c := range b {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '.' {
+			b[i] = '-'
+		}
+	}
+	prefix := strings.Trim(string(b), "-.")
+	if max := validation.DNS1123SubdomainMaxLength - len(suffix); len(prefix) > max {
+		prefix = strings.TrimRight(prefix[:max], "-.")
+	}
+	if prefix == "" {
+		prefix = "event"
+	}
+	return prefix + suffix
 }
 
 // enqueue appends ev, dropping the oldest buffered event when the buffer is full.
