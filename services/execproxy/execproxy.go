@@ -23,7 +23,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +43,7 @@ import (
 	"k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/client-go/kubernetes"
 
+	"skiff.dev/services/internal/httpstatus"
 	"skiff.dev/services/internal/tracing"
 )
 
@@ -130,16 +130,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
-		writeStatus(w, apierrors.NewUnauthorized("a client certificate from the cluster CA is required"))
+		httpstatus.Write(w, apierrors.NewUnauthorized("a client certificate from the cluster CA is required"))
 		return
 	}
 	if cn := r.TLS.VerifiedChains[0][0].Subject.CommonName; cn != FrontProxyUser {
-		writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "",
+		httpstatus.Write(w, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "",
 			fmt.Errorf("user %q may not call exec-proxy: only the apiserver (%s) may", cn, FrontProxyUser)))
 		return
 	}
 	if r.Header.Get(RemoteUserHeader) == "" {
-		writeStatus(w, apierrors.NewUnauthorized("no "+RemoteUserHeader+" header"))
+		httpstatus.Write(w, apierrors.NewUnauthorized("no "+RemoteUserHeader+" header"))
 		return
 	}
 	p.logger.Debug("stream request", "user", r.Header.Get(RemoteUserHeader), "groups", r.Header.Values(RemoteGroupHeader),
@@ -308,7 +308,7 @@ func kubeletStreamQuery(o proxy.Options, commands []string) url.Values {
 func (p *Proxy) serveExec(w http.ResponseWriter, r *http.Request) {
 	commands := r.URL.Query()["command"]
 	if len(commands) == 0 {
-		writeStatus(w, apierrors.NewBadRequest("you must specify at least one command for the container"))
+		httpstatus.Write(w, apierrors.NewBadRequest("you must specify at least one command for the container"))
 		return
 	}
 	p.serveStream(w, r, "exec", commands)
@@ -323,12 +323,12 @@ func (p *Proxy) serveAttach(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) serveStream(w http.ResponseWriter, r *http.Request, kind string, commands []string) {
 	t, err := p.resolve(r, true, true)
 	if err != nil {
-		writeStatus(w, err)
+		httpstatus.Write(w, err)
 		return
 	}
 	o := streamOpts(r.URL.Query())
 	if !o.Stdin && !o.Stdout && !o.Stderr {
-		writeStatus(w, apierrors.NewBadRequest("you must specify at least one of stdin, stdout, stderr"))
+		httpstatus.Write(w, apierrors.NewBadRequest("you must specify at least one of stdin, stdout, stderr"))
 		return
 	}
 	loc := *t.kubelet
@@ -342,7 +342,7 @@ func (p *Proxy) serveStream(w http.ResponseWriter, r *http.Request, kind string,
 func (p *Proxy) servePortForward(w http.ResponseWriter, r *http.Request) {
 	t, err := p.resolve(r, false, true)
 	if err != nil {
-		writeStatus(w, err)
+		httpstatus.Write(w, err)
 		return
 	}
 	loc := *t.kubelet
@@ -358,7 +358,7 @@ func (p *Proxy) servePortForward(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) serveLog(w http.ResponseWriter, r *http.Request) {
 	t, err := p.resolve(r, true, false)
 	if err != nil {
-		writeStatus(w, err)
+		httpstatus.Write(w, err)
 		return
 	}
 	in := r.URL.Query()
@@ -378,7 +378,9 @@ func (p *Proxy) serveLog(w http.ResponseWriter, r *http.Request) {
 // upgradeHandler proxies to loc over the kubelet transport. Mirrors
 // kube-apiserver's newThrottledUpgradeAwareProxyHandler.
 func (p *Proxy) upgradeHandler(loc *url.URL, upgradeRequired bool) *upgradeproxy.UpgradeAwareHandler {
-	h := upgradeproxy.NewUpgradeAwareHandler(loc, p.transport, false, upgradeRequired, &responder{p.logger})
+	h := upgradeproxy.NewUpgradeAwareHandler(loc, p.transport, false, upgradeRequired, &httpstatus.Responder{Logger: p.logger, Message: "proxy to kubelet failed", Wrap: func(err error) error {
+		return badGateway(fmt.Sprintf("error proxying to the kubelet: %v", err))
+	}})
 	h.UseRequestLocation = false
 	// Logs flush every write, so `kubectl logs -f` sees each line at once.
 	h.FlushInterval = -1
@@ -396,39 +398,6 @@ func withKubeletQuery(r *http.Request, rawQuery string) *http.Request {
 	r2.Header.Del(RemoteUserHeader)
 	r2.Header.Del(RemoteGroupHeader)
 	return r2
-}
-
-// responder reports a failed proxy as a Status: the proxy's own API errors as
-// they are, a failure to reach the kubelet as 502.
-type responder struct{ logger *slog.Logger }
-
-func (r *responder) Error(w http.ResponseWriter, req *http.Request, err error) {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		// The proxy's own verdict on the request, e.g. 400 "Upgrade request required".
-		writeStatus(w, err)
-		return
-	}
-	r.logger.Error("proxy to kubelet failed", "url", req.URL.String(), "err", err)
-	writeStatus(w, badGateway(fmt.Sprintf("error proxying to the kubelet: %v", err)))
-}
-
-// writeStatus writes err as a metav1.Status with its code.
-func writeStatus(w http.ResponseWriter, err error) {
-	var statusErr apierrors.APIStatus
-	if !errors.As(err, &statusErr) {
-		statusErr = apierrors.NewInternalError(err)
-	}
-	st := statusErr.Status()
-	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
-	st.Status = metav1.StatusFailure
-	if st.Code == 0 {
-		st.Code = http.StatusInternalServerError
-	}
-	body, _ := json.Marshal(st)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(int(st.Code))
-	_, _ = w.Write(body)
 }
 
 // KubeletClientTLS is the TLS config exec-proxy dials kubelets with: its

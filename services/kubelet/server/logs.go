@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"skiff.dev/services/internal/httpstatus"
 	"skiff.dev/services/runtime/criolog"
 )
 
@@ -83,22 +84,22 @@ func parseLogOptions(r *http.Request) (logOptions, error) {
 func (s *Server) serveContainerLogs(w http.ResponseWriter, r *http.Request) {
 	opts, err := parseLogOptions(r)
 	if err != nil {
-		writeStatus(w, err)
+		httpstatus.Write(w, err)
 		return
 	}
 	pod, err := s.pod(r)
 	if err != nil {
-		writeStatus(w, err)
+		httpstatus.Write(w, err)
 		return
 	}
 	name := r.PathValue("container")
 	if err := hasContainer(pod, name); err != nil {
-		writeStatus(w, err)
+		httpstatus.Write(w, err)
 		return
 	}
 	cs, err := s.containers(r.Context(), pod, name, false)
 	if err != nil {
-		writeStatus(w, err)
+		httpstatus.Write(w, err)
 		return
 	}
 	idx := 0
@@ -107,21 +108,21 @@ func (s *Server) serveContainerLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(cs) <= idx {
 		if opts.previous {
-			writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("previous terminated container %q in pod %q not found", name, pod.Name)))
+			httpstatus.Write(w, apierrors.NewBadRequest(fmt.Sprintf("previous terminated container %q in pod %q not found", name, pod.Name)))
 		} else {
-			writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is waiting to start: ContainerCreating", name, pod.Name)))
+			httpstatus.Write(w, apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is waiting to start: ContainerCreating", name, pod.Name)))
 		}
 		return
 	}
 	id := cs[idx].GetId()
 	st, err := s.runtime.ContainerStatus(r.Context(), &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if err != nil {
-		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("container status: %w", err)))
+		httpstatus.Write(w, apierrors.NewInternalError(fmt.Errorf("container status: %w", err)))
 		return
 	}
 	f, err := os.Open(st.GetStatus().GetLogPath())
 	if err != nil {
-		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("open log of container %q: %w", name, err)))
+		httpstatus.Write(w, apierrors.NewInternalError(fmt.Errorf("open log of container %q: %w", name, err)))
 		return
 	}
 	defer f.Close()

@@ -10,7 +10,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,10 +23,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"skiff.dev/services/internal/httpstatus"
 )
 
 // Identities allowed to call the kubelet API (DESIGN.md "Identities").
@@ -133,12 +132,12 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Con
 func (s *Server) authorized(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
-			writeStatus(w, apierrors.NewUnauthorized("a client certificate from the cluster CA is required"))
+			httpstatus.Write(w, apierrors.NewUnauthorized("a client certificate from the cluster CA is required"))
 			return
 		}
 		subject := r.TLS.VerifiedChains[0][0].Subject
 		if subject.CommonName != ExecProxyUser && !slices.Contains(subject.Organization, MastersGroup) {
-			writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "proxy",
+			httpstatus.Write(w, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "proxy",
 				fmt.Errorf("user %q may not use the kubelet API", subject.CommonName)))
 			return
 		}
@@ -238,12 +237,12 @@ func readStreamOptions(q url.Values) streamOptions {
 func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) {
 	_, id, err := s.runningContainerID(r)
 	if err != nil {
-		writeStatus(w, err)
+		httpstatus.Write(w, err)
 		return
 	}
 	cmd := r.URL.Query()["command"]
 	if len(cmd) == 0 {
-		writeStatus(w, apierrors.NewBadRequest("you must specify at least one command for the container"))
+		httpstatus.Write(w, apierrors.NewBadRequest("you must specify at least one command for the container"))
 		return
 	}
 	o := readStreamOptions(r.URL.Query())
@@ -251,7 +250,7 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) {
 		ContainerId: id, Cmd: cmd, Tty: o.tty, Stdin: o.stdin, Stdout: o.stdout, Stderr: o.stderr,
 	})
 	if err != nil {
-		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("exec: %w", err)))
+		httpstatus.Write(w, apierrors.NewInternalError(fmt.Errorf("exec: %w", err)))
 		return
 	}
 	s.proxyStream(w, r, resp.GetUrl())
@@ -260,7 +259,7 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
 	_, id, err := s.runningContainerID(r)
 	if err != nil {
-		writeStatus(w, err)
+		httpstatus.Write(w, err)
 		return
 	}
 	o := readStreamOptions(r.URL.Query())
@@ -268,7 +267,7 @@ func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
 		ContainerId: id, Tty: o.tty, Stdin: o.stdin, Stdout: o.stdout, Stderr: o.stderr,
 	})
 	if err != nil {
-		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("attach: %w", err)))
+		httpstatus.Write(w, apierrors.NewInternalError(fmt.Errorf("attach: %w", err)))
 		return
 	}
 	s.proxyStream(w, r, resp.GetUrl())
@@ -277,7 +276,7 @@ func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
 func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 	pod, err := s.pod(r)
 	if err != nil {
-		writeStatus(w, err)
+		httpstatus.Write(w, err)
 		return
 	}
 	sbs, err := s.runtime.ListPodSandbox(r.Context(), &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
@@ -285,16 +284,16 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
 	}})
 	if err != nil {
-		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("list pod sandboxes: %w", err)))
+		httpstatus.Write(w, apierrors.NewInternalError(fmt.Errorf("list pod sandboxes: %w", err)))
 		return
 	}
 	if len(sbs.GetItems()) == 0 {
-		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("pod %s has no ready sandbox", pod.Name)))
+		httpstatus.Write(w, apierrors.NewBadRequest(fmt.Sprintf("pod %s has no ready sandbox", pod.Name)))
 		return
 	}
 	resp, err := s.runtime.PortForward(r.Context(), &runtimeapi.PortForwardRequest{PodSandboxId: sbs.GetItems()[0].GetId()})
 	if err != nil {
-		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("port forward: %w", err)))
+		httpstatus.Write(w, apierrors.NewInternalError(fmt.Errorf("port forward: %w", err)))
 		return
 	}
 	s.proxyStream(w, r, resp.GetUrl())
@@ -305,42 +304,9 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, rawURL string) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("runtime stream URL %q: %w", rawURL, err)))
+		httpstatus.Write(w, apierrors.NewInternalError(fmt.Errorf("runtime stream URL %q: %w", rawURL, err)))
 		return
 	}
-	handler := proxy.NewUpgradeAwareHandler(u, nil, false, true, &responder{s.logger})
+	handler := proxy.NewUpgradeAwareHandler(u, nil, false, true, &httpstatus.Responder{Logger: s.logger, Message: "stream proxy failed"})
 	handler.ServeHTTP(w, r)
-}
-
-// responder reports a failed stream proxy as a Status: the proxy's own API
-// errors as they are, anything else as 500.
-type responder struct{ logger *slog.Logger }
-
-func (r *responder) Error(w http.ResponseWriter, req *http.Request, err error) {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		// The proxy's own verdict on the request, e.g. 400 "Upgrade request required".
-		writeStatus(w, err)
-		return
-	}
-	r.logger.Error("stream proxy failed", "url", req.URL.String(), "err", err)
-	writeStatus(w, apierrors.NewInternalError(err))
-}
-
-// writeStatus writes err as a metav1.Status with its code.
-func writeStatus(w http.ResponseWriter, err error) {
-	var statusErr apierrors.APIStatus
-	if !errors.As(err, &statusErr) {
-		statusErr = apierrors.NewInternalError(err)
-	}
-	st := statusErr.Status()
-	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
-	st.Status = metav1.StatusFailure
-	if st.Code == 0 {
-		st.Code = http.StatusInternalServerError
-	}
-	body, _ := json.Marshal(st)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(int(st.Code))
-	_, _ = w.Write(body)
 }
