@@ -30,6 +30,12 @@ const (
 	APIServerName = "apiserver"
 	// ExecProxyServingName is exec-proxy's serving key pair (port 10443).
 	ExecProxyServingName = "exec-proxy-serving"
+	// EtcdServerName is etcd's serving key pair (port 2379); etcd verifies its clients
+	// against the cluster CA.
+	EtcdServerName = "etcd-server"
+	// NATSServerName is NATS's serving key pair (port 4222); NATS verifies its clients
+	// against the cluster CA.
+	NATSServerName = "nats-server"
 )
 
 // Identity is a client certificate Init issues: the apiserver sees CommonName as the user
@@ -57,6 +63,10 @@ var (
 // Identities are the client identities Init issues, each with a kubeconfig.
 var Identities = []Identity{Admin, Scheduler, CSRSigner, ExecProxy, FrontProxyClient}
 
+// APIServerEtcdClient is the apiserver's identity toward etcd (kubeadm's
+// apiserver-etcd-client); it has no kubeconfig, etcd is not the API.
+var APIServerEtcdClient = Identity{Name: "apiserver-etcd-client", CommonName: "kube-apiserver-etcd-client"}
+
 // DefaultAPIServerHosts are the apiserver serving certificate's SANs besides those
 // InitOptions adds: how it is reached locally, in compose (service name apiserver) and
 // by Kubernetes' in-cluster names.
@@ -64,6 +74,13 @@ var DefaultAPIServerHosts = []string{"localhost", "127.0.0.1", "::1", "apiserver
 
 // DefaultExecProxyHosts are exec-proxy's serving certificate SANs.
 var DefaultExecProxyHosts = []string{"localhost", "127.0.0.1", "::1", "exec-proxy"}
+
+// DefaultEtcdHosts and DefaultNATSHosts are etcd's and NATS's serving certificate SANs:
+// loopback for the all-in-one, the compose service name for the full stack.
+var (
+	DefaultEtcdHosts = []string{"localhost", "127.0.0.1", "::1", "etcd"}
+	DefaultNATSHosts = []string{"localhost", "127.0.0.1", "::1", "nats"}
+)
 
 // InitOptions says what Init makes.
 type InitOptions struct {
@@ -154,8 +171,20 @@ func Init(opts InitOptions) (written []string, err error) {
 	if _, err := keyPair(APIServerName, func() (KeyPair, error) { return ca.IssueServing("skiff-apiserver", apiHosts, 0) }); err != nil {
 		return nil, err
 	}
-	if _, err := keyPair(ExecProxyServingName, func() (KeyPair, error) {
-		return ca.IssueServing("skiff-exec-proxy", DefaultExecProxyHosts, 0)
+	for _, serving := range []struct {
+		name, cn string
+		hosts    []string
+	}{
+		{ExecProxyServingName, "skiff-exec-proxy", DefaultExecProxyHosts},
+		{EtcdServerName, "skiff-etcd", DefaultEtcdHosts},
+		{NATSServerName, "skiff-nats", DefaultNATSHosts},
+	} {
+		if _, err := keyPair(serving.name, func() (KeyPair, error) { return ca.IssueServing(serving.cn, serving.hosts, 0) }); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := keyPair(APIServerEtcdClient.Name, func() (KeyPair, error) {
+		return ca.IssueClient(APIServerEtcdClient.CommonName, nil, 0)
 	}); err != nil {
 		return nil, err
 	}

@@ -60,6 +60,14 @@ func TestInitIsIdempotentAndIssuesIdentities(t *testing.T) {
 			t.Errorf("apiserver certificate: %v", err)
 		}
 	}
+	for name, host := range map[string]string{EtcdServerName: "etcd", NATSServerName: "nats", ExecProxyServingName: "exec-proxy"} {
+		if err := verify(name, x509.ExtKeyUsageServerAuth).VerifyHostname(host); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if cn := verify(APIServerEtcdClient.Name, x509.ExtKeyUsageClientAuth).Subject.CommonName; cn != APIServerEtcdClient.CommonName {
+		t.Errorf("etcd client CN %q", cn)
+	}
 	for _, id := range Identities {
 		cert := verify(id.Name, x509.ExtKeyUsageClientAuth)
 		if cert.Subject.CommonName != id.CommonName || !slices.Equal(cert.Subject.Organization, id.Organizations) {
