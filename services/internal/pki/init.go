@@ -67,6 +67,10 @@ var Identities = []Identity{Admin, Scheduler, CSRSigner, ExecProxy, FrontProxyCl
 // apiserver-etcd-client); it has no kubeconfig, etcd is not the API.
 var APIServerEtcdClient = Identity{Name: "apiserver-etcd-client", CommonName: "kube-apiserver-etcd-client"}
 
+// APIServerNATSClient is the apiserver's identity toward NATS, where its event sink
+// consumes the EVENTS stream.
+var APIServerNATSClient = Identity{Name: "apiserver-nats-client", CommonName: "kube-apiserver-nats-client"}
+
 // DefaultAPIServerHosts are the apiserver serving certificate's SANs besides those
 // InitOptions adds: how it is reached locally, in compose (service name apiserver) and
 // by Kubernetes' in-cluster names.
@@ -183,10 +187,10 @@ func Init(opts InitOptions) (written []string, err error) {
 			return nil, err
 		}
 	}
-	if _, err := keyPair(APIServerEtcdClient.Name, func() (KeyPair, error) {
-		return ca.IssueClient(APIServerEtcdClient.CommonName, nil, 0)
-	}); err != nil {
-		return nil, err
+	for _, id := range []Identity{APIServerEtcdClient, APIServerNATSClient} {
+		if _, err := keyPair(id.Name, func() (KeyPair, error) { return ca.IssueClient(id.CommonName, nil, 0) }); err != nil {
+			return nil, err
+		}
 	}
 	for _, id := range Identities {
 		kp, err := keyPair(id.Name, func() (KeyPair, error) { return ca.IssueClient(id.CommonName, id.Organizations, 0) })
