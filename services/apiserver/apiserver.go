@@ -68,6 +68,10 @@ type Config struct {
 	// JetStream are persisted through the events registry. "" means events arrive by POST
 	// only.
 	NATSURL string
+	// NATSTLS dials NATS over mutual TLS: the apiserver-nats-client certificate and the
+	// cluster CA as RootCAs (ConfigFromPKI sets it). nil dials plain TCP, which skiff's
+	// NATS refuses.
+	NATSTLS *tls.Config
 	// TracerProvider traces every request (otelhttp) and its etcd calls; nil means the
 	// global provider.
 	TracerProvider trace.TracerProvider
@@ -80,8 +84,8 @@ type Config struct {
 }
 
 // ConfigFromPKI is a Config over etcd with the serving certificate, client CA, bootstrap
-// tokens and front-proxy client certificate (for exec-proxy) of a `skiff pki init`
-// directory.
+// tokens, front-proxy client certificate (for exec-proxy) and NATS client certificate
+// (apiserver-nats-client, for the event sink) of a `skiff pki init` directory.
 func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 	certFile, keyFile := pki.KeyPairFiles(dir, pki.APIServerName)
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
@@ -97,10 +101,15 @@ func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("front-proxy client certificate: %w", err)
 	}
+	natsTLS, err := pki.ClientTLS(dir, pki.APIServerNATSClient.Name)
+	if err != nil {
+		return Config{}, fmt.Errorf("NATS client certificate: %w", err)
+	}
 	return Config{
 		Etcd: etcd, ServingCert: cert, ClientCA: ca.CertPool(),
 		BootstrapTokenFile: filepath.Join(dir, pki.BootstrapTokenFile),
 		ProxyClientTLS:     &tls.Config{Certificates: []tls.Certificate{proxyCert}, RootCAs: ca.CertPool(), MinVersion: tls.VersionTLS12},
+		NATSTLS:            natsTLS,
 	}, nil
 }
 
@@ -271,7 +280,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 	})
 	s.handler = tracing.Handler(s.handler, cfg.TracerProvider, "apiserver")
 	if cfg.NATSURL != "" {
-		if s.eventSink, err = eventsink.New(eventsink.Config{NATSURL: cfg.NATSURL, Events: events,
+		if s.eventSink, err = eventsink.New(eventsink.Config{NATSURL: cfg.NATSURL, TLS: cfg.NATSTLS, Events: events,
 			Admission: admission.NamespaceLifecycle{Namespaces: namespaces}}); err != nil {
 			s.stopCaches()
 			return nil, err

@@ -13,6 +13,7 @@ package eventsink
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,8 +47,11 @@ const lastMergedAnnotation = "skiff.dev/last-merged-event"
 
 // Config is where events come from and go to.
 type Config struct {
-	// NATSURL is the NATS server, e.g. "nats://127.0.0.1:4222".
+	// NATSURL is the NATS server, e.g. "nats://127.0.0.1:4222" or "tls://nats:4222".
 	NATSURL string
+	// TLS, when set, dials NATS over mutual TLS: the apiserver's NATS client certificate
+	// (pki.APIServerNATSClient) and the cluster CA as RootCAs.
+	TLS *tls.Config
 	// NATSOptions are extra nats.go options (TLS, credentials).
 	NATSOptions []nats.Option
 	// Events is the events registry store events are persisted through.
@@ -87,6 +91,9 @@ func (s *Sink) Run(ctx context.Context) error {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 	}, s.cfg.NATSOptions...)
+	if s.cfg.TLS != nil {
+		opts = append(opts, nats.Secure(s.cfg.TLS))
+	}
 	nc, err := nats.Connect(s.cfg.NATSURL, opts...)
 	if err != nil {
 		return fmt.Errorf("eventsink: connect to NATS %s: %w", s.cfg.NATSURL, err)

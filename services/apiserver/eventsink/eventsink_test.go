@@ -2,6 +2,7 @@ package eventsink_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -21,12 +22,47 @@ import (
 	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/internal/events"
 	"skiff.dev/services/internal/natsserver"
+	"skiff.dev/services/internal/pki"
 )
 
-// startNATS runs an embedded NATS server with JetStream in dir on port (0: any).
-func startNATS(t *testing.T, dir string, port int) *natsserver.Server {
+// natsPKI makes the PKI NATS and its clients use: the server serves its nats-server key
+// pair and admits only clients with a certificate from its CA, as in the all-in-one and
+// compose. (apiservertest makes its own PKI once NATS runs; the apiserver's NATS client
+// certificate comes from this one.)
+func natsPKI(t *testing.T) string {
 	t.Helper()
-	ns, err := natsserver.Start(natsserver.Config{StoreDir: dir, Host: "127.0.0.1", Port: port})
+	dir := filepath.Join(t.TempDir(), "nats-pki")
+	if _, err := pki.Init(pki.InitOptions{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// natsTLS is identity's client TLS configuration toward NATS from pkiDir.
+func natsTLS(t *testing.T, pkiDir, identity string) *tls.Config {
+	t.Helper()
+	c, err := pki.ClientTLS(pkiDir, identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// withNATS points the apiserver's event sink at url as pki.APIServerNATSClient.
+func withNATS(t *testing.T, pkiDir, url string) func(*apiserver.Config) {
+	tlsConfig := natsTLS(t, pkiDir, pki.APIServerNATSClient.Name)
+	return func(c *apiserver.Config) { c.NATSURL, c.NATSTLS = url, tlsConfig }
+}
+
+// startNATS runs an embedded NATS server with JetStream in dir on port (0: any),
+// requiring mutual TLS with pkiDir's CA.
+func startNATS(t *testing.T, pkiDir, dir string, port int) *natsserver.Server {
+	t.Helper()
+	serverTLS, err := pki.ServerTLS(pkiDir, pki.NATSServerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := natsserver.Start(natsserver.Config{StoreDir: dir, Host: "127.0.0.1", Port: port, TLS: serverTLS})
 	if err != nil {
 		t.Fatalf("start NATS: %v", err)
 	}
@@ -79,12 +115,13 @@ func waitForEvents(t *testing.T, client kubernetes.Interface, name string, want 
 }
 
 func TestEventsOverJetStreamArePersistedAndAggregated(t *testing.T) {
-	ns := startNATS(t, t.TempDir(), 0)
+	natsDir := natsPKI(t)
+	ns := startNATS(t, natsDir, t.TempDir(), 0)
 	t.Cleanup(ns.Shutdown)
-	srv := apiservertest.StartServer(t, func(c *apiserver.Config) { c.NATSURL = ns.ClientURL() })
+	srv := apiservertest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 
-	r := startRecorder(t, events.Config{Component: "default-scheduler", NATSURL: ns.ClientURL()})
+	r := startRecorder(t, events.Config{Component: "default-scheduler", NATSURL: ns.ClientURL(), TLS: natsTLS(t, natsDir, pki.Scheduler.Name)})
 	p := pod("web")
 	r.Eventf(p, corev1.EventTypeNormal, "Scheduled", "Successfully assigned default/web to node-a")
 	r.Event(p, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container")
@@ -185,13 +222,14 @@ func TestFieldSelectorsOnEvents(t *testing.T) {
 // while NATS was down waits in the recorder's buffer, all of them reach the apiserver,
 // and neither the recorder nor the apiserver stops.
 func TestNATSOutageLosesNoAcceptedEvent(t *testing.T) {
+	natsDir := natsPKI(t)
 	dir := filepath.Join(t.TempDir(), "jetstream")
-	ns := startNATS(t, dir, 0)
+	ns := startNATS(t, natsDir, dir, 0)
 	port := ns.Port()
 	url := ns.ClientURL()
-	srv := apiservertest.StartServer(t, func(c *apiserver.Config) { c.NATSURL = url })
+	srv := apiservertest.StartServer(t, withNATS(t, natsDir, url))
 	client := kubernetes.NewForConfigOrDie(srv.Config)
-	r := startRecorder(t, events.Config{Component: "kubelet", NATSURL: url, BufferSize: 10000})
+	r := startRecorder(t, events.Config{Component: "kubelet", NATSURL: url, BufferSize: 10000, TLS: natsTLS(t, natsDir, pki.Scheduler.Name)})
 
 	const total = 300
 	p := pod("outage")
@@ -219,7 +257,7 @@ func TestNATSOutageLosesNoAcceptedEvent(t *testing.T) {
 	if r.Pending() == 0 {
 		t.Fatal("events recorded while NATS is down should wait in the buffer")
 	}
-	ns = startNATS(t, dir, port)
+	ns = startNATS(t, natsDir, dir, port)
 	t.Cleanup(func() { ns.Shutdown() })
 	srv.RestartAPIServer()
 
@@ -286,11 +324,12 @@ func TestEventsLiveOneHourInEtcd(t *testing.T) {
 }
 
 func TestEventsInAMissingNamespaceAreDropped(t *testing.T) {
-	ns := startNATS(t, t.TempDir(), 0)
+	natsDir := natsPKI(t)
+	ns := startNATS(t, natsDir, t.TempDir(), 0)
 	t.Cleanup(ns.Shutdown)
-	srv := apiservertest.StartServer(t, func(c *apiserver.Config) { c.NATSURL = ns.ClientURL() })
+	srv := apiservertest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
 	client := kubernetes.NewForConfigOrDie(srv.Config)
-	r := startRecorder(t, events.Config{Component: "kubelet", NATSURL: ns.ClientURL()})
+	r := startRecorder(t, events.Config{Component: "kubelet", NATSURL: ns.ClientURL(), TLS: natsTLS(t, natsDir, pki.Scheduler.Name)})
 
 	r.Event(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "ghost", Namespace: "nope", UID: "uid-ghost"}}, corev1.EventTypeNormal, "Started", "x")
 	// Events are consumed in order: once this one is stored, the first was handled.
@@ -328,9 +367,10 @@ func TestRecorderDeliversWhatIsBufferedWhenItStops(t *testing.T) {
 // TestReplicasShareTheConsumer runs a second apiserver over the same etcd: both bind to
 // the durable consumer, and every event is stored exactly once.
 func TestReplicasShareTheConsumer(t *testing.T) {
-	ns := startNATS(t, t.TempDir(), 0)
+	natsDir := natsPKI(t)
+	ns := startNATS(t, natsDir, t.TempDir(), 0)
 	t.Cleanup(ns.Shutdown)
-	srv := apiservertest.StartServer(t, func(c *apiserver.Config) { c.NATSURL = ns.ClientURL() })
+	srv := apiservertest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 
 	etcdClient, err := srv.Etcd.Client()
@@ -342,7 +382,7 @@ func TestReplicasShareTheConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.NATSURL = ns.ClientURL()
+	withNATS(t, natsDir, ns.ClientURL())(&cfg)
 	second, err := apiserver.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -356,7 +396,7 @@ func TestReplicasShareTheConsumer(t *testing.T) {
 	go func() { defer close(done); _ = second.Serve(ctx, l) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	r := startRecorder(t, events.Config{Component: "kubelet", NATSURL: ns.ClientURL()})
+	r := startRecorder(t, events.Config{Component: "kubelet", NATSURL: ns.ClientURL(), TLS: natsTLS(t, natsDir, pki.Scheduler.Name)})
 	const total = 200
 	for i := range total {
 		r.Event(pod("shared"), corev1.EventTypeNormal, "Tick", fmt.Sprintf("tick %d", i))

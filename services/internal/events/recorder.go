@@ -13,6 +13,7 @@ package events
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,9 +49,13 @@ type Config struct {
 	Component string
 	// Host is source.host: the node name for kubelets, "" otherwise.
 	Host string
-	// NATSURL is the NATS server to publish to ("nats://127.0.0.1:4222"); "" POSTs
-	// every event through Client instead.
+	// NATSURL is the NATS server to publish to ("nats://127.0.0.1:4222" or
+	// "tls://..."); "" POSTs every event through Client instead.
 	NATSURL string
+	// TLS, when set, dials NATS over mutual TLS: the server is verified against RootCAs
+	// and the component's client certificate presented (see ClientTLS). skiff's NATS
+	// refuses clients without one.
+	TLS *tls.Config
 	// NATSOptions are extra nats.go options (TLS, credentials).
 	NATSOptions []nats.Option
 	// Client POSTs events when NATSURL is empty.
@@ -357,6 +362,9 @@ func (r *Recorder) connect(ctx context.Context) (*publisher, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { r.log.Info("reconnected to NATS", "url", nc.ConnectedUrl()) }),
 	}, r.cfg.NATSOptions...)
+	if r.cfg.TLS != nil {
+		opts = append(opts, nats.Secure(r.cfg.TLS))
+	}
 	nc, err := nats.Connect(r.cfg.NATSURL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("events: connect to NATS %s: %w", r.cfg.NATSURL, err)

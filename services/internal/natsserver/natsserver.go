@@ -1,9 +1,11 @@
 // Package natsserver runs an embedded NATS server with JetStream
 // (github.com/nats-io/nats-server/v2/server) for the all-in-one and for tests: the same
-// server the compose stack runs as a container, in process.
+// server the compose stack runs as a container, in process, and like it speaking mutual
+// TLS: only clients with a certificate from the cluster CA get in.
 package natsserver
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +25,12 @@ type Config struct {
 	Port int
 	// ReadyTimeout bounds the wait for the server to accept clients; 0 means 10 s.
 	ReadyTimeout time.Duration
+	// TLS, when set, is the server's TLS configuration (pki.ServerTLS(dir,
+	// pki.NATSServerName)): every client must speak TLS and present a certificate that
+	// verifies against TLS.ClientCAs, as nats-server's --tlsverify. Start sets ClientAuth to
+	// tls.RequireAndVerifyClientCert on its own copy whatever the caller set. nil serves
+	// plain TCP.
+	TLS *tls.Config
 }
 
 // Server is a running embedded NATS server.
@@ -49,6 +57,16 @@ func Start(cfg Config) (*Server, error) {
 		NoSigs:                 true,
 		DisableJetStreamBanner: true,
 	}
+	if cfg.TLS != nil {
+		if cfg.TLS.ClientCAs == nil {
+			return nil, errors.New("natsserver: Config.TLS needs ClientCAs to verify clients against")
+		}
+		// nats-server requires verification only when ClientAuth says so (its "verify").
+		opts.TLSConfig = cfg.TLS.Clone()
+		opts.TLSConfig.ClientAuth = tls.RequireAndVerifyClientCert
+		opts.TLS, opts.TLSVerify = true, true
+		opts.TLSTimeout = 2 // seconds, nats-server's default
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("natsserver: %w", err)
@@ -66,7 +84,8 @@ func Start(cfg Config) (*Server, error) {
 	return &Server{srv: srv}, nil
 }
 
-// ClientURL is the URL clients connect to, e.g. "nats://127.0.0.1:4222".
+// ClientURL is the URL clients connect to: "nats://127.0.0.1:4222", or
+// "tls://127.0.0.1:4222" with TLS.
 func (s *Server) ClientURL() string { return s.srv.ClientURL() }
 
 // Port is the client port the server listens on.

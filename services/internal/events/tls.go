@@ -1,0 +1,55 @@
+package events
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// ClientTLS is the TLS configuration a component dials NATS with (mutual TLS, DESIGN.md
+// "Events"): it trusts the CA certificates in caPEM and presents the key pair of
+// certFile and keyFile, which may name the same file (a kubelet's
+// kubelet-client-current.pem holds both). The pair is read again at every TLS handshake,
+// that is every connect and reconnect: client-go's certificate manager replaces a
+// kubelet's pair when it rotates, and the next connection presents the new one.
+// Errors: caPEM holds no certificate, or the pair cannot be loaded now.
+func ClientTLS(caPEM []byte, certFile, keyFile string) (*tls.Config, error) {
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("events: NATS CA: no PEM certificate")
+	}
+	if certFile == "" {
+		return nil, errors.New("events: NATS client certificate file is required")
+	}
+	if keyFile == "" {
+		keyFile = certFile
+	}
+	load := func() (*tls.Certificate, error) {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("events: NATS client key pair: %w", err)
+		}
+		return &cert, nil
+	}
+	if _, err := load(); err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		RootCAs:    roots,
+		MinVersion: tls.VersionTLS12,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return load()
+		},
+	}, nil
+}
+
+// ClientTLSFromFiles is ClientTLS with the CA read from caFile (kube's --*-ca-file).
+func ClientTLSFromFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("events: NATS CA: %w", err)
+	}
+	return ClientTLS(caPEM, certFile, keyFile)
+}
