@@ -119,25 +119,6 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		}
 	}()
 
-	etcd, err := embedetcd.Start(ctx, embedetcd.Config{
-		Dir:       filepath.Join(dataDir, "etcd"),
-		ClientURL: "http://" + net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.EtcdPort)),
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	stops = append(stops, etcd.Close)
-	obs, err := startObservability(ctx, cfg, dataDir)
-	if err != nil {
-		return nil, nil, err
-	}
-	stops = append(stops, obs.stop)
-	etcdClient, err := etcd.Client(tracing.GRPCClientOption(obs.apiserver))
-	if err != nil {
-		return nil, nil, err
-	}
-	stops = append(stops, func() { _ = etcdClient.Close() })
-
 	l, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.APIServerPort)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("apiserver listen: %w", err)
@@ -153,11 +134,33 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	if err != nil {
 		return nil, nil, err
 	}
+
+	// etcd requires mutual TLS: only the apiserver's etcd client certificate gets in.
+	etcd, err := embedetcd.Start(ctx, embedetcd.Config{
+		Dir:       filepath.Join(dataDir, "etcd"),
+		ClientURL: "https://" + net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.EtcdPort)),
+		PKIDir:    pkiDir,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, etcd.Close)
+	obs, err := startObservability(ctx, cfg, dataDir, pkiDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, obs.stop)
+	etcdClient, err := etcd.Client(tracing.GRPCClientOption(obs.apiserver))
+	if err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, func() { _ = etcdClient.Close() })
 	apiConfig, err := apiserver.ConfigFromPKI(pkiDir, etcdClient)
 	if err != nil {
 		return nil, nil, err
 	}
 	apiConfig.NATSURL, apiConfig.TracerProvider = obs.natsURL, obs.apiserver
+	apiConfig.NATSTLS = obs.natsTLS(apiConfig.NATSTLS)
 	// exec, attach, port-forward and logs: apiserver → exec-proxy → kubelet.
 	streams, err := listenExecProxy(pkiDir, ca, cfg.BindAddress, cfg.ExecProxyPort)
 	if err != nil {
@@ -204,7 +207,8 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	if err != nil {
 		return nil, nil, err
 	}
-	schedEvents, err := obs.recorder(scheduler.DefaultSchedulerName, "", client)
+	schedCert, schedKey := pki.KeyPairFiles(pkiDir, pki.Scheduler.Name)
+	schedEvents, err := obs.recorder(scheduler.DefaultSchedulerName, "", client, schedCert, schedKey)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -221,7 +225,8 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	if err != nil {
 		return nil, nil, err
 	}
-	signerEvents, err := obs.recorder("csr-signer", "", signerClient)
+	signerCert, signerKey := pki.KeyPairFiles(pkiDir, pki.CSRSigner.Name)
+	signerEvents, err := obs.recorder("csr-signer", "", signerClient, signerCert, signerKey)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -290,7 +295,9 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		if err != nil {
 			return err
 		}
-		kubeletEvents, err := obs.recorder("kubelet", cfg.NodeName, nodeClient)
+		// Toward NATS the kubelet is its CSR-issued client certificate, as rotated.
+		current := filepath.Join(kubeletDir, "pki", certificate.ClientPairName+"-current.pem")
+		kubeletEvents, err := obs.recorder("kubelet", cfg.NodeName, nodeClient, current, current)
 		if err != nil {
 			return err
 		}

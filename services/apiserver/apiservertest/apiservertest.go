@@ -57,7 +57,16 @@ func Start(t testing.TB) *rest.Config {
 // the apiserver's Config (e.g. set NATSURL) before every start, restarts included.
 func StartServer(t testing.TB, configure ...func(*apiserver.Config)) *Server {
 	t.Helper()
-	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0"})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	pkiDir := filepath.Join(t.TempDir(), "pki")
+	if _, err := pki.Init(pki.InitOptions{Dir: pkiDir, APIServerURL: "https://" + l.Addr().String()}); err != nil {
+		t.Fatalf("pki init: %v", err)
+	}
+	// etcd requires mutual TLS, as in the all-in-one and compose.
+	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{Dir: t.TempDir(), ClientURL: "https://127.0.0.1:0", PKIDir: pkiDir})
 	if err != nil {
 		t.Fatalf("start etcd: %v", err)
 	}
@@ -67,16 +76,9 @@ func StartServer(t testing.TB, configure ...func(*apiserver.Config)) *Server {
 		t.Fatalf("etcd client: %v", err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
 	s := &Server{t: t, Etcd: etcd, client: client, addr: l.Addr().String(), configure: configure}
 	s.URL = "https://" + s.addr
-	s.PKIDir = filepath.Join(t.TempDir(), "pki")
-	if _, err := pki.Init(pki.InitOptions{Dir: s.PKIDir, APIServerURL: s.URL}); err != nil {
-		t.Fatalf("pki init: %v", err)
-	}
+	s.PKIDir = pkiDir
 	if s.CA, err = pki.LoadCA(s.PKIDir); err != nil {
 		t.Fatalf("load CA: %v", err)
 	}

@@ -5,12 +5,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,15 +23,23 @@ import (
 	"google.golang.org/grpc"
 
 	"skiff.dev/services/apiserver"
+	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/tracing"
 )
 
 func main() {
-	etcdServers := flag.String("etcd-servers", "http://127.0.0.1:2379", "comma-separated etcd client URLs")
+	etcdServers := flag.String("etcd-servers", "https://127.0.0.1:2379", "comma-separated etcd client URLs; https ones are dialed with mutual TLS")
+	etcdCAFile := flag.String("etcd-cafile", "", "CA verifying etcd's serving certificate (default: <pki-dir>/ca.crt)")
+	etcdCertFile := flag.String("etcd-certfile", "", "client certificate toward etcd (default: <pki-dir>/apiserver-etcd-client.crt)")
+	etcdKeyFile := flag.String("etcd-keyfile", "", "client key toward etcd (default: <pki-dir>/apiserver-etcd-client.key)")
 	bindAddress := flag.String("bind-address", "0.0.0.0", "address the API listens on")
 	securePort := flag.Int("secure-port", 6443, "HTTPS port of the API")
 	pkiDir := flag.String("pki-dir", "/var/lib/skiff/pki", "`skiff pki init` directory: CA, apiserver and front-proxy-client certificates, bootstrap tokens")
 	natsURL := flag.String("nats-url", "", "NATS URL whose JetStream EVENTS stream the apiserver persists (\"\" = events arrive by POST only)")
+	natsCAFile := flag.String("nats-ca-file", "", "CA verifying NATS's serving certificate (default: <pki-dir>/ca.crt)")
+	natsCertFile := flag.String("nats-cert-file", "", "client certificate toward NATS, which requires mutual TLS (default: <pki-dir>/apiserver-nats-client.crt)")
+	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: <pki-dir>/apiserver-nats-client.key)")
 	execProxyURL := flag.String("exec-proxy-url", "", "exec-proxy base URL for pods/exec, attach, portforward and log, e.g. https://exec-proxy:10443 (\"\" = those answer 503)")
 	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
 	flag.Parse()
@@ -41,15 +52,72 @@ func main() {
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(logger)
 
+	var etcdTLS *tls.Config
+	if strings.Contains(*etcdServers, "https://") {
+		var err error
+		if etcdTLS, err = etcdClientTLS(*pkiDir, *etcdCAFile, *etcdCertFile, *etcdKeyFile); err != nil {
+			logger.Error("etcd client TLS", "err", err)
+			os.Exit(1)
+		}
+	}
+
+	// Without the flags ConfigFromPKI's apiserver-nats-client identity is used.
+	var natsTLS *tls.Config
+	if *natsCAFile != "" || *natsCertFile != "" || *natsKeyFile != "" {
+		defCert, defKey := pki.KeyPairFiles(*pkiDir, pki.APIServerNATSClient.Name)
+		var err error
+		if natsTLS, err = events.ClientTLSFromFiles(orDefault(*natsCAFile, filepath.Join(*pkiDir, pki.CACertFile)),
+			orDefault(*natsCertFile, defCert), orDefault(*natsKeyFile, defKey)); err != nil {
+			logger.Error("NATS client TLS", "err", err)
+			os.Exit(1)
+		}
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *etcdServers, net.JoinHostPort(*bindAddress, strconv.Itoa(*securePort)), *pkiDir, *natsURL, *execProxyURL); err != nil {
+	if err := run(ctx, *etcdServers, etcdTLS, net.JoinHostPort(*bindAddress, strconv.Itoa(*securePort)), *pkiDir, *natsURL, natsTLS, *execProxyURL); err != nil {
 		logger.Error("apiserver stopped", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, etcdServers, addr, pkiDir, natsURL, execProxyURL string) error {
+// etcdClientTLS is the apiserver's mutual TLS toward etcd, as kube-apiserver's
+// --etcd-cafile/--etcd-certfile/--etcd-keyfile; files not given come from pkiDir.
+func etcdClientTLS(pkiDir, caFile, certFile, keyFile string) (*tls.Config, error) {
+	defCert, defKey := pki.KeyPairFiles(pkiDir, pki.APIServerEtcdClient.Name)
+	if caFile == "" {
+		caFile = filepath.Join(pkiDir, pki.CACertFile)
+	}
+	if certFile == "" {
+		certFile = defCert
+	}
+	if keyFile == "" {
+		keyFile = defKey
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("%s holds no CA certificate", caFile)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS12}, nil
+}
+
+// orDefault is value, or def when value is "".
+func orDefault(value, def string) string {
+	if value == "" {
+		return def
+	}
+	return value
+}
+
+func run(ctx context.Context, etcdServers string, etcdTLS *tls.Config, addr, pkiDir, natsURL string, natsTLS *tls.Config, execProxyURL string) error {
 	// OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; a no-op otherwise.
 	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "apiserver"})
 	if err != nil {
@@ -62,6 +130,7 @@ func run(ctx context.Context, etcdServers, addr, pkiDir, natsURL, execProxyURL s
 		DialTimeout: 5 * time.Second,
 		Logger:      nil,
 		DialOptions: []grpc.DialOption{tracing.GRPCClientOption(tp)},
+		TLS:         etcdTLS,
 	})
 	if err != nil {
 		return fmt.Errorf("etcd client: %w", err)
@@ -72,6 +141,9 @@ func run(ctx context.Context, etcdServers, addr, pkiDir, natsURL, execProxyURL s
 		return err
 	}
 	cfg.NATSURL, cfg.ExecProxyURL = natsURL, execProxyURL
+	if natsTLS != nil {
+		cfg.NATSTLS = natsTLS
+	}
 	cfg.TracerProvider = tp
 	api, err := apiserver.New(cfg)
 	if err != nil {

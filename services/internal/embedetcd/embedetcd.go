@@ -4,16 +4,21 @@ package embedetcd
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"skiff.dev/services/internal/pki"
 )
 
 // Config says where the embedded etcd keeps its data and listens.
@@ -23,14 +28,21 @@ type Config struct {
 	// ClientURL is where clients connect, e.g. "http://127.0.0.1:2379". Port 0 picks a
 	// free port; Etcd.Endpoint reports the one in use.
 	ClientURL string
-	// PeerURL is the raft peer listener; default "http://127.0.0.1:0".
+	// PeerURL is the raft peer listener; default "http://127.0.0.1:0" (https with
+	// PKIDir).
 	PeerURL string
+	// PKIDir, when set, makes etcd require mutual TLS as kubeadm's etcd does: it serves
+	// pki's etcd-server key pair, accepts only clients with a certificate from the
+	// cluster CA, and Client presents the apiserver-etcd-client pair. The URLs must then
+	// be https. "" serves plain HTTP (the storage layer's own tests).
+	PKIDir string
 }
 
 // Etcd is a running embedded etcd server.
 type Etcd struct {
-	server   *embed.Etcd
-	endpoint string
+	server    *embed.Etcd
+	endpoint  string
+	clientTLS *tls.Config
 }
 
 // Start launches etcd and waits up to 60 s until it serves clients. Returns an error if
@@ -46,6 +58,9 @@ func Start(ctx context.Context, cfg Config) (*Etcd, error) {
 	}
 	if cfg.PeerURL == "" {
 		cfg.PeerURL = "http://127.0.0.1:0"
+		if cfg.PKIDir != "" {
+			cfg.PeerURL = "https://127.0.0.1:0"
+		}
 	}
 	clientURL, err := url.Parse(cfg.ClientURL)
 	if err != nil {
@@ -72,6 +87,22 @@ func Start(ctx context.Context, cfg Config) (*Etcd, error) {
 	ec.AdvertisePeerUrls = []url.URL{*peerURL}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
 	ec.ListenMetricsUrls = nil
+	var clientTLS *tls.Config
+	if cfg.PKIDir != "" {
+		if clientURL.Scheme != "https" || peerURL.Scheme != "https" {
+			return nil, fmt.Errorf("etcd with TLS needs https URLs, not %s and %s", clientURL, peerURL)
+		}
+		certFile, keyFile := pki.KeyPairFiles(cfg.PKIDir, pki.EtcdServerName)
+		serving := transport.TLSInfo{CertFile: certFile, KeyFile: keyFile,
+			TrustedCAFile: filepath.Join(cfg.PKIDir, pki.CACertFile), ClientCertAuth: true}
+		ec.ClientTLSInfo, ec.PeerTLSInfo = serving, serving
+		if clientTLS, err = pki.ClientTLS(cfg.PKIDir, pki.APIServerEtcdClient.Name); err != nil {
+			return nil, fmt.Errorf("etcd client identity: %w", err)
+		}
+		// Client dials from this process, whatever address etcd binds (0.0.0.0, a LAN
+		// address): it verifies etcd by the name every etcd-server certificate holds.
+		clientTLS.ServerName = "localhost"
+	}
 
 	server, err := embed.StartEtcd(ec)
 	if err != nil {
@@ -89,21 +120,28 @@ func Start(ctx context.Context, cfg Config) (*Etcd, error) {
 		server.Close()
 		return nil, ctx.Err()
 	}
-	return &Etcd{server: server, endpoint: clientURL.String()}, nil
+	return &Etcd{server: server, endpoint: clientURL.String(), clientTLS: clientTLS}, nil
 }
 
-// Endpoint is the client URL, e.g. "http://127.0.0.1:2379".
+// Endpoint is the client URL, e.g. "https://127.0.0.1:2379".
 func (e *Etcd) Endpoint() string { return e.endpoint }
 
-// Client returns a new etcd client connected to this server; the caller closes it.
-// opts are added to the gRPC dial options (e.g. tracing.GRPCClientOption).
+// Client returns a new etcd client connected to this server (over mutual TLS as the
+// apiserver when the server has a PKIDir); the caller closes it. opts are added to the
+// gRPC dial options (e.g. tracing.GRPCClientOption).
 func (e *Etcd) Client(opts ...grpc.DialOption) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{
+	cfg := clientv3.Config{
 		Endpoints:   []string{e.endpoint},
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
-		DialOptions: append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...),
-	})
+		DialOptions: opts,
+	}
+	if e.clientTLS != nil {
+		cfg.TLS = e.clientTLS.Clone()
+	} else {
+		cfg.DialOptions = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	}
+	return clientv3.New(cfg)
 }
 
 // Close stops etcd and waits for it to release its ports and data directory.
