@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"log/slog"
 	"net"
@@ -32,6 +33,9 @@ func main() {
 	maxDuration := flag.Duration("max-duration", csrsigner.DefaultMaxDuration, "longest lifetime of an issued certificate; a request's spec.expirationSeconds may ask for less (not under 10m)")
 	healthAddress := flag.String("health-address", ":10260", "where /healthz, /livez, /readyz and /metrics are served (\"\" = off)")
 	natsURL := flag.String("nats-url", "", "NATS URL events are published to (JetStream stream EVENTS); \"\" POSTs them to the apiserver")
+	natsCAFile := flag.String("nats-ca-file", "", "CA verifying NATS's serving certificate (default: <pki-dir>/ca.crt)")
+	natsCertFile := flag.String("nats-cert-file", "", "client certificate toward NATS, which requires mutual TLS (default: <pki-dir>/csr-signer.crt)")
+	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: <pki-dir>/csr-signer.key)")
 	flag.Parse()
 
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -69,7 +73,15 @@ func main() {
 	if err != nil {
 		fail("building clientset", err)
 	}
-	recorder, err := events.New(events.Config{Component: "csr-signer", NATSURL: *natsURL, Client: client})
+	var natsTLS *tls.Config
+	if *natsURL != "" {
+		defCert, defKey := pki.KeyPairFiles(*pkiDir, pki.CSRSigner.Name)
+		if natsTLS, err = events.ClientTLSFromFiles(orDefault(*natsCAFile, filepath.Join(*pkiDir, pki.CACertFile)),
+			orDefault(*natsCertFile, defCert), orDefault(*natsKeyFile, defKey)); err != nil {
+			fail("NATS client TLS", err)
+		}
+	}
+	recorder, err := events.New(events.Config{Component: "csr-signer", NATSURL: *natsURL, TLS: natsTLS, Client: client})
 	if err != nil {
 		fail("event recorder", err)
 	}
@@ -95,4 +107,12 @@ func main() {
 	if err := controller.Run(ctx); err != nil && ctx.Err() == nil {
 		fail("csr-signer stopped", err)
 	}
+}
+
+// orDefault is value, or def when value is "".
+func orDefault(value, def string) string {
+	if value == "" {
+		return def
+	}
+	return value
 }

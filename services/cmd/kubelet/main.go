@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,9 @@ func main() {
 	tlsKeyFile := flag.String("tls-private-key-file", "", "kubelet API serving key")
 	clientCAFile := flag.String("client-ca-file", "", "cluster CA verifying the kubelet API's clients (exec-proxy, system:masters); empty means the CA of --kubeconfig")
 	natsURL := flag.String("nats-url", "", "NATS URL events are published to (JetStream stream EVENTS); \"\" POSTs them to the apiserver")
+	natsCAFile := flag.String("nats-ca-file", "", "CA verifying NATS's serving certificate (default: --client-ca-file, else the CA of --kubeconfig)")
+	natsCertFile := flag.String("nats-cert-file", "", "client certificate toward NATS, which requires mutual TLS; read at every connect, so a rotated one is used (default: <cert-dir>/kubelet-client-current.pem)")
+	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: the --nats-cert-file file, which then holds both)")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -93,7 +97,14 @@ func main() {
 		logger.Error("build client", "err", err)
 		os.Exit(1)
 	}
-	recorder, err := events.New(events.Config{Component: "kubelet", Host: *nodeName, NATSURL: *natsURL, Client: client})
+	var natsTLS *tls.Config
+	if *natsURL != "" {
+		if natsTLS, err = natsClientTLS(*natsCAFile, *natsCertFile, *natsKeyFile, *clientCAFile, *kubeconfig, *certDir); err != nil {
+			logger.Error("NATS client TLS", "err", err)
+			os.Exit(1)
+		}
+	}
+	recorder, err := events.New(events.Config{Component: "kubelet", Host: *nodeName, NATSURL: *natsURL, TLS: natsTLS, Client: client})
 	if err != nil {
 		logger.Error("event recorder", "err", err)
 		os.Exit(1)
@@ -176,4 +187,31 @@ func servingFromCluster(ctx context.Context, client kubernetes.Interface, nodeNa
 	}
 	addresses := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}, {Type: corev1.NodeHostName, Address: nodeName}}
 	return certificate.StartServing(ctx, client, nodeName, certDir, addresses, caPEM)
+}
+
+// natsClientTLS is the kubelet's mutual TLS toward NATS: its client certificate
+// (default: the one client-go's certificate manager keeps current in certDir, read again
+// at every connect) and the cluster CA (--nats-ca-file, --client-ca-file, or the CA of
+// --kubeconfig).
+func natsClientTLS(caFile, certFile, keyFile, clientCAFile, kubeconfig, certDir string) (*tls.Config, error) {
+	if certFile == "" {
+		certFile = filepath.Join(certDir, certificate.ClientPairName+"-current.pem")
+	}
+	if caFile == "" {
+		caFile = clientCAFile
+	}
+	var caPEM []byte
+	var err error
+	switch {
+	case caFile != "":
+		caPEM, err = os.ReadFile(caFile)
+	case kubeconfig != "":
+		caPEM, err = certificate.ClusterCA(kubeconfig)
+	default:
+		err = errors.New("no CA: set --nats-ca-file")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("NATS CA: %w", err)
+	}
+	return events.ClientTLS(caPEM, certFile, keyFile)
 }

@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"flag"
 	"log/slog"
 	"net"
@@ -17,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -32,6 +35,9 @@ func main() {
 	schedulerName := flag.String("scheduler-name", scheduler.DefaultSchedulerName, "schedule pods whose spec.schedulerName is this")
 	healthAddress := flag.String("health-address", ":10259", "where /healthz, /livez, /readyz and /metrics are served (\"\" = off)")
 	natsURL := flag.String("nats-url", "", "NATS URL events are published to (JetStream stream EVENTS); \"\" POSTs them to the apiserver")
+	natsCAFile := flag.String("nats-ca-file", "", "CA verifying NATS's serving certificate (default: the CA of --kubeconfig)")
+	natsCertFile := flag.String("nats-cert-file", "", "client certificate toward NATS, which requires mutual TLS (default: the client certificate of --kubeconfig)")
+	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: the key of --kubeconfig)")
 	leaderElect := flag.Bool("leader-elect", true, "run only while holding the kube-system/kube-scheduler Lease, so replicas never bind at once")
 	leaseDuration := flag.Duration("leader-elect-lease-duration", 15*time.Second, "how long a leader's Lease lasts without renewal")
 	renewDeadline := flag.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up")
@@ -62,7 +68,12 @@ func main() {
 		logger.Error("building clientset", "err", err)
 		os.Exit(1)
 	}
-	recorder, err := events.New(events.Config{Component: *schedulerName, NATSURL: *natsURL, Client: client})
+	natsTLS, err := natsClientTLS(cfg, *natsURL, *natsCAFile, *natsCertFile, *natsKeyFile)
+	if err != nil {
+		logger.Error("NATS client TLS", "err", err)
+		os.Exit(1)
+	}
+	recorder, err := events.New(events.Config{Component: *schedulerName, NATSURL: *natsURL, TLS: natsTLS, Client: client})
 	if err != nil {
 		logger.Error("event recorder", "err", err)
 		os.Exit(1)
@@ -128,4 +139,19 @@ func main() {
 			},
 		},
 	})
+}
+
+// natsClientTLS is the scheduler's mutual TLS toward NATS: the files named by the
+// --nats-* flags, or else the identity and CA of its kubeconfig (system:kube-scheduler).
+// nil without a NATS URL.
+func natsClientTLS(kubeconfig *rest.Config, natsURL, caFile, certFile, keyFile string) (*tls.Config, error) {
+	switch {
+	case natsURL == "":
+		return nil, nil
+	case certFile == "" && caFile == "" && keyFile == "":
+		return events.ClientTLSFromRESTConfig(kubeconfig)
+	case certFile == "" || caFile == "":
+		return nil, errors.New("--nats-cert-file and --nats-ca-file go together")
+	}
+	return events.ClientTLSFromFiles(caFile, certFile, keyFile)
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"k8s.io/client-go/rest"
 )
 
 // ClientTLS is the TLS configuration a component dials NATS with (mutual TLS, DESIGN.md
@@ -52,4 +54,24 @@ func ClientTLSFromFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
 		return nil, fmt.Errorf("events: NATS CA: %w", err)
 	}
 	return ClientTLS(caPEM, certFile, keyFile)
+}
+
+// ClientTLSFromRESTConfig is the TLS configuration toward NATS of a component whose NATS
+// identity is its kubeconfig's (the scheduler's system:kube-scheduler certificate): it
+// trusts c's CA and presents c's client certificate, as client-go does toward the
+// apiserver (rest.TLSConfigFor). Errors: c names no CA or no client certificate.
+func ClientTLSFromRESTConfig(c *rest.Config) (*tls.Config, error) {
+	if len(c.CAData) == 0 && c.CAFile == "" {
+		return nil, errors.New("events: NATS client TLS: the kubeconfig names no certificate authority")
+	}
+	if len(c.CertData) == 0 && c.CertFile == "" {
+		return nil, errors.New("events: NATS client TLS: the kubeconfig holds no client certificate")
+	}
+	tlsConfig, err := rest.TLSConfigFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("events: NATS client TLS: %w", err)
+	}
+	// The kubeconfig's server name is the apiserver's, not NATS's.
+	tlsConfig.ServerName = ""
+	return tlsConfig, nil
 }

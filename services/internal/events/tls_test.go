@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"skiff.dev/services/internal/events"
 	"skiff.dev/services/internal/natsserver"
@@ -108,5 +109,61 @@ func TestClientTLSErrors(t *testing.T) {
 	}
 	if _, err := events.ClientTLSFromFiles(filepath.Join(dir, "missing-ca.crt"), cert, key); err == nil {
 		t.Fatal("ClientTLSFromFiles: no error for a missing CA file")
+	}
+}
+
+// TestClientTLSFromRESTConfigIsTheKubeconfigsIdentity connects to a real NATS server as
+// the scheduler's kubeconfig; a kubeconfig with a bootstrap token instead of a client
+// certificate has no identity NATS would take.
+func TestClientTLSFromRESTConfigIsTheKubeconfigsIdentity(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	if _, err := pki.Init(pki.InitOptions{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	serverTLS, err := pki.ServerTLS(dir, pki.NATSServerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen string
+	serverTLS.VerifyConnection = func(cs tls.ConnectionState) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(cs.PeerCertificates) > 0 {
+			seen = cs.PeerCertificates[0].Subject.CommonName
+		}
+		return nil
+	}
+	ns, err := natsserver.Start(natsserver.Config{StoreDir: t.TempDir(), Host: "127.0.0.1", TLS: serverTLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+
+	restConfig, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, pki.Scheduler.Name+".kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientTLS, err := events.ClientTLSFromRESTConfig(restConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(ns.ClientURL(), nats.Secure(clientTLS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	mu.Lock()
+	if seen != pki.Scheduler.CommonName {
+		t.Errorf("NATS saw client %q, want %q", seen, pki.Scheduler.CommonName)
+	}
+	mu.Unlock()
+
+	bootstrap, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, pki.BootstrapKubeconfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := events.ClientTLSFromRESTConfig(bootstrap); err == nil {
+		t.Error("a bootstrap-token kubeconfig gave a NATS identity")
 	}
 }
