@@ -2,7 +2,9 @@ package allinone
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -13,23 +15,33 @@ import (
 
 	"skiff.dev/services/internal/events"
 	"skiff.dev/services/internal/natsserver"
+	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/tracing"
 )
 
 // observability is what the all-in-one adds for tracing and events: one tracer provider
 // per service (so each hop shows under its own service.name even in one process) and
-// the embedded NATS server events travel through.
+// the embedded NATS server events travel through, which requires mutual TLS as the
+// compose stack's does.
 type observability struct {
 	apiserver, scheduler, kubelet, runtime *tracing.Provider
 	// natsURL is the embedded NATS server's URL, "" when NATS is off.
 	natsURL string
-	stops   []func()
+	// caPEM is the cluster CA NATS's clients verify it with.
+	caPEM []byte
+	stops []func()
 }
 
+// natsServerName is the name clients verify NATS's certificate for: every nats-server
+// certificate holds it (pki.DefaultNATSHosts), whatever address the all-in-one binds
+// (0.0.0.0, a LAN address), and the clients are in this process.
+const natsServerName = "localhost"
+
 // startObservability builds the tracer providers and starts NATS with JetStream data
-// under dataDir/nats. The runtime's provider becomes the global one: the built-in CRI
-// servers trace with it.
-func startObservability(ctx context.Context, cfg Config, dataDir string) (_ *observability, err error) {
+// under dataDir/nats, serving pkiDir's nats-server key pair to clients with a
+// certificate from pkiDir's CA only. The runtime's provider becomes the global one: the
+// built-in CRI servers trace with it.
+func startObservability(ctx context.Context, cfg Config, dataDir, pkiDir string) (_ *observability, err error) {
 	o := &observability{}
 	defer func() {
 		if err != nil {
@@ -54,7 +66,16 @@ func startObservability(ctx context.Context, cfg Config, dataDir string) (_ *obs
 	otel.SetTracerProvider(o.runtime)
 
 	if cfg.NATSPort >= 0 {
-		ns, err := natsserver.Start(natsserver.Config{StoreDir: filepath.Join(dataDir, "nats"), Host: cfg.BindAddress, Port: cfg.NATSPort})
+		serverTLS, err := pki.ServerTLS(pkiDir, pki.NATSServerName)
+		if err != nil {
+			return nil, fmt.Errorf("NATS TLS: %w", err)
+		}
+		ca, err := pki.LoadCA(pkiDir)
+		if err != nil {
+			return nil, err
+		}
+		o.caPEM = ca.CertPEM
+		ns, err := natsserver.Start(natsserver.Config{StoreDir: filepath.Join(dataDir, "nats"), Host: cfg.BindAddress, Port: cfg.NATSPort, TLS: serverTLS})
 		if err != nil {
 			return nil, err
 		}
@@ -71,13 +92,34 @@ func traced(c *rest.Config, tp *tracing.Provider) *rest.Config {
 	return c
 }
 
-// recorder builds an event recorder for component that publishes to NATS, or POSTs
-// through client when NATS is off. Run it with the services.
-func (o *observability) recorder(component, host string, client kubernetes.Interface) (*events.Recorder, error) {
+// natsTLS returns a copy of c, a NATS client's TLS configuration, that verifies the
+// embedded server by natsServerName; nil when NATS is off.
+func (o *observability) natsTLS(c *tls.Config) *tls.Config {
+	if o.natsURL == "" || c == nil {
+		return nil
+	}
+	c = c.Clone()
+	c.ServerName = natsServerName
+	return c
+}
+
+// recorder builds an event recorder for component that publishes to NATS, presenting
+// the client key pair certFile/keyFile (read at every connect, so a kubelet's rotated
+// certificate is used), or POSTs through client when NATS is off. Run it with the
+// services.
+func (o *observability) recorder(component, host string, client kubernetes.Interface, certFile, keyFile string) (*events.Recorder, error) {
 	if client == nil {
 		return nil, errors.New("allinone: recorder needs a client")
 	}
-	return events.New(events.Config{Component: component, Host: host, NATSURL: o.natsURL, Client: client})
+	cfg := events.Config{Component: component, Host: host, NATSURL: o.natsURL, Client: client}
+	if o.natsURL != "" {
+		tlsConfig, err := events.ClientTLS(o.caPEM, certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", component, err)
+		}
+		cfg.TLS = o.natsTLS(tlsConfig)
+	}
+	return events.New(cfg)
 }
 
 // stop stops NATS and flushes every provider, in reverse order of start.

@@ -1,0 +1,87 @@
+package allinone_test
+
+import (
+	"context"
+	"crypto/tls"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"skiff.dev/services/allinone"
+	"skiff.dev/services/internal/pki"
+)
+
+// TestEventsTravelOverMutualTLS: the embedded NATS admits only certificates from the
+// cluster CA, and still every component's events arrive through it — the scheduler's,
+// csr-signer's and the kubelet's (whose certificate came from its own CSR) — since
+// with NATS on nothing POSTs them.
+func TestEventsTravelOverMutualTLS(t *testing.T) {
+	dataDir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cluster, wait, err := allinone.Start(ctx, allinone.Config{
+		DataDir: dataDir, BindAddress: "127.0.0.1", Runtime: allinone.RuntimeSim, NodeName: "nats-node", NATSPort: 0,
+	})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := wait(); err != nil {
+			t.Errorf("all-in-one stopped with %v", err)
+		}
+	})
+
+	ca, err := pki.LoadCA(filepath.Join(dataDir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, opts := range map[string][]nats.Option{
+		"plain":                   nil,
+		"TLS without certificate": {nats.Secure(&tls.Config{RootCAs: ca.CertPool(), ServerName: "localhost", MinVersion: tls.VersionTLS12})},
+	} {
+		nc, err := nats.Connect(cluster.NATSURL, append(opts, nats.Timeout(5*time.Second), nats.NoReconnect())...)
+		if err == nil {
+			nc.Close()
+			t.Errorf("%s client connected to the embedded NATS", name)
+		}
+	}
+
+	restConfig, err := clientcmd.BuildConfigFromFlags("", cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(restConfig)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "evented", Namespace: "default"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"default-scheduler": false, "kubelet": false, "csr-signer": false}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		list, err := client.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for _, ev := range list.Items {
+				if _, ok := want[ev.Source.Component]; ok {
+					want[ev.Source.Component] = true
+				}
+			}
+		}
+		if want["default-scheduler"] && want["kubelet"] && want["csr-signer"] {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events arrived from %v (last error %v); want all three", want, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
