@@ -25,7 +25,7 @@ import (
 // compose stack's does.
 type observability struct {
 	apiserver, scheduler, kubelet, runtime *tracing.Provider
-	// natsURL is the embedded NATS server's URL, "" when NATS is off.
+	// natsURL is the embedded NATS server's URL (tls://host:port), "" when NATS is off.
 	natsURL string
 	// caPEM is the cluster CA NATS's clients verify it with.
 	caPEM []byte
@@ -80,7 +80,7 @@ func startObservability(ctx context.Context, cfg Config, dataDir, pkiDir string)
 			return nil, err
 		}
 		o.stops = append(o.stops, ns.Shutdown)
-		o.natsURL = "nats://" + net.JoinHostPort(cfg.BindAddress, strconv.Itoa(ns.Port()))
+		o.natsURL = "tls://" + net.JoinHostPort(cfg.BindAddress, strconv.Itoa(ns.Port()))
 	}
 	return o, nil
 }
