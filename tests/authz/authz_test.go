@@ -422,3 +422,44 @@ func TestBootstrapTokenSecrets(t *testing.T) {
 		}
 	})
 }
+
+// TestEtcdRequiresClientCertificate: etcd, under the apiserver, accepts only clients
+// with a certificate from the cluster CA, as kubeadm's etcd does.
+func TestEtcdRequiresClientCertificate(t *testing.T) {
+	srv := apiservertest.StartServer(t)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(srv.CA.CertPEM)
+	addr := strings.TrimPrefix(srv.Etcd.Endpoint(), "https://")
+	handshake := func(cert *tls.Certificate) error {
+		cfg := &tls.Config{RootCAs: roots, ServerName: "localhost"}
+		if cert != nil {
+			cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
+		}
+		conn, err := tls.Dial("tcp", addr, cfg)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		// TLS 1.3: the server's verdict on the client certificate arrives with the
+		// first read.
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		return err
+	}
+	t.Run("etcd speaks only TLS", func(t *testing.T) {
+		if !strings.HasPrefix(srv.Etcd.Endpoint(), "https://") {
+			t.Fatalf("etcd endpoint %s", srv.Etcd.Endpoint())
+		}
+	})
+	t.Run("no client certificate: refused", func(t *testing.T) {
+		if err := handshake(nil); err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("handshake without a client certificate: %v", err)
+		}
+	})
+	t.Run("a client certificate from another CA: refused", func(t *testing.T) {
+		cert := foreignClientCert(t, "kube-apiserver-etcd-client", "")
+		if err := handshake(&cert); err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("handshake with a foreign client certificate: %v", err)
+		}
+	})
+}
