@@ -78,6 +78,7 @@ func TestComposeStack(t *testing.T) {
 		{"Up", (*stack).testUp},
 		{"NodesReadyWithCSRIssuedCertificates", (*stack).testNodesReady},
 		{"PodsSpreadAndRun", (*stack).testPodsSpreadAndRun},
+		{"EventsOverMutualTLSNATS", (*stack).testEvents},
 		{"ExecAndLogs", (*stack).testExecAndLogs},
 		{"PodTraceInJaeger", (*stack).testPodTrace},
 		{"ScaleKubelets", (*stack).testScale},
@@ -422,6 +423,36 @@ func (s *stack) testPodsSpreadAndRun(t *testing.T) {
 			t.Errorf("node %s runs %d pods: not spread (%v)", node, n, perNode)
 		}
 	}
+}
+
+// testEvents checks that the scheduler's, the kubelets' and csr-signer's events reach
+// the apiserver. They travel only through NATS, which requires mutual TLS: each arrives
+// because its component presented a certificate from the cluster CA (a kubelet its
+// CSR-issued one) and the apiserver consumed it with apiserver-nats-client.
+func (s *stack) testEvents(t *testing.T) {
+	s.eventually(t, time.Minute, "Scheduled, Started and csr-signer events", func(ctx context.Context) error {
+		list, err := s.client.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for _, ev := range list.Items {
+			if ev.InvolvedObject.Name == "spread-0" || ev.Source.Component == "csr-signer" {
+				seen[ev.Source.Component+"/"+ev.Reason] = true
+			}
+		}
+		for _, want := range []string{"default-scheduler/Scheduled", "kubelet/Started"} {
+			if !seen[want] {
+				return fmt.Errorf("no %s event for spread-0 (seen %v)", want, keys(seen))
+			}
+		}
+		for k := range seen {
+			if strings.HasPrefix(k, "csr-signer/") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no csr-signer event (seen %v)", keys(seen))
+	})
 }
 
 // testExecAndLogs runs kubectl exec and kubectl logs on one of the pods.
