@@ -1,7 +1,7 @@
 package endpoints
 
 import (
-	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -89,10 +89,13 @@ func authorize(r *http.Request, authz authorization.Authorizer, attrs authorizer
 		return nil
 	}
 	if err != nil {
+		// The authorizer could not decide (its lookup failed, e.g. etcd is away): as
+		// kube-apiserver's WithAuthorization, that is the server's failure, not a denial.
 		slog.Warn("authorization error", "user", userName(attrs), "verb", attrs.Verb, "resource", attrs.Resource, "err", err)
-		if errors.Is(r.Context().Err(), err) {
-			return apierrors.NewTimeoutError("authorization timed out", 1)
+		if r.Context().Err() != nil {
+			return apierrors.NewTimeoutError("authorization did not finish in time", 1)
 		}
+		return apierrors.NewInternalError(fmt.Errorf("authorization: %w", err))
 	}
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
