@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
 
 	"skiff.dev/services/runtime/streaming"
