@@ -44,6 +44,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"skiff.dev/services/internal/httpstatus"
+	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
 )
 
@@ -152,29 +153,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // cluster CA as ClientCAs (client certificates are verified when given, so
 // /healthz answers without one). Errors: no ClientCAs, or serving failed.
 func (p *Proxy) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config) error {
-	if tlsConfig == nil || tlsConfig.ClientCAs == nil {
-		lis.Close()
-		return errors.New("exec-proxy: TLS with client CAs is required")
-	}
-	tlsConfig = tlsConfig.Clone()
-	if tlsConfig.ClientAuth == tls.NoClientCert {
-		tlsConfig.ClientAuth = tls.VerifyClientCertIfGiven
-	}
-	if tlsConfig.MinVersion == 0 {
-		tlsConfig.MinVersion = tls.VersionTLS12
-	}
-	srv := &http.Server{Handler: tracing.Handler(p, p.tracer, "exec-proxy"), TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(tls.NewListener(lis, tlsConfig)) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	srv.Close()
-	<-served
-	p.transport.CloseIdleConnections()
-	return nil
+	defer p.transport.CloseIdleConnections()
+	return serving.ServeTLS(ctx, lis, tracing.Handler(p, p.tracer, "exec-proxy"), tlsConfig, "exec-proxy")
 }
 
 var podResource = schema.GroupResource{Resource: "pods"}

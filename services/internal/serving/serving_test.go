@@ -2,6 +2,7 @@ package serving
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -59,5 +60,18 @@ func TestEndpoints(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Serve after cancel: %v", err)
+	}
+}
+
+func TestServeTLSRequiresClientCAs(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ServeTLS(context.Background(), l, http.NotFoundHandler(), &tls.Config{}, "test"); err == nil {
+		t.Fatal("ServeTLS served without a CA to verify clients")
+	}
+	if _, err := l.Accept(); err == nil {
+		t.Fatal("the listener was left open")
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"skiff.dev/services/internal/httpstatus"
+	"skiff.dev/services/internal/serving"
 )
 
 // Identities allowed to call the kubelet API (DESIGN.md "Identities").
@@ -103,28 +103,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // unless set stricter), so /healthz answers without one. Errors: no
 // ClientCAs, or serving failed.
 func (s *Server) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config) error {
-	if tlsConfig == nil || tlsConfig.ClientCAs == nil {
-		lis.Close()
-		return errors.New("kubelet server: TLS with client CAs is required")
-	}
-	tlsConfig = tlsConfig.Clone()
-	if tlsConfig.ClientAuth == tls.NoClientCert {
-		tlsConfig.ClientAuth = tls.VerifyClientCertIfGiven
-	}
-	if tlsConfig.MinVersion == 0 {
-		tlsConfig.MinVersion = tls.VersionTLS12
-	}
-	srv := &http.Server{Handler: s, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(tls.NewListener(lis, tlsConfig)) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	srv.Close()
-	<-served
-	return nil
+	return serving.ServeTLS(ctx, lis, s, tlsConfig, "kubelet server")
 }
 
 // authorized lets through only exec-proxy and system:masters, identified by
