@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
+	"testing"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -154,4 +156,31 @@ func freeHostPort(host string) (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// RunTests is a package's TestMain around one shared embedded etcd: it starts etcd in a
+// temporary directory (plain HTTP on a free loopback port), sets *client to a client of
+// it, runs m, and removes everything. It returns m.Run's exit code, or 1 when etcd does
+// not start within 90 s. Use: func TestMain(m *testing.M) { os.Exit(embedetcd.RunTests(m, &client)) }.
+func RunTests(m *testing.M, client **clientv3.Client) int {
+	dir, err := os.MkdirTemp("", "embedetcd-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	e, err := Start(ctx, Config{Dir: dir, ClientURL: "http://127.0.0.1:0"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer e.Close()
+	if *client, err = e.Client(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer (*client).Close()
+	return m.Run()
 }

@@ -31,30 +31,7 @@ import (
 var etcdClient *clientv3.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(runWithEtcd(m))
-}
-
-func runWithEtcd(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "cacher-etcd-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	e, err := embedetcd.Start(ctx, embedetcd.Config{Dir: dir, ClientURL: "http://127.0.0.1:0"})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer e.Close()
-	if etcdClient, err = e.Client(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer etcdClient.Close()
-	return m.Run()
+	os.Exit(embedetcd.RunTests(m, &etcdClient))
 }
 
 // eventTimeout bounds how long a test waits for something that must happen; it only

@@ -27,30 +27,7 @@ import (
 var testClient *clientv3.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(runWithEtcd(m))
-}
-
-func runWithEtcd(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "etcd3-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	etcd, err := embedetcd.Start(ctx, embedetcd.Config{Dir: dir, ClientURL: "http://127.0.0.1:0"})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer etcd.Close()
-	if testClient, err = etcd.Client(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer testClient.Close()
-	return m.Run()
+	os.Exit(embedetcd.RunTests(m, &testClient))
 }
 
 // testNamespace is the namespace of the current test's pods, unique per test, so every

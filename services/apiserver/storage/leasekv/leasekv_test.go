@@ -2,6 +2,7 @@ package leasekv
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -10,18 +11,14 @@ import (
 	"skiff.dev/services/internal/embedetcd"
 )
 
+// raw is a plain client of the one embedded etcd the tests share (distinct keys keep
+// them apart).
+var raw *clientv3.Client
+
+func TestMain(m *testing.M) { os.Exit(embedetcd.RunTests(m, &raw)) }
+
 func TestEveryPutCarriesALease(t *testing.T) {
 	ctx := context.Background()
-	etcd, err := embedetcd.Start(ctx, embedetcd.Config{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcd.Close)
-	raw, err := etcd.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = raw.Close() })
 	c := NewClient(ctx, raw, time.Hour)
 
 	if _, err := c.Put(ctx, "/a", "1"); err != nil {
@@ -63,16 +60,6 @@ func TestEveryPutCarriesALease(t *testing.T) {
 
 func TestKeyExpiresWithItsLease(t *testing.T) {
 	ctx := context.Background()
-	etcd, err := embedetcd.Start(ctx, embedetcd.Config{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcd.Close)
-	raw, err := etcd.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = raw.Close() })
 	c := NewClient(ctx, raw, time.Second)
 	if _, err := c.Put(ctx, "/short", "1"); err != nil {
 		t.Fatal(err)
