@@ -18,32 +18,23 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/trace"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
-	certificatesv1 "k8s.io/api/certificates/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"skiff.dev/services/apiserver/admission"
 	"skiff.dev/services/apiserver/authentication"
 	"skiff.dev/services/apiserver/authorization"
 	namespacecontroller "skiff.dev/services/apiserver/controller/namespace"
+	"skiff.dev/services/apiserver/controller/rootcacertpublisher"
 	"skiff.dev/services/apiserver/endpoints"
 	"skiff.dev/services/apiserver/eventsink"
 	"skiff.dev/services/apiserver/registry"
-	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
-	authorizationregistry "skiff.dev/services/apiserver/registry/authorization"
-	"skiff.dev/services/apiserver/registry/certificates/certificatesigningrequest"
-	"skiff.dev/services/apiserver/registry/coordination/lease"
-	"skiff.dev/services/apiserver/registry/core/event"
 	"skiff.dev/services/apiserver/registry/core/namespace"
-	"skiff.dev/services/apiserver/registry/core/node"
 	"skiff.dev/services/apiserver/registry/core/pod"
-	"skiff.dev/services/apiserver/registry/core/secret"
+	"skiff.dev/services/apiserver/registry/rest"
 	"skiff.dev/services/apiserver/scheme"
 	"skiff.dev/services/apiserver/storage/cacher"
 	"skiff.dev/services/apiserver/storage/etcd3"
@@ -61,6 +52,9 @@ type Config struct {
 	// ClientCA verifies client certificates (the cluster CA); required. A verified
 	// certificate authenticates as user CN in groups O.
 	ClientCA *x509.CertPool
+	// RootCA is the cluster CA as PEM, published in every namespace as the ConfigMap
+	// kube-root-ca.crt; nil publishes nothing.
+	RootCA []byte
 	// BootstrapTokenFile lists the bootstrap tokens accepted as
 	// `Authorization: Bearer <id>.<secret>` (pki.BootstrapTokenFile); "" accepts none.
 	BootstrapTokenFile string
@@ -106,7 +100,7 @@ func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 		return Config{}, fmt.Errorf("NATS client certificate: %w", err)
 	}
 	return Config{
-		Etcd: etcd, ServingCert: cert, ClientCA: ca.CertPool(),
+		Etcd: etcd, ServingCert: cert, ClientCA: ca.CertPool(), RootCA: ca.CertPEM,
 		BootstrapTokenFile: filepath.Join(dir, pki.BootstrapTokenFile),
 		ProxyClientTLS:     &tls.Config{Certificates: []tls.Certificate{proxyCert}, RootCAs: ca.CertPool(), MinVersion: tls.VersionTLS12},
 		NATSTLS:            natsTLS,
@@ -119,6 +113,7 @@ type APIServer struct {
 	handler             http.Handler
 	namespaces          *namespace.REST
 	namespaceController *namespacecontroller.Controller
+	rootCAPublisher     *rootcacertpublisher.Publisher
 	caches              []*cacher.Cacher
 	tlsConfig           *tls.Config
 	eventSink           *eventsink.Sink
@@ -139,9 +134,17 @@ func (s *APIServer) stopCaches() {
 	}
 }
 
-// New builds the apiserver's registries, starts their watch caches (which list and watch
-// etcd, retrying until it answers) and builds the HTTP handler. Serve stops the caches
-// when it returns, so an APIServer serves once.
+// storeSet is every served resource's generic Store, by group and resource.
+type storeSet map[schema.GroupResource]*registry.Store
+
+// Store implements registry.Stores.
+func (s storeSet) Store(gr schema.GroupResource) *registry.Store { return s[gr] }
+
+// New builds the apiserver from the resources it serves (resources.go): for each, an
+// etcd store behind a watch cache (which lists and watches etcd, retrying until it
+// answers), its REST storage, routes, discovery and OpenAPI; then authentication,
+// authorization, admission and the HTTP handler. Serve stops the caches when it
+// returns, so an APIServer serves once.
 func New(cfg Config) (_ *APIServer, err error) {
 	if cfg.Etcd == nil {
 		return nil, errors.New("apiserver: Config.Etcd is required")
@@ -149,144 +152,134 @@ func New(cfg Config) (_ *APIServer, err error) {
 	if len(cfg.ServingCert.Certificate) == 0 || cfg.ClientCA == nil {
 		return nil, errors.New("apiserver: Config.ServingCert and Config.ClientCA are required")
 	}
+	var execProxy *pod.ExecProxy
+	if cfg.ExecProxyURL != "" {
+		u, perr := url.Parse(cfg.ExecProxyURL)
+		if perr != nil || u.Scheme != "https" || u.Host == "" || cfg.ProxyClientTLS == nil {
+			return nil, fmt.Errorf("apiserver: ExecProxyURL %q must be https://host:port, with ProxyClientTLS", cfg.ExecProxyURL)
+		}
+		execProxy = &pod.ExecProxy{URL: u, TLS: cfg.ProxyClientTLS}
+	}
 	s := &APIServer{etcd: cfg.Etcd, tlsConfig: &tls.Config{
 		Certificates: []tls.Certificate{cfg.ServingCert},
 		ClientAuth:   tls.VerifyClientCertIfGiven,
 		ClientCAs:    cfg.ClientCA,
 		MinVersion:   tls.VersionTLS12,
 	}}
-	// Every resource is served through a watch cache over its etcd store.
-	cached := func(prefix string, newFunc, newListFunc func() runtime.Object, strategy registry.Strategy) *cacher.Cacher {
+	defer func() {
 		if err != nil {
-			return nil
-		}
-		client := cfg.Etcd
-		if ttl, ok := strategy.(registry.TTLStrategy); ok {
-			client = leasekv.NewClient(context.Background(), cfg.Etcd, ttl.TTL())
-		}
-		store := etcd3.New(client, scheme.StorageCodec, newFunc)
-		kinds, _, kerr := scheme.Scheme.ObjectKinds(newFunc())
-		if kerr != nil {
-			err = kerr
-			return nil
-		}
-		c, cerr := cacher.New(cacher.Config{
-			Storage: store, RequestProgress: store.RequestProgress, ResourcePrefix: prefix, Kind: kinds[0],
-			NewFunc: newFunc, NewListFunc: newListFunc, GetAttrs: strategy.GetAttrs, IndexFields: indexFields(strategy),
-		})
-		if cerr != nil {
-			err = cerr
-			return nil
-		}
-		s.caches = append(s.caches, c)
-		return c
-	}
-	podStore := cached(pod.KeyRoot+"/", func() runtime.Object { return &corev1.Pod{} }, func() runtime.Object { return &corev1.PodList{} }, pod.Strategy{})
-	nodeStore := cached(node.KeyRoot+"/", func() runtime.Object { return &corev1.Node{} }, func() runtime.Object { return &corev1.NodeList{} }, node.Strategy{})
-	namespaceStore := cached(namespace.KeyRoot+"/", func() runtime.Object { return &corev1.Namespace{} }, func() runtime.Object { return &corev1.NamespaceList{} }, namespace.Strategy{})
-	eventStore := cached(event.KeyRoot+"/", func() runtime.Object { return &corev1.Event{} }, func() runtime.Object { return &corev1.EventList{} }, event.Strategy{})
-	leaseStore := cached(lease.KeyRoot+"/", func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} }, lease.Strategy{})
-	secretStore := cached(secret.KeyRoot+"/", func() runtime.Object { return &corev1.Secret{} }, func() runtime.Object { return &corev1.SecretList{} }, secret.Strategy{})
-	csrStore := cached(certificatesigningrequest.KeyRoot+"/", func() runtime.Object { return &certificatesv1.CertificateSigningRequest{} }, func() runtime.Object { return &certificatesv1.CertificateSigningRequestList{} }, certificatesigningrequest.Strategy{})
-	if err != nil {
-		s.stopCaches()
-		return nil, fmt.Errorf("apiserver: watch cache: %w", err)
-	}
-	pods := pod.NewStorage(podStore)
-	nodes := node.NewStorage(nodeStore)
-	namespaces := namespace.NewREST(namespaceStore)
-	events := event.NewStorage(eventStore)
-	leases := lease.NewStorage(leaseStore)
-	secrets := secret.NewStorage(secretStore)
-	csrs := certificatesigningrequest.NewStorage(csrStore)
-
-	var execProxy *pod.ExecProxy
-	if cfg.ExecProxyURL != "" {
-		u, perr := url.Parse(cfg.ExecProxyURL)
-		if perr != nil || u.Scheme != "https" || u.Host == "" || cfg.ProxyClientTLS == nil {
 			s.stopCaches()
-			return nil, fmt.Errorf("apiserver: ExecProxyURL %q must be https://host:port, with ProxyClientTLS", cfg.ExecProxyURL)
 		}
-		execProxy = &pod.ExecProxy{URL: u, TLS: cfg.ProxyClientTLS}
+	}()
+	stores := storeSet{}
+	authorizer := authorization.New(storageLookup{stores: stores})
+	descriptors := resources(execProxy, authorizer)
+	for i := range descriptors {
+		d := &descriptors[i]
+		if d.NewListFunc == nil {
+			continue
+		}
+		c, err := s.watchCache(cfg.Etcd, d)
+		if err != nil {
+			return nil, fmt.Errorf("apiserver: watch cache of %s: %w", d.GroupResource(), err)
+		}
+		stores[d.GroupResource()] = d.NewStore(c)
 	}
-	streams := pod.NewSubresources(execProxy)
-
-	core := &endpoints.APIGroupVersion{
-		GroupVersion: corev1.SchemeGroupVersion,
-		Resources: []endpoints.Resource{
-			{Name: "events", SingularName: "event", Kind: "Event", ShortNames: []string{"ev"}, Namespaced: true, Storage: events},
-			{Name: "namespaces", SingularName: "namespace", Kind: "Namespace", ShortNames: []string{"ns"}, Storage: namespaces},
-			{Name: "nodes", SingularName: "node", Kind: "Node", ShortNames: []string{"no"}, Storage: nodes.Node,
-				Subresources: map[string]endpoints.Subresource{"status": {Kind: "Node", Storage: nodes.Status}}},
-			{Name: "pods", SingularName: "pod", Kind: "Pod", ShortNames: []string{"po"}, Categories: []string{"all"}, Namespaced: true, Storage: pods.Pod,
-				Subresources: map[string]endpoints.Subresource{
-					"status":      {Kind: "Pod", Storage: pods.Status},
-					"binding":     {Kind: "Binding", Storage: pods.Binding},
-					"exec":        {Kind: "PodExecOptions", Storage: streams["exec"]},
-					"attach":      {Kind: "PodAttachOptions", Storage: streams["attach"]},
-					"portforward": {Kind: "PodPortForwardOptions", Storage: streams["portforward"]},
-					"log":         {Kind: "Pod", Storage: streams["log"]},
-				}},
-			{Name: "secrets", SingularName: "secret", Kind: "Secret", Namespaced: true, Storage: secrets},
-		},
+	groups, contents, err := s.install(descriptors, stores)
+	if err != nil {
+		return nil, err
 	}
-	coordination := &endpoints.APIGroupVersion{
-		GroupVersion: coordinationv1.SchemeGroupVersion,
-		Resources: []endpoints.Resource{
-			{Name: "leases", SingularName: "lease", Kind: "Lease", Namespaced: true, Storage: leases},
-		},
+	s.namespaceController = &namespacecontroller.Controller{Namespaces: s.namespaces, Contents: contents}
+	if len(cfg.RootCA) > 0 {
+		s.rootCAPublisher = &rootcacertpublisher.Publisher{RootCA: cfg.RootCA, Namespaces: s.namespaces, ConfigMaps: stores[corev1.Resource("configmaps")]}
 	}
-	certificates := &endpoints.APIGroupVersion{
-		GroupVersion: certificatesv1.SchemeGroupVersion,
-		Resources: []endpoints.Resource{
-			{Name: "certificatesigningrequests", SingularName: "certificatesigningrequest", Kind: "CertificateSigningRequest", ShortNames: []string{"csr"}, Storage: csrs.CSR,
-				Subresources: map[string]endpoints.Subresource{
-					"approval": {Kind: "CertificateSigningRequest", Storage: csrs.Approval},
-					"status":   {Kind: "CertificateSigningRequest", Storage: csrs.Status},
-				}},
-		},
-	}
-	s.namespaces = namespaces
-	s.namespaceController = &namespacecontroller.Controller{
-		Namespaces: namespaces,
-		Contents:   []namespacecontroller.Content{pods.Pod, events, leases, secrets},
-	}
+	secrets, events := stores[corev1.Resource("secrets")], stores[corev1.Resource("events")]
 	authenticator := authentication.Union{authentication.X509{}}
 	if cfg.BootstrapTokenFile != "" {
 		authenticator = append(authenticator, &authentication.BootstrapTokens{Path: cfg.BootstrapTokenFile})
 	}
 	authenticator = append(authenticator, &authentication.SecretTokens{Secrets: secrets})
-	authorizer := authorization.New(storageLookup{pods: pods.Pod, csrs: csrs.CSR})
-	authorizationGroup := &endpoints.APIGroupVersion{
-		GroupVersion: authorizationv1.SchemeGroupVersion,
-		Resources: []endpoints.Resource{
-			{Name: "selfsubjectaccessreviews", SingularName: "selfsubjectaccessreview", Kind: "SelfSubjectAccessReview",
-				Storage: &authorizationregistry.SelfSubjectAccessReviewREST{Authorizer: authorizer}},
-		},
-	}
-	authenticationGroup := &endpoints.APIGroupVersion{
-		GroupVersion: authenticationv1.SchemeGroupVersion,
-		Resources: []endpoints.Resource{
-			{Name: "selfsubjectreviews", SingularName: "selfsubjectreview", Kind: "SelfSubjectReview", Storage: authenticationregistry.SelfSubjectReviewREST{}},
-		},
-	}
 	s.handler = endpoints.NewHandler(endpoints.Config{
 		Authenticator: authenticator,
 		Authorizer:    authorizer,
-		Core:          core,
-		Groups:        []*endpoints.APIGroupVersion{coordination, certificates, authenticationGroup, authorizationGroup},
-		Admission:     admission.Chain{admission.NamespaceLifecycle{Namespaces: namespaces}, admission.NodeRestriction{}},
+		Core:          groups[0],
+		Groups:        groups[1:],
+		Admission:     admission.Chain{admission.NamespaceLifecycle{Namespaces: s.namespaces}, admission.NodeRestriction{}},
 		Ready:         s.ready,
 	})
 	s.handler = tracing.Handler(s.handler, cfg.TracerProvider, "apiserver")
 	if cfg.NATSURL != "" {
 		if s.eventSink, err = eventsink.New(eventsink.Config{NATSURL: cfg.NATSURL, TLS: cfg.NATSTLS, Events: events,
-			Admission: admission.NamespaceLifecycle{Namespaces: namespaces}}); err != nil {
-			s.stopCaches()
+			Admission: admission.NamespaceLifecycle{Namespaces: s.namespaces}}); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// watchCache is the watch cache over d's etcd store; an expiring resource
+// (registry.TTLStrategy) writes through an etcd lease.
+func (s *APIServer) watchCache(etcd *clientv3.Client, d *registry.Descriptor) (*cacher.Cacher, error) {
+	client := etcd
+	if ttl, ok := d.Strategy.(registry.TTLStrategy); ok {
+		client = leasekv.NewClient(context.Background(), etcd, ttl.TTL())
+	}
+	store := etcd3.New(client, scheme.StorageCodec, d.NewFunc)
+	kinds, _, err := scheme.Scheme.ObjectKinds(d.NewFunc())
+	if err != nil {
+		return nil, err
+	}
+	c, err := cacher.New(cacher.Config{
+		Storage: store, RequestProgress: store.RequestProgress, ResourcePrefix: d.EtcdPrefix() + "/", Kind: kinds[0],
+		NewFunc: d.NewFunc, NewListFunc: d.NewListFunc, GetAttrs: d.Strategy.GetAttrs, IndexFields: indexFields(d.Strategy),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.caches = append(s.caches, c)
+	return c, nil
+}
+
+// install builds every descriptor's REST storage and returns the group versions to route
+// (core first, then the named groups in the order they first appear) and the namespaced
+// resources a terminating namespace must lose. It also keeps the namespaces storage,
+// which the namespace controller and admission read.
+func (s *APIServer) install(descriptors []registry.Descriptor, stores storeSet) ([]*endpoints.APIGroupVersion, []namespacecontroller.Content, error) {
+	groups := []*endpoints.APIGroupVersion{{GroupVersion: corev1.SchemeGroupVersion}}
+	byVersion := map[schema.GroupVersion]*endpoints.APIGroupVersion{corev1.SchemeGroupVersion: groups[0]}
+	var contents []namespacecontroller.Content
+	for i := range descriptors {
+		d := &descriptors[i]
+		store := stores[d.GroupResource()]
+		var storage rest.Storage = store
+		var subresources map[string]registry.Subresource
+		if d.REST != nil {
+			var err error
+			if storage, subresources, err = d.REST(store, stores); err != nil {
+				return nil, nil, fmt.Errorf("apiserver: storage of %s: %w", d.GroupResource(), err)
+			}
+		}
+		gv := byVersion[d.GroupVersion]
+		if gv == nil {
+			gv = &endpoints.APIGroupVersion{GroupVersion: d.GroupVersion}
+			byVersion[d.GroupVersion] = gv
+			groups = append(groups, gv)
+		}
+		gv.Resources = append(gv.Resources, endpoints.Resource{
+			Name: d.Resource, SingularName: d.SingularName, Kind: d.Kind, ShortNames: d.ShortNames, Categories: d.Categories,
+			Namespaced: d.Namespaced(), Storage: storage, Subresources: subresources,
+		})
+		if content, ok := storage.(namespacecontroller.Content); ok && d.Namespaced() && store != nil {
+			contents = append(contents, content)
+		}
+		if d.GroupResource() == corev1.Resource("namespaces") {
+			s.namespaces, _ = storage.(*namespace.REST)
+		}
+	}
+	if s.namespaces == nil {
+		return nil, nil, errors.New("apiserver: the namespaces resource is not served")
+	}
+	return groups, contents, nil
 }
 
 // Handler is the API's HTTP handler.
@@ -341,6 +334,14 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		s.namespaceController.Run(ctx)
 	}()
 	defer func() { <-controllerDone }()
+	if s.rootCAPublisher != nil {
+		publisherDone := make(chan struct{})
+		go func() {
+			defer close(publisherDone)
+			s.rootCAPublisher.Run(ctx)
+		}()
+		defer func() { <-publisherDone }()
+	}
 	if s.eventSink != nil {
 		sinkDone := make(chan struct{})
 		go func() {

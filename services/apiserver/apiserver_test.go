@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -590,5 +593,87 @@ func TestManagedFieldsRecordEachManager(t *testing.T) {
 	}
 	if managers["kubectl-run"] != "Update" || managers["kubectl-label"] != "Update" {
 		t.Errorf("managedFields %v, want kubectl-run and kubectl-label", managers)
+	}
+}
+
+// TestConfigMapsAndTheRootCAConfigMap pins what serving a resource from its descriptor
+// alone gives: CRUD, discovery with short names, deletion with its namespace, and
+// kube-root-ca.crt published into every namespace and put back when deleted.
+func TestConfigMapsAndTheRootCAConfigMap(t *testing.T) {
+	srv := apiservertest.StartServer(t)
+	cs := kubernetes.NewForConfigOrDie(srv.Config)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rootCA := func() (*corev1.ConfigMap, error) {
+		var cm *corev1.ConfigMap
+		err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			var err error
+			cm, err = cs.CoreV1().ConfigMaps("team").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+			return err == nil, nil
+		})
+		return cm, err
+	}
+	cm, err := rootCA()
+	if err != nil {
+		t.Fatalf("kube-root-ca.crt never appeared in a new namespace: %v", err)
+	}
+	ca, err := os.ReadFile(filepath.Join(srv.PKIDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["ca.crt"] != string(ca) {
+		t.Errorf("kube-root-ca.crt holds %q, want the cluster CA", cm.Data["ca.crt"])
+	}
+	if err := cs.CoreV1().ConfigMaps("team").Delete(ctx, "kube-root-ca.crt", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rootCA(); err != nil {
+		t.Fatalf("kube-root-ca.crt not put back after a delete: %v", err)
+	}
+
+	if _, err := cs.CoreV1().ConfigMaps("team").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"mode": "fast"}, Immutable: ptr.To(true),
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	settings, err := cs.CoreV1().ConfigMaps("team").Get(ctx, "settings", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings.Data["mode"] = "slow"
+	if _, err := cs.CoreV1().ConfigMaps("team").Update(ctx, settings, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("updating an immutable ConfigMap's data: got %v, want 422 Invalid", err)
+	}
+
+	resources, err := cs.Discovery().ServerResourcesForGroupVersion("v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range resources.APIResources {
+		if r.Name == "configmaps" {
+			found = r.Kind == "ConfigMap" && r.Namespaced && len(r.ShortNames) == 1 && r.ShortNames[0] == "cm"
+		}
+	}
+	if !found {
+		t.Errorf("discovery lacks configmaps (kind ConfigMap, namespaced, short name cm): %+v", resources.APIResources)
+	}
+
+	// The namespace controller's list of contents comes from the descriptors, so a
+	// terminating namespace loses its ConfigMaps too.
+	if err := cs.CoreV1().Namespaces().Delete(ctx, "team", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, "team", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatalf("namespace team never went: %v", err)
+	}
+	if left, err := cs.CoreV1().ConfigMaps("team").List(ctx, metav1.ListOptions{}); err != nil || len(left.Items) != 0 {
+		t.Errorf("ConfigMaps left after their namespace went: %v %v", err, left)
 	}
 }

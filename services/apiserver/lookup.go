@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/rest"
 )
 
@@ -17,8 +18,7 @@ import (
 // someone else), it asks etcd (a consistent read), so a client that reads what it just
 // wrote is not refused because the cache lags by a moment.
 type storageLookup struct {
-	pods rest.Getter
-	csrs rest.Getter
+	stores registry.Stores
 }
 
 var (
@@ -50,14 +50,14 @@ func get(ctx context.Context, getter rest.Getter, namespace, name string, field 
 
 // PodNodeName implements authorization.Lookup; wantNode is the node asking.
 func (l storageLookup) PodNodeName(ctx context.Context, namespace, name, wantNode string) (string, bool, error) {
-	return get(ctx, l.pods, namespace, name,
+	return get(ctx, l.stores.Store(corev1.Resource("pods")), namespace, name,
 		func(obj any) string { return obj.(*corev1.Pod).Spec.NodeName },
 		func(node string) bool { return node == wantNode })
 }
 
 // CSRRequester implements authorization.Lookup; wantUser is the user asking.
 func (l storageLookup) CSRRequester(ctx context.Context, name, wantUser string) (string, bool, error) {
-	return get(ctx, l.csrs, "", name,
+	return get(ctx, l.stores.Store(certificatesv1.Resource("certificatesigningrequests")), "", name,
 		func(obj any) string { return obj.(*certificatesv1.CertificateSigningRequest).Spec.Username },
 		func(user string) bool { return user == wantUser })
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/rest"
 )
 
@@ -33,11 +34,7 @@ type Resource struct {
 }
 
 // Subresource is a resource's subresource, e.g. pods/status.
-type Subresource struct {
-	// Kind of the objects read and written, e.g. "Pod" for pods/status, "Binding".
-	Kind    string
-	Storage rest.Storage
-}
+type Subresource = registry.Subresource
 
 // APIGroupVersion is one group version's resources, e.g. core v1 or
 // coordination.k8s.io/v1. Mirrors k8s.io/apiserver/pkg/endpoints.APIGroupVersion.

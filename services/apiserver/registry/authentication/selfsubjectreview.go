@@ -12,7 +12,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"skiff.dev/services/apiserver/registry"
+	"skiff.dev/services/apiserver/registry/rest"
 )
+
+// Descriptor serves selfsubjectreviews.
+var Descriptor = registry.Descriptor{
+	GroupVersion: authenticationv1.SchemeGroupVersion,
+	Resource:     "selfsubjectreviews",
+	SingularName: "selfsubjectreview",
+	Kind:         "SelfSubjectReview",
+	NewFunc:      func() runtime.Object { return &authenticationv1.SelfSubjectReview{} },
+	REST: func(*registry.Store, registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
+		return SelfSubjectReviewREST{}, nil, nil
+	},
+}
 
 // SelfSubjectReviewREST answers SelfSubjectReviews; it stores nothing.
 type SelfSubjectReviewREST struct{}

@@ -17,7 +17,24 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	authz "skiff.dev/services/apiserver/authorization"
+	"skiff.dev/services/apiserver/registry"
+	"skiff.dev/services/apiserver/registry/rest"
 )
+
+// NewSelfSubjectAccessReviewDescriptor serves selfsubjectaccessreviews, answered by
+// authorizer.
+func NewSelfSubjectAccessReviewDescriptor(authorizer authz.Authorizer) registry.Descriptor {
+	return registry.Descriptor{
+		GroupVersion: authorizationv1.SchemeGroupVersion,
+		Resource:     "selfsubjectaccessreviews",
+		SingularName: "selfsubjectaccessreview",
+		Kind:         "SelfSubjectAccessReview",
+		NewFunc:      func() runtime.Object { return &authorizationv1.SelfSubjectAccessReview{} },
+		REST: func(*registry.Store, registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
+			return &SelfSubjectAccessReviewREST{Authorizer: authorizer}, nil, nil
+		},
+	}
+}
 
 // SelfSubjectAccessReviewREST answers SelfSubjectAccessReviews; it stores nothing.
 type SelfSubjectAccessReviewREST struct {

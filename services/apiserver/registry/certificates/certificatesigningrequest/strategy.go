@@ -23,42 +23,29 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"skiff.dev/services/apiserver/registry"
-	"skiff.dev/services/apiserver/storage"
+	"skiff.dev/services/apiserver/registry/rest"
 )
 
-// KeyRoot is where requests live in etcd: /registry/certificatesigningrequests/<name>.
-const KeyRoot = "/registry/certificatesigningrequests"
-
-// Storage is the certificatesigningrequests resource and its subresources.
-type Storage struct {
-	// CSR is the main resource: create, get, list, watch, delete; an update changes only
-	// metadata.
-	CSR *REST
-	// Approval is certificatesigningrequests/approval: only Approved and Denied
-	// conditions change (kubectl certificate approve|deny).
-	Approval *registry.Store
-	// Status is certificatesigningrequests/status: the signer's certificate and its
-	// Failed condition; approval conditions are kept.
-	Status *registry.Store
-}
-
-// NewStorage builds the resource over s, which must store
-// *certificatesv1.CertificateSigningRequest objects.
-func NewStorage(s storage.Interface) *Storage {
-	store := &registry.Store{
-		NewFunc:     func() runtime.Object { return &certificatesv1.CertificateSigningRequest{} },
-		NewListFunc: func() runtime.Object { return &certificatesv1.CertificateSigningRequestList{} },
-		Resource:    certificatesv1.Resource("certificatesigningrequests"),
-		Kind:        "CertificateSigningRequest",
-		KeyRoot:     KeyRoot,
-		Strategy:    Strategy{},
-		Storage:     s,
-	}
-	return &Storage{
-		CSR:      &REST{Store: store},
-		Approval: store.WithStrategy(ApprovalStrategy{}),
-		Status:   store.WithStrategy(StatusStrategy{}),
-	}
+// Descriptor serves certificatesigningrequests with their approval and status
+// subresources: the main resource creates, reads and deletes, and an update there
+// changes only metadata; certificatesigningrequests/approval changes only the Approved
+// and Denied conditions (kubectl certificate approve|deny); certificatesigningrequests/
+// status carries the signer's certificate and its Failed condition, keeping approval.
+var Descriptor = registry.Descriptor{
+	GroupVersion: certificatesv1.SchemeGroupVersion,
+	Resource:     "certificatesigningrequests",
+	SingularName: "certificatesigningrequest",
+	Kind:         "CertificateSigningRequest",
+	ShortNames:   []string{"csr"},
+	NewFunc:      func() runtime.Object { return &certificatesv1.CertificateSigningRequest{} },
+	NewListFunc:  func() runtime.Object { return &certificatesv1.CertificateSigningRequestList{} },
+	Strategy:     Strategy{},
+	REST: func(store *registry.Store, _ registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
+		return &REST{Store: store}, map[string]registry.Subresource{
+			"approval": {Kind: "CertificateSigningRequest", Storage: store.WithStrategy(ApprovalStrategy{})},
+			"status":   {Kind: "CertificateSigningRequest", Storage: store.WithStrategy(StatusStrategy{})},
+		}, nil
+	},
 }
 
 // Strategy is the main resource's strategy. Mirrors csrStrategy.

@@ -15,23 +15,17 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"skiff.dev/services/apiserver/registry"
-	"skiff.dev/services/apiserver/storage"
 )
 
-// KeyRoot is where leases live in etcd: /registry/leases/<namespace>/<name>.
-const KeyRoot = "/registry/leases"
-
-// NewStorage builds the leases resource over s, which must store *coordinationv1.Lease.
-func NewStorage(s storage.Interface) *registry.Store {
-	return &registry.Store{
-		NewFunc:     func() runtime.Object { return &coordinationv1.Lease{} },
-		NewListFunc: func() runtime.Object { return &coordinationv1.LeaseList{} },
-		Resource:    coordinationv1.Resource("leases"),
-		Kind:        "Lease",
-		KeyRoot:     KeyRoot,
-		Strategy:    Strategy{},
-		Storage:     s,
-	}
+// Descriptor serves leases.
+var Descriptor = registry.Descriptor{
+	GroupVersion: coordinationv1.SchemeGroupVersion,
+	Resource:     "leases",
+	SingularName: "lease",
+	Kind:         "Lease",
+	NewFunc:      func() runtime.Object { return &coordinationv1.Lease{} },
+	NewListFunc:  func() runtime.Object { return &coordinationv1.LeaseList{} },
+	Strategy:     Strategy{},
 }
 
 // Strategy is the leases strategy.

@@ -17,28 +17,23 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"skiff.dev/services/apiserver/registry"
-	"skiff.dev/services/apiserver/storage"
 )
-
-// KeyRoot is where events live in etcd: /registry/events/<namespace>/<name>.
-const KeyRoot = "/registry/events"
-
-// NewStorage builds the events resource over s, which must store *corev1.Event.
-func NewStorage(s storage.Interface) *registry.Store {
-	return &registry.Store{
-		NewFunc:     func() runtime.Object { return &corev1.Event{} },
-		NewListFunc: func() runtime.Object { return &corev1.EventList{} },
-		Resource:    corev1.Resource("events"),
-		Kind:        "Event",
-		KeyRoot:     KeyRoot,
-		Strategy:    Strategy{},
-		Storage:     s,
-	}
-}
 
 // DefaultTTL is how long an event lives after its last update, kube-apiserver's
 // --event-ttl default.
 const DefaultTTL = time.Hour
+
+// Descriptor serves events.
+var Descriptor = registry.Descriptor{
+	GroupVersion: corev1.SchemeGroupVersion,
+	Resource:     "events",
+	SingularName: "event",
+	Kind:         "Event",
+	ShortNames:   []string{"ev"},
+	NewFunc:      func() runtime.Object { return &corev1.Event{} },
+	NewListFunc:  func() runtime.Object { return &corev1.EventList{} },
+	Strategy:     Strategy{},
+}
 
 // Strategy is the events strategy: events are written whole by their reporters and
 // expire DefaultTTL after their last write.

@@ -15,23 +15,23 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"skiff.dev/services/apiserver/registry"
+	"skiff.dev/services/apiserver/registry/rest"
 	"skiff.dev/services/apiserver/storage"
 )
 
-// KeyRoot is where namespaces live in etcd: /registry/namespaces/<name>.
-const KeyRoot = "/registry/namespaces"
-
-// NewStorage builds the namespaces resource over s, which must store *corev1.Namespace.
-func NewStorage(s storage.Interface) *registry.Store {
-	return &registry.Store{
-		NewFunc:     func() runtime.Object { return &corev1.Namespace{} },
-		NewListFunc: func() runtime.Object { return &corev1.NamespaceList{} },
-		Resource:    corev1.Resource("namespaces"),
-		Kind:        "Namespace",
-		KeyRoot:     KeyRoot,
-		Strategy:    Strategy{},
-		Storage:     s,
-	}
+// Descriptor serves namespaces through REST: deleting one only marks it Terminating.
+var Descriptor = registry.Descriptor{
+	GroupVersion: corev1.SchemeGroupVersion,
+	Resource:     "namespaces",
+	SingularName: "namespace",
+	Kind:         "Namespace",
+	ShortNames:   []string{"ns"},
+	NewFunc:      func() runtime.Object { return &corev1.Namespace{} },
+	NewListFunc:  func() runtime.Object { return &corev1.NamespaceList{} },
+	Strategy:     Strategy{},
+	REST: func(store *registry.Store, _ registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
+		return &REST{Store: store}, nil, nil
+	},
 }
 
 // Strategy is the namespaces strategy.
@@ -106,11 +106,6 @@ func (Strategy) TableRow(obj runtime.Object) []interface{} {
 // k8s.io/kubernetes/pkg/registry/core/namespace/storage.REST.
 type REST struct {
 	*registry.Store
-}
-
-// NewREST builds the namespaces resource over s, which must store *corev1.Namespace.
-func NewREST(s storage.Interface) *REST {
-	return &REST{Store: NewStorage(s)}
 }
 
 // Delete sets deletionTimestamp and phase Terminating and returns the namespace; a second

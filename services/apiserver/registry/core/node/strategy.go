@@ -17,30 +17,24 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"skiff.dev/services/apiserver/registry"
-	"skiff.dev/services/apiserver/storage"
+	"skiff.dev/services/apiserver/registry/rest"
 )
 
-// KeyRoot is where nodes live in etcd: /registry/nodes/<name>.
-const KeyRoot = "/registry/nodes"
-
-// Storage is the nodes resource and nodes/status.
-type Storage struct {
-	Node   *registry.Store
-	Status *registry.Store
-}
-
-// NewStorage builds the nodes resource over s, which must store *corev1.Node objects.
-func NewStorage(s storage.Interface) *Storage {
-	store := &registry.Store{
-		NewFunc:     func() runtime.Object { return &corev1.Node{} },
-		NewListFunc: func() runtime.Object { return &corev1.NodeList{} },
-		Resource:    corev1.Resource("nodes"),
-		Kind:        "Node",
-		KeyRoot:     KeyRoot,
-		Strategy:    Strategy{},
-		Storage:     s,
-	}
-	return &Storage{Node: store, Status: store.WithStrategy(StatusStrategy{})}
+// Descriptor serves nodes and nodes/status.
+var Descriptor = registry.Descriptor{
+	GroupVersion: corev1.SchemeGroupVersion,
+	Resource:     "nodes",
+	SingularName: "node",
+	Kind:         "Node",
+	ShortNames:   []string{"no"},
+	NewFunc:      func() runtime.Object { return &corev1.Node{} },
+	NewListFunc:  func() runtime.Object { return &corev1.NodeList{} },
+	Strategy:     Strategy{},
+	REST: func(store *registry.Store, _ registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
+		return store, map[string]registry.Subresource{
+			"status": {Kind: "Node", Storage: store.WithStrategy(StatusStrategy{})},
+		}, nil
+	},
 }
 
 // Strategy is the nodes strategy. Nodes are created by their kubelet with status filled

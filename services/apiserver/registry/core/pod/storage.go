@@ -13,35 +13,33 @@ import (
 
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/rest"
-	"skiff.dev/services/apiserver/storage"
 )
 
-// KeyRoot is where pods live in etcd: /registry/pods/<namespace>/<name>.
-const KeyRoot = "/registry/pods"
-
-// Storage is the pods resource and its subresources. Mirrors
-// k8s.io/kubernetes/pkg/registry/core/pod/storage.PodStorage.
-type Storage struct {
-	Pod     *registry.Store
-	Status  *registry.Store
-	Binding *BindingREST
-}
-
-// NewStorage builds the pods resource over s, which must store *corev1.Pod objects.
-func NewStorage(s storage.Interface) *Storage {
-	store := &registry.Store{
-		NewFunc:     func() runtime.Object { return &corev1.Pod{} },
-		NewListFunc: func() runtime.Object { return &corev1.PodList{} },
-		Resource:    corev1.Resource("pods"),
-		Kind:        "Pod",
-		KeyRoot:     KeyRoot,
-		Strategy:    Strategy{},
-		Storage:     s,
-	}
-	return &Storage{
-		Pod:     store,
-		Status:  store.WithStrategy(StatusStrategy{}),
-		Binding: &BindingREST{store: store.WithStrategy(bindingStrategy{})},
+// NewDescriptor serves pods with their status, binding, exec, attach, portforward and
+// log subresources; the streaming ones are proxied to ep (nil answers them 503).
+// Mirrors k8s.io/kubernetes/pkg/registry/core/pod/storage.PodStorage.
+func NewDescriptor(ep *ExecProxy) registry.Descriptor {
+	return registry.Descriptor{
+		GroupVersion: corev1.SchemeGroupVersion,
+		Resource:     "pods",
+		SingularName: "pod",
+		Kind:         "Pod",
+		ShortNames:   []string{"po"},
+		Categories:   []string{"all"},
+		NewFunc:      func() runtime.Object { return &corev1.Pod{} },
+		NewListFunc:  func() runtime.Object { return &corev1.PodList{} },
+		Strategy:     Strategy{},
+		REST: func(store *registry.Store, _ registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
+			streams := NewSubresources(ep)
+			return store, map[string]registry.Subresource{
+				"status":      {Kind: "Pod", Storage: store.WithStrategy(StatusStrategy{})},
+				"binding":     {Kind: "Binding", Storage: &BindingREST{store: store.WithStrategy(bindingStrategy{})}},
+				"exec":        {Kind: "PodExecOptions", Storage: streams["exec"]},
+				"attach":      {Kind: "PodAttachOptions", Storage: streams["attach"]},
+				"portforward": {Kind: "PodPortForwardOptions", Storage: streams["portforward"]},
+				"log":         {Kind: "Pod", Storage: streams["log"]},
+			}, nil
+		},
 	}
 }
 

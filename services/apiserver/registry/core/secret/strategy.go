@@ -18,27 +18,21 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"skiff.dev/services/apiserver/registry"
-	"skiff.dev/services/apiserver/storage"
 )
-
-// KeyRoot is where secrets live in etcd: /registry/secrets/<namespace>/<name>.
-const KeyRoot = "/registry/secrets"
 
 // MaxSecretSize is the largest total size of a secret's data, in bytes (kube's
 // MaxSecretSize, 1 MiB).
 const MaxSecretSize = 1 << 20
 
-// NewStorage builds the secrets resource over s, which must store *corev1.Secret.
-func NewStorage(s storage.Interface) *registry.Store {
-	return &registry.Store{
-		NewFunc:     func() runtime.Object { return &corev1.Secret{} },
-		NewListFunc: func() runtime.Object { return &corev1.SecretList{} },
-		Resource:    corev1.Resource("secrets"),
-		Kind:        "Secret",
-		KeyRoot:     KeyRoot,
-		Strategy:    Strategy{},
-		Storage:     s,
-	}
+// Descriptor serves secrets.
+var Descriptor = registry.Descriptor{
+	GroupVersion: corev1.SchemeGroupVersion,
+	Resource:     "secrets",
+	SingularName: "secret",
+	Kind:         "Secret",
+	NewFunc:      func() runtime.Object { return &corev1.Secret{} },
+	NewListFunc:  func() runtime.Object { return &corev1.SecretList{} },
+	Strategy:     Strategy{},
 }
 
 // Strategy is the secrets strategy.

@@ -1,0 +1,33 @@
+package apiserver
+
+import (
+	"skiff.dev/services/apiserver/authorization"
+	"skiff.dev/services/apiserver/registry"
+	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
+	authorizationregistry "skiff.dev/services/apiserver/registry/authorization"
+	"skiff.dev/services/apiserver/registry/certificates/certificatesigningrequest"
+	"skiff.dev/services/apiserver/registry/coordination/lease"
+	"skiff.dev/services/apiserver/registry/core/configmap"
+	"skiff.dev/services/apiserver/registry/core/event"
+	"skiff.dev/services/apiserver/registry/core/namespace"
+	"skiff.dev/services/apiserver/registry/core/node"
+	"skiff.dev/services/apiserver/registry/core/pod"
+	"skiff.dev/services/apiserver/registry/core/secret"
+)
+
+// resources lists every resource the apiserver serves: the one place a new resource is
+// registered. Its order is discovery's order within a group version.
+func resources(execProxy *pod.ExecProxy, authorizer authorization.Authorizer) []registry.Descriptor {
+	return []registry.Descriptor{
+		configmap.Descriptor,
+		event.Descriptor,
+		namespace.Descriptor,
+		node.Descriptor,
+		pod.NewDescriptor(execProxy),
+		secret.Descriptor,
+		lease.Descriptor,
+		certificatesigningrequest.Descriptor,
+		authenticationregistry.Descriptor,
+		authorizationregistry.NewSelfSubjectAccessReviewDescriptor(authorizer),
+	}
+}
