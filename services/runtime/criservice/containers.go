@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"skiff.dev/services/runtime/criolog"
@@ -44,6 +45,22 @@ type container struct {
 	// StartContainer got the lock back.
 	exitReported bool
 	log          *criolog.File
+}
+
+// startSpec is the spec a start runs: the created one, with the resources
+// UpdateContainerResources recorded since, if any.
+func (c *container) startSpec() *ContainerSpec {
+	if c.resources == nil || c.resources.GetLinux() == c.spec.Config.GetLinux().GetResources() {
+		return &c.spec
+	}
+	spec := c.spec
+	cfg := proto.CloneOf(spec.Config)
+	if cfg.Linux == nil {
+		cfg.Linux = &runtimeapi.LinuxContainerConfig{}
+	}
+	cfg.Linux.Resources = c.resources.GetLinux()
+	spec.Config = cfg
+	return &spec
 }
 
 func (c *container) proto() *runtimeapi.Container {
@@ -192,11 +209,12 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		c.log, err = criolog.Open(c.logPath)
 	}
 	log := c.log
+	spec := c.startSpec()
 	s.mu.Unlock()
 
 	var startedAt time.Time
 	if err == nil {
-		startedAt, err = s.driver.StartContainer(startCtx, &c.spec, log, func(st ExitStatus) { s.containerExited(c, st) })
+		startedAt, err = s.driver.StartContainer(startCtx, spec, log, func(st ExitStatus) { s.containerExited(c, st) })
 	}
 
 	s.mu.Lock()
@@ -236,6 +254,10 @@ func (s *Service) containerExited(c *container, st ExitStatus) {
 	if st.ExitCode != 0 {
 		c.reason = "Error"
 	}
+	if st.Reason != "" {
+		c.reason = st.Reason
+	}
+	c.message = st.Message
 	if !c.starting {
 		c.state = runtimeapi.ContainerState_CONTAINER_EXITED
 	}
@@ -351,8 +373,9 @@ func (s *Service) ListContainers(_ context.Context, req *runtimeapi.ListContaine
 }
 
 // UpdateContainerResources records the new Linux resources, which
-// ContainerStatus then reports; nothing is enforced (no cgroups). An unknown
-// ID is NotFound.
+// ContainerStatus then reports and a later start applies, and has a driver
+// that is a ResourceUpdater apply them to the running container first.
+// Errors: NotFound for an unknown ID; the driver's.
 func (s *Service) UpdateContainerResources(_ context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -360,9 +383,15 @@ func (s *Service) UpdateContainerResources(_ context.Context, req *runtimeapi.Up
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "container %q not found", req.GetContainerId())
 	}
-	if req.GetLinux() != nil {
-		c.resources = &runtimeapi.ContainerResources{Linux: req.GetLinux()}
+	if req.GetLinux() == nil {
+		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 	}
+	if u, ok := s.driver.(ResourceUpdater); ok {
+		if err := u.UpdateContainerResources(c.spec.ID, req.GetLinux()); err != nil {
+			return nil, asStatus(err, codes.Unknown, "update container resources")
+		}
+	}
+	c.resources = &runtimeapi.ContainerResources{Linux: req.GetLinux()}
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 }
 

@@ -91,6 +91,21 @@ type ExitStatus struct {
 	ExitCode int32
 	// FinishedAt is when the container stopped.
 	FinishedAt time.Time
+	// Reason, when set, replaces the status reason derived from the exit
+	// code ("Completed", "Error"), e.g. "OOMKilled".
+	Reason string
+	// Message is the status message, e.g. what went wrong cleaning up.
+	Message string
+}
+
+// ResourceUpdater is implemented by a Driver that enforces container
+// resources (CRI UpdateContainerResources); without it the new resources
+// are only recorded, which a driver that enforces none may do.
+type ResourceUpdater interface {
+	// UpdateContainerResources applies r to container id if it runs (a
+	// container not yet started gets them at its start). A gRPC status
+	// error keeps its code.
+	UpdateContainerResources(id string, r *runtimeapi.LinuxContainerResources) error
 }
 
 // Option configures a Service.

@@ -83,7 +83,11 @@ func New(rootDir string) (*Runtime, error) {
 			}
 		}
 	}
-	d := newDriver(sandboxes, hostIPv4())
+	staging := filepath.Join(root, "staging")
+	if err := os.MkdirAll(staging, 0o700); err != nil {
+		return nil, fmt.Errorf("process runtime: %w", err)
+	}
+	d := newDriver(sandboxes, staging, hostIPv4(), probeCgroups())
 	svc := criservice.New(RuntimeName, d, criservice.WithFilesystem(root))
 	if err := svc.StartStreaming(StreamingAddr); err != nil {
 		return nil, fmt.Errorf("process runtime: %w", err)

@@ -1,0 +1,242 @@
+package process
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/fs"
+	"github.com/opencontainers/cgroups/fs2"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// defaultCgroupRoot is where a sandbox without linux.cgroup_parent gets its
+// pod cgroup: <defaultCgroupRoot>/pod<sandbox ID>, in every hierarchy.
+const defaultCgroupRoot = "/skiff/kubepods"
+
+// minCPUShares is the kubelet's cpu_shares for a container without a CPU
+// request (kubelet's MinShares): a weight, not a limit, so a runtime without
+// cgroups can honour it by giving none.
+const minCPUShares = 2
+
+// cgroupsConfig decides how containers get cgroups: through the v1
+// hierarchies (also on a hybrid host, as runc does), or the unified v2
+// hierarchy, with the cgroupfs layout the kubelet's cgroupfs driver uses:
+// <cgroup_parent>/<container ID>.
+type cgroupsConfig struct {
+	v2 bool
+	// unusable says why no cgroup can be made (nil: they can).
+	unusable error
+}
+
+// probeCgroups finds out whether cgroups can be made here by making the
+// runtime's root cgroup (kept: it is shared by every runtime on the host).
+func probeCgroups() *cgroupsConfig {
+	c := &cgroupsConfig{v2: cgroups.IsCgroup2UnifiedMode()}
+	m, err := c.manager(defaultCgroupRoot, nil)
+	if err == nil {
+		err = m.Apply(-1)
+	}
+	if err != nil {
+		c.unusable = fmt.Errorf("no writable cgroup hierarchy: %w", err)
+	}
+	return c
+}
+
+// manager returns the library's cgroupfs manager for the cgroup at path
+// (relative to each hierarchy's root) with resources r (nil: none).
+func (c *cgroupsConfig) manager(path string, r *cgroups.Resources) (cgroups.Manager, error) {
+	if r == nil {
+		r = &cgroups.Resources{}
+	}
+	// Devices are the host's: the process runtime runs host processes.
+	r.SkipDevices = true
+	cg := &cgroups.Cgroup{Path: path, Resources: r}
+	if c.v2 {
+		return fs2.NewManager(cg, "")
+	}
+	return fs.NewManager(cg, nil)
+}
+
+// podCgroup is the cgroup of a sandbox's containers: its cgroup_parent as the
+// kubelet's cgroupfs driver names it ("/kubepods/burstable/pod<uid>"), or one
+// under defaultCgroupRoot. Errors: a systemd slice name, or a path leaving
+// the hierarchy.
+func podCgroup(sandboxID string, sb *runtimeapi.PodSandboxConfig) (string, error) {
+	parent := sb.GetLinux().GetCgroupParent()
+	if parent == "" {
+		return path.Join(defaultCgroupRoot, "pod"+sandboxID), nil
+	}
+	if strings.HasSuffix(parent, ".slice") {
+		return "", fmt.Errorf("cgroup parent %q is a systemd slice: the process runtime manages cgroups through cgroupfs, "+
+			"so run the kubelet with the cgroupfs cgroup driver", parent)
+	}
+	p := path.Clean("/" + parent)
+	if p == "/" || slices.Contains(strings.Split(parent, "/"), "..") {
+		return "", fmt.Errorf("cgroup parent %q is not a cgroup below the hierarchy's root", parent)
+	}
+	return p, nil
+}
+
+// needsCgroup reports whether r asks for anything only a cgroup enforces.
+func needsCgroup(r *runtimeapi.LinuxContainerResources) bool {
+	return r.GetMemoryLimitInBytes() > 0 || r.GetCpuQuota() > 0 || r.GetCpuShares() > minCPUShares ||
+		r.GetCpusetCpus() != "" || r.GetCpusetMems() != "" || r.GetMemorySwapLimitInBytes() > 0 ||
+		len(r.GetHugepageLimits()) > 0 || len(r.GetUnified()) > 0
+}
+
+// resources converts CRI resources to the library's, as containerd's
+// cgroupfs path does. A memory limit without a swap limit also limits swap
+// (memory+swap = memory), the kubelet's NoSwap default. Errors: a field this
+// host cannot enforce.
+func (c *cgroupsConfig) resources(r *runtimeapi.LinuxContainerResources) (*cgroups.Resources, error) {
+	res := &cgroups.Resources{}
+	if r == nil {
+		return res, nil
+	}
+	if s := r.GetCpuShares(); s > 0 {
+		res.CpuShares = uint64(s)
+		if c.v2 {
+			res.CpuWeight = cgroups.ConvertCPUSharesToCgroupV2Value(uint64(s))
+		}
+	}
+	if r.GetCpuQuota() > 0 {
+		res.CpuQuota = r.GetCpuQuota()
+		res.CpuPeriod = uint64(r.GetCpuPeriod())
+	}
+	res.CpusetCpus, res.CpusetMems = r.GetCpusetCpus(), r.GetCpusetMems()
+	if m := r.GetMemoryLimitInBytes(); m > 0 {
+		res.Memory = m
+		swap := r.GetMemorySwapLimitInBytes()
+		if swap == 0 {
+			swap = m
+		}
+		if c.swapAccounted() {
+			res.MemorySwap = swap
+		} else if swap != m {
+			return nil, fmt.Errorf("memory_swap_limit_in_bytes %d: this host does not account swap in cgroups", swap)
+		}
+	}
+	for _, h := range r.GetHugepageLimits() {
+		res.HugetlbLimit = append(res.HugetlbLimit, &cgroups.HugepageLimit{Pagesize: h.GetPageSize(), Limit: h.GetLimit()})
+	}
+	if u := r.GetUnified(); len(u) > 0 {
+		if !c.v2 {
+			return nil, fmt.Errorf("unified cgroup settings %v need a cgroup v2 host; this one uses cgroup v1", u)
+		}
+		res.Unified = u
+	}
+	return res, nil
+}
+
+// swapAccounted reports whether the memory controller can limit swap.
+func (c *cgroupsConfig) swapAccounted() bool {
+	f := "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"
+	if c.v2 {
+		f = "/sys/fs/cgroup/memory.swap.max"
+		if _, err := os.Stat(f); err != nil {
+			// The root has no swap.max; any child shows it when swap is accounted.
+			f = filepath.Join("/sys/fs/cgroup", defaultCgroupRoot, "memory.swap.max")
+		}
+	}
+	_, err := os.Stat(f)
+	return err == nil
+}
+
+// containerCgroup is a running container's cgroup.
+type containerCgroup struct {
+	m cgroups.Manager
+}
+
+// newContainerCgroup makes the cgroup <pod>/<id> with r applied.
+func (c *cgroupsConfig) newContainerCgroup(pod, id string, r *runtimeapi.LinuxContainerResources) (*containerCgroup, error) {
+	res, err := c.resources(r)
+	if err != nil {
+		return nil, err
+	}
+	m, err := c.manager(path.Join(pod, id), res)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Apply(-1); err != nil {
+		return nil, fmt.Errorf("create cgroup: %w", err)
+	}
+	if err := m.Set(res); err != nil {
+		_ = m.Destroy()
+		return nil, fmt.Errorf("apply resources: %w", err)
+	}
+	return &containerCgroup{m: m}, nil
+}
+
+// dirs returns the cgroup's directory in each hierarchy it was made in
+// (not devices: the container keeps the host's), for the init to join.
+func (cg *containerCgroup) dirs() []string {
+	var out []string
+	for _, p := range cg.m.GetPaths() {
+		if _, err := os.Stat(p); p != "" && err == nil && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// update applies new resources to the running container.
+func (c *cgroupsConfig) update(cg *containerCgroup, r *runtimeapi.LinuxContainerResources) error {
+	res, err := c.resources(r)
+	if err != nil {
+		return err
+	}
+	res.SkipDevices = true
+	return cg.m.Set(res)
+}
+
+// killAll sends SIGKILL to every process in the cgroup until none is left
+// (a process forking meanwhile is caught in the next round), waiting at most
+// timeout.
+func (cg *containerCgroup) killAll(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		pids, err := cg.m.GetAllPids()
+		if err != nil || len(pids) == 0 {
+			return err
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes %v are still in cgroup %s", pids, cg.m.Path("memory"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// oomKilled reports whether the kernel's OOM killer killed a process of the
+// cgroup (memory.oom_control oom_kill in v1, memory.events oom_kill in v2).
+func (cg *containerCgroup) oomKilled() bool {
+	n, err := cg.m.OOMKillCount()
+	return err == nil && n > 0
+}
+
+// destroy removes the cgroup from every hierarchy.
+func (cg *containerCgroup) destroy() error { return cg.m.Destroy() }
+
+// removePodCgroup removes a sandbox's cgroup (and any empty cgroup left in
+// it). A cgroup that does not exist is not an error.
+func (c *cgroupsConfig) removePodCgroup(pod string) error {
+	m, err := c.manager(pod, nil)
+	if err != nil {
+		return err
+	}
+	if err := m.Destroy(); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
