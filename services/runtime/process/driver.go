@@ -477,8 +477,9 @@ func execCtxError(ctx context.Context, argv []string, timeout time.Duration) err
 	return status.FromContextError(ctx.Err()).Err()
 }
 
-// Close kills every process group it started and waits until each has been
-// reaped and reported.
+// Close kills every process group it started, waits until each has been
+// reaped and reported, and removes the pod cgroups of the sandboxes it
+// still has (their containers are gone).
 func (d *driver) Close() {
 	d.mu.Lock()
 	d.closed = true
@@ -490,6 +491,15 @@ func (d *driver) Close() {
 	}
 	d.mu.Unlock()
 	d.wg.Wait()
+	if d.cgroups.unusable != nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, podCg := range d.podCgs {
+		_ = d.cgroups.removePodCgroup(podCg)
+		delete(d.podCgs, id)
+	}
 }
 
 // cappedBuffer keeps the first max bytes written to it and discards the rest,

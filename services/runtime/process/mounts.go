@@ -37,10 +37,10 @@ func validateMounts(mounts []*runtimeapi.Mount) ([]initMount, error) {
 		switch {
 		case !filepath.IsAbs(m.GetContainerPath()) || target == "/":
 			return nil, fmt.Errorf("mount %q: the container path must be an absolute path other than /", m.GetContainerPath())
-		case !filepath.IsAbs(m.GetHostPath()):
-			return nil, fmt.Errorf("mount at %s: the host path %q must be absolute", target, m.GetHostPath())
 		case m.GetImage() != nil:
 			return nil, fmt.Errorf("mount at %s: image volumes are not supported by the process runtime, which has no images", target)
+		case !filepath.IsAbs(m.GetHostPath()):
+			return nil, fmt.Errorf("mount at %s: the host path %q must be absolute", target, m.GetHostPath())
 		case len(m.GetUidMappings()) > 0 || len(m.GetGidMappings()) > 0:
 			return nil, fmt.Errorf("mount at %s: ID-mapped mounts (user namespaces) are not supported by the process runtime", target)
 		case m.GetPropagation() == runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
@@ -73,8 +73,9 @@ func selinuxEnabled() bool {
 // setupMounts runs in the container init, inside its new mount namespace,
 // and performs mounts in order.
 //
-// A target that does not exist is created without touching the host: its
-// deepest existing directory D is shadowed — a tmpfs (D's mode and owner)
+// A target that does not exist is created inside the read-write mount it is
+// nested in, if any, as runc does; anywhere else it is created without
+// touching the host: its deepest existing directory D is shadowed — a tmpfs (D's mode and owner)
 // holding a recursive bind of every entry of D (and a copy of each
 // symbolic link) is assembled at stagingDir and moved onto D (pivot_root
 // when D is /) — and the missing directories, or the empty file a file
@@ -93,7 +94,7 @@ func setupMounts(stagingDir string, mounts []initMount) error {
 			}
 		}
 	}
-	s := &shadows{staging: stagingDir, owned: map[string]bool{}}
+	s := &shadows{staging: stagingDir, owned: map[string]bool{}, writable: map[string]bool{}}
 	for _, m := range mounts {
 		if err := s.mount(m); err != nil {
 			return fmt.Errorf("mount %s at %s: %w", m.Source, m.Target, err)
@@ -108,6 +109,19 @@ type shadows struct {
 	// owned holds the directories of tmpfs shadows and those made in them:
 	// what can be written without reaching the host.
 	owned map[string]bool
+	// writable holds the targets of the read-write mounts made so far.
+	writable map[string]bool
+}
+
+// inWritableMount reports whether dir is in a read-write mount made
+// earlier, i.e. in one of the pod's volumes.
+func (s *shadows) inWritableMount(dir string) bool {
+	for t := range s.writable {
+		if dir == t || strings.HasPrefix(dir, t+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *shadows) mount(m initMount) error {
@@ -123,6 +137,9 @@ func (s *shadows) mount(m initMount) error {
 		return fmt.Errorf("bind: %w", err)
 	}
 	delete(s.owned, target) // it is the host's now
+	if !m.ReadOnly {
+		s.writable[target] = true
+	}
 	propagation := uintptr(unix.MS_PRIVATE)
 	if m.HostToContainer {
 		propagation = unix.MS_SLAVE
@@ -193,7 +210,10 @@ func (s *shadows) ensureTarget(target string, dir bool) (string, error) {
 		}
 		return existing, nil
 	}
-	if !s.owned[existing] {
+	// A directory in a read-write volume gets the missing ones as runc
+	// makes them, in the volume; anywhere else a shadow keeps the host's
+	// filesystem as it is.
+	if !s.owned[existing] && !s.inWritableMount(existing) {
 		if err := s.shadow(existing); err != nil {
 			return "", fmt.Errorf("shadow %s to create %s in it: %w", existing, target, err)
 		}

@@ -1,0 +1,382 @@
+package process_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// needRoot skips a test of mount namespaces or cgroups: only root can make them.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mount namespaces and cgroups need root")
+	}
+}
+
+// hostMounts returns the mount points the host's mount table lists.
+func hostMounts(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func (e *env) execSync(id string, argv ...string) *runtimeapi.ExecSyncResponse {
+	e.t.Helper()
+	resp, err := e.c.Runtime.ExecSync(e.ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: argv, Timeout: 10})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp
+}
+
+func (e *env) stopAndRemove(id string) {
+	e.t.Helper()
+	if _, err := e.c.Runtime.StopContainer(e.ctx, &runtimeapi.StopContainerRequest{ContainerId: id}); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.c.Runtime.RemoveContainer(e.ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func TestMountsAppearOnlyInsideTheContainer(t *testing.T) {
+	needRoot(t)
+	e := newEnv(t)
+	sbID, sbCfg := e.sandbox(nil)
+
+	volume := t.TempDir()
+	if err := os.WriteFile(filepath.Join(volume, "game.properties"), []byte("lives=3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hostsFile := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hostsFile, []byte("10.0.0.1 skiff-test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Targets that do not exist on the host: under / (shadowing /), under
+	// /etc (shadowing /etc), a file, and one nested in a read-write mount
+	// (made in the volume, as runc makes it).
+	top := "/skiff-test-" + filepath.Base(t.TempDir())
+	etcDir := "/etc/skiff-test-" + filepath.Base(t.TempDir())
+	mounts := []*runtimeapi.Mount{
+		{HostPath: volume, ContainerPath: top + "/config"},
+		{HostPath: volume, ContainerPath: etcDir, Readonly: true},
+		{HostPath: hostsFile, ContainerPath: etcDir + "-hosts"},
+		{HostPath: volume, ContainerPath: top + "/config/nested/deeper", Readonly: true},
+	}
+	script := strings.Join([]string{
+		"cat " + top + "/config/game.properties",
+		"cat " + etcDir + "-hosts",
+		"test -s /etc/passwd && echo host-etc-intact",
+		"touch " + top + "/config/written && echo rw-writable",
+		"touch " + etcDir + "/denied 2>/dev/null || echo ro-refused",
+		"touch " + top + "/config/nested/deeper/denied 2>/dev/null || echo nested-ro-refused",
+		"exec sleep 1000",
+	}, "; ")
+	id := e.create(sbID, sbCfg, "main", []string{"sh", "-c", script}, func(c *runtimeapi.ContainerConfig) {
+		c.Mounts = mounts
+	})
+	e.start(id)
+	logPath := e.status(id).LogPath
+	lines := waitLog(t, logPath, "stdout F nested-ro-refused")
+	for _, want := range []string{"stdout F lives=3", "stdout F 10.0.0.1 skiff-test", "stdout F host-etc-intact",
+		"stdout F rw-writable", "stdout F ro-refused"} {
+		if !strings.Contains(strings.Join(lines, "\n"), want) {
+			t.Errorf("container log lacks %q: %q", want, lines)
+		}
+	}
+	for _, p := range []string{"written", "nested/deeper"} {
+		if _, err := os.Stat(filepath.Join(volume, p)); err != nil {
+			t.Errorf("%s did not reach the volume's host directory: %v", p, err)
+		}
+	}
+
+	// The host sees none of it, even while the container runs.
+	for _, p := range []string{top, etcDir, etcDir + "-hosts"} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s exists on the host (%v)", p, err)
+		}
+		if strings.Contains(hostMounts(t), " "+p) {
+			t.Errorf("%s is mounted on the host", p)
+		}
+	}
+
+	// Exec enters the container's mount namespace.
+	if resp := e.execSync(id, "cat", top+"/config/game.properties"); string(resp.Stdout) != "lives=3\n" || resp.ExitCode != 0 {
+		t.Errorf("exec cat: stdout %q stderr %q exit %d", resp.Stdout, resp.Stderr, resp.ExitCode)
+	}
+	if resp := e.execSync(id, "sh", "-c", "echo x > "+etcDir+"/denied"); resp.ExitCode == 0 {
+		t.Errorf("exec wrote to a read-only mount")
+	}
+
+	e.stopAndRemove(id)
+	for _, p := range []string{top, etcDir} {
+		if strings.Contains(hostMounts(t), " "+p) {
+			t.Errorf("%s is mounted on the host after the container ended", p)
+		}
+	}
+}
+
+func TestMountRefusals(t *testing.T) {
+	needRoot(t)
+	e := newEnv(t)
+	sbID, sbCfg := e.sandbox(nil)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name  string
+		mount *runtimeapi.Mount
+		want  string
+	}{
+		{"relative container path", &runtimeapi.Mount{HostPath: dir, ContainerPath: "data"}, "absolute"},
+		{"bidirectional propagation", &runtimeapi.Mount{HostPath: dir, ContainerPath: "/data", Propagation: runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL}, "Bidirectional"},
+		{"image volume", &runtimeapi.Mount{ContainerPath: "/data", Image: &runtimeapi.ImageSpec{Image: "busybox"}}, "image volumes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.tryCreate(sbID, sbCfg, strings.ReplaceAll(tc.name, " ", "-"), []string{"true"}, func(c *runtimeapi.ContainerConfig) {
+				c.Mounts = []*runtimeapi.Mount{tc.mount}
+			})
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("CreateContainer: %v, want InvalidArgument mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestAMountThatCannotBeMadeIsAStartError(t *testing.T) {
+	needRoot(t)
+	e := newEnv(t)
+	sbID, sbCfg := e.sandbox(nil)
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A directory cannot be bound onto the existing file /etc/passwd.
+	id := e.create(sbID, sbCfg, "main", []string{"true"}, func(c *runtimeapi.ContainerConfig) {
+		c.Mounts = []*runtimeapi.Mount{{HostPath: t.TempDir(), ContainerPath: "/etc/passwd"}}
+	})
+	if _, err := e.c.Runtime.StartContainer(e.ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err == nil {
+		t.Fatal("StartContainer succeeded")
+	}
+	st := e.status(id)
+	if st.Reason != "StartError" || !strings.Contains(st.Message, "/etc/passwd") {
+		t.Errorf("status %s %q %q, want StartError naming /etc/passwd", st.State, st.Reason, st.Message)
+	}
+}
+
+// cgroupOf returns pid's cgroup directory in the v1 hierarchy of controller.
+func cgroupOf(t *testing.T, pid int, controller string) string {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == controller {
+				return filepath.Join("/sys/fs/cgroup", controller, parts[2])
+			}
+		}
+	}
+	t.Fatalf("process %d is in no %s cgroup", pid, controller)
+	return ""
+}
+
+// needCgroupV1 skips a test reading v1 cgroup files on a host without them.
+func needCgroupV1(t *testing.T) {
+	t.Helper()
+	needRoot(t)
+	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err != nil {
+		t.Skip("the test reads cgroup v1 files; this host has no v1 memory hierarchy")
+	}
+}
+
+func readTrimmed(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(data))
+}
+
+func TestResourcesAreAppliedThroughCgroups(t *testing.T) {
+	needCgroupV1(t)
+	e := newEnv(t)
+	sbID, sbCfg := e.sandbox(nil)
+	id := e.create(sbID, sbCfg, "main", []string{"sh", "-c", "echo $$; exec sleep 1000"}, func(c *runtimeapi.ContainerConfig) {
+		c.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{
+			CpuPeriod: 100000, CpuQuota: 50000, CpuShares: 512, MemoryLimitInBytes: 64 << 20,
+		}}
+	})
+	e.start(id)
+	pid := pidFromLog(t, e.status(id).LogPath)
+	cpu, mem := cgroupOf(t, pid, "cpu"), cgroupOf(t, pid, "memory")
+	if !strings.HasSuffix(cpu, "/pod"+sbID+"/"+id) || !strings.HasSuffix(mem, "/pod"+sbID+"/"+id) {
+		t.Errorf("container cgroups %s, %s; want .../pod<sandbox ID>/<container ID>", cpu, mem)
+	}
+	for file, want := range map[string]string{
+		filepath.Join(cpu, "cpu.cfs_quota_us"):      "50000",
+		filepath.Join(cpu, "cpu.cfs_period_us"):     "100000",
+		filepath.Join(cpu, "cpu.shares"):            "512",
+		filepath.Join(mem, "memory.limit_in_bytes"): fmt.Sprint(64 << 20),
+	} {
+		if got := readTrimmed(t, file); got != want {
+			t.Errorf("%s = %s, want %s", file, got, want)
+		}
+	}
+
+	// Exec runs in the container's cgroup, and UpdateContainerResources
+	// reaches it.
+	resp := e.execSync(id, "cat", "/proc/self/cgroup")
+	if !strings.Contains(string(resp.Stdout), "/pod"+sbID+"/"+id) {
+		t.Errorf("exec runs outside the container's cgroup:\n%s", resp.Stdout)
+	}
+	if _, err := e.c.Runtime.UpdateContainerResources(e.ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id,
+		Linux: &runtimeapi.LinuxContainerResources{CpuPeriod: 100000, CpuQuota: 20000, CpuShares: 512, MemoryLimitInBytes: 96 << 20}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readTrimmed(t, filepath.Join(cpu, "cpu.cfs_quota_us")); got != "20000" {
+		t.Errorf("cpu.cfs_quota_us after update = %s, want 20000", got)
+	}
+	if got := readTrimmed(t, filepath.Join(mem, "memory.limit_in_bytes")); got != fmt.Sprint(96<<20) {
+		t.Errorf("memory.limit_in_bytes after update = %s, want %d", got, 96<<20)
+	}
+
+	e.stopAndRemove(id)
+	waitGone(t, pid)
+	for _, dir := range []string{cpu, mem} {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("container cgroup %s is left after removal (%v)", dir, err)
+		}
+	}
+	if _, err := e.c.Runtime.RemovePodSandbox(e.ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sbID}); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{filepath.Dir(cpu), filepath.Dir(mem)} {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("pod cgroup %s is left after the sandbox's removal (%v)", dir, err)
+		}
+	}
+}
+
+func TestCgroupParentIsThePodCgroup(t *testing.T) {
+	needCgroupV1(t)
+	e := newEnv(t)
+	parent := "/skiff-test/kubepods/burstable/pod" + filepath.Base(t.TempDir())
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: "p", Namespace: "default", Uid: "u"},
+		LogDirectory: t.TempDir(),
+		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: parent},
+	}
+	sb, err := e.c.Runtime.RunPodSandbox(e.ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := e.create(sb.PodSandboxId, cfg, "main", []string{"sh", "-c", "echo $$; exec sleep 1000"})
+	e.start(id)
+	pid := pidFromLog(t, e.status(id).LogPath)
+	if got, want := cgroupOf(t, pid, "memory"), filepath.Join("/sys/fs/cgroup/memory", parent, id); got != want {
+		t.Errorf("memory cgroup %s, want %s", got, want)
+	}
+	if _, err := e.c.Runtime.RemovePodSandbox(e.ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.PodSandboxId}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup/memory", parent)); !os.IsNotExist(err) {
+		t.Errorf("pod cgroup left after the sandbox's removal (%v)", err)
+	}
+	// The levels above the pod are the kubelet's; this test made them.
+	for d := filepath.Dir(parent); d != "/"; d = filepath.Dir(d) {
+		for _, h := range []string{"memory", "cpu", "cpuacct", "cpuset", "pids", "blkio", "freezer", "systemd", "unified", "net_cls", "net_prio", "perf_event", "hugetlb", "rdma", "misc"} {
+			_ = os.Remove(filepath.Join("/sys/fs/cgroup", h, d))
+		}
+	}
+
+	_, err = e.c.Runtime.RunPodSandbox(e.ctx, &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: "q", Namespace: "default", Uid: "v"},
+		Linux:    &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "kubepods-burstable-podv.slice"},
+	}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "cgroupfs") {
+		t.Errorf("RunPodSandbox with a systemd slice: %v, want InvalidArgument naming the cgroupfs driver", err)
+	}
+}
+
+func TestContainerPastItsMemoryLimitIsOOMKilled(t *testing.T) {
+	needRoot(t)
+	e := newEnv(t)
+	sbID, sbCfg := e.sandbox(nil)
+	// tail buffers its endless, newline-free input until the limit is hit.
+	id := e.create(sbID, sbCfg, "main", []string{"tail", "/dev/zero"}, func(c *runtimeapi.ContainerConfig) {
+		c.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 32 << 20}}
+	})
+	e.start(id)
+	st := e.waitExited(id)
+	if st.Reason != "OOMKilled" || st.ExitCode != 137 {
+		t.Errorf("exited with %d %q %q, want 137 OOMKilled", st.ExitCode, st.Reason, st.Message)
+	}
+}
+
+func TestRunAsUserAndGroup(t *testing.T) {
+	needRoot(t)
+	e := newEnv(t)
+	sbID, sbCfg := e.sandbox(nil)
+	id := e.create(sbID, sbCfg, "main", []string{"sh", "-c", "echo $(id -u) $(id -g) $(id -G); exec sleep 1000"}, func(c *runtimeapi.ContainerConfig) {
+		c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+			RunAsUser:          &runtimeapi.Int64Value{Value: 1234},
+			RunAsGroup:         &runtimeapi.Int64Value{Value: 5678},
+			SupplementalGroups: []int64{5678, 91011},
+		}}
+	})
+	e.start(id)
+	waitLog(t, e.status(id).LogPath, "stdout F 1234 5678 5678 91011")
+	if resp := e.execSync(id, "id", "-u"); string(resp.Stdout) != "1234\n" {
+		t.Errorf("exec runs as %q, want 1234", resp.Stdout)
+	}
+	e.stopAndRemove(id)
+}
+
+func TestWhatTheRuntimeCannotHonourIsRefused(t *testing.T) {
+	e := newEnv(t)
+	sbID, sbCfg := e.sandbox(nil)
+	for _, tc := range []struct {
+		name string
+		sc   *runtimeapi.LinuxContainerSecurityContext
+		want string
+	}{
+		{"privileged", &runtimeapi.LinuxContainerSecurityContext{Privileged: true}, "privileged"},
+		{"capabilities", &runtimeapi.LinuxContainerSecurityContext{Capabilities: &runtimeapi.Capability{DropCapabilities: []string{"ALL"}}}, "capabilities"},
+		{"seccomp", &runtimeapi.LinuxContainerSecurityContext{Seccomp: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}}, "seccomp"},
+		{"apparmor", &runtimeapi.LinuxContainerSecurityContext{Apparmor: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}}, "AppArmor"},
+		{"user name", &runtimeapi.LinuxContainerSecurityContext{RunAsUsername: "nobody"}, "runAsUser by name"},
+		{"read-only root", &runtimeapi.LinuxContainerSecurityContext{ReadonlyRootfs: true}, "readOnlyRootFilesystem"},
+		{"masked paths", &runtimeapi.LinuxContainerSecurityContext{MaskedPaths: []string{"/proc/kcore"}}, "masked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.tryCreate(sbID, sbCfg, strings.ReplaceAll(tc.name, " ", "-"), []string{"true"}, func(c *runtimeapi.ContainerConfig) {
+				c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: tc.sc}
+			})
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("CreateContainer: %v, want InvalidArgument mentioning %q", err, tc.want)
+			}
+		})
+	}
+	_, err := e.c.Runtime.RunPodSandbox(e.ctx, &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: "sysctl", Namespace: "default", Uid: "s"},
+		Linux:    &runtimeapi.LinuxPodSandboxConfig{Sysctls: map[string]string{"net.core.somaxconn": "1024"}},
+	}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "sysctls") {
+		t.Errorf("RunPodSandbox with sysctls: %v, want InvalidArgument mentioning sysctls", err)
+	}
+}
