@@ -21,11 +21,6 @@ import (
 // pod cgroup: <defaultCgroupRoot>/pod<sandbox ID>, in every hierarchy.
 const defaultCgroupRoot = "/skiff/kubepods"
 
-// minCPUShares is the kubelet's cpu_shares for a container without a CPU
-// request (kubelet's MinShares): a weight, not a limit, so a runtime without
-// cgroups can honour it by giving none.
-const minCPUShares = 2
-
 // cgroupsConfig decides how containers get cgroups: through the v1
 // hierarchies (also on a hybrid host, as runc does), or the unified v2
 // hierarchy, with the cgroupfs layout the kubelet's cgroupfs driver uses:
@@ -85,9 +80,12 @@ func podCgroup(sandboxID string, sb *runtimeapi.PodSandboxConfig) (string, error
 	return p, nil
 }
 
-// needsCgroup reports whether r asks for anything only a cgroup enforces.
+// needsCgroup reports whether r sets a limit only a cgroup enforces. CPU
+// shares (the kubelet's translation of a CPU request) are a weight under
+// contention, not a limit: without cgroups the container runs with the
+// host's default weight.
 func needsCgroup(r *runtimeapi.LinuxContainerResources) bool {
-	return r.GetMemoryLimitInBytes() > 0 || r.GetCpuQuota() > 0 || r.GetCpuShares() > minCPUShares ||
+	return r.GetMemoryLimitInBytes() > 0 || r.GetCpuQuota() > 0 ||
 		r.GetCpusetCpus() != "" || r.GetCpusetMems() != "" || r.GetMemorySwapLimitInBytes() > 0 ||
 		len(r.GetHugepageLimits()) > 0 || len(r.GetUnified()) > 0
 }

@@ -178,9 +178,6 @@ func describeResources(r *runtimeapi.LinuxContainerResources) string {
 	if q := r.GetCpuQuota(); q > 0 {
 		parts = append(parts, fmt.Sprintf("cpu quota %dus per %dus", q, r.GetCpuPeriod()))
 	}
-	if s := r.GetCpuShares(); s > minCPUShares {
-		parts = append(parts, fmt.Sprintf("cpu shares %d", s))
-	}
 	if r.GetCpusetCpus() != "" || r.GetCpusetMems() != "" {
 		parts = append(parts, "cpuset")
 	}

@@ -2,6 +2,7 @@ package process_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	utilexec "k8s.io/utils/exec"
 )
 
 // needRoot skips a test of mount namespaces or cgroups: only root can make them.
@@ -117,6 +119,17 @@ func TestMountsAppearOnlyInsideTheContainer(t *testing.T) {
 	}
 	if resp := e.execSync(id, "sh", "-c", "echo x > "+etcDir+"/denied"); resp.ExitCode == 0 {
 		t.Errorf("exec wrote to a read-only mount")
+	}
+	for _, tty := range []bool{false, true} {
+		out, _, err := e.execStreams(t, "spdy", id, []string{"cat", top + "/config/game.properties"}, nil, tty)
+		if err != nil || !strings.Contains(out, "lives=3") {
+			t.Errorf("streaming exec (tty %v): %q, %v, want lives=3", tty, out, err)
+		}
+	}
+	_, errOut, err := e.execStreams(t, "spdy", id, []string{"no-such-command"}, nil, false)
+	var exitErr utilexec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitStatus() != 127 || !strings.Contains(errOut, "executable file not found") {
+		t.Errorf("streaming exec of a missing command: stderr %q, %v; want exit code 127 and the lookup error", errOut, err)
 	}
 
 	e.stopAndRemove(id)
