@@ -446,24 +446,74 @@ func (s *Service) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 	return resp, nil
 }
 
-// ContainerStats returns the container's attributes without usage figures (the
-// built-in runtimes measure nothing). An unknown ID is NotFound.
+// ContainerStats returns the container's attributes and, from a driver that
+// is a StatsProvider, its CPU and memory usage (none for a container that
+// does not run). An unknown ID is NotFound.
 func (s *Service) ContainerStats(_ context.Context, req *runtimeapi.ContainerStatsRequest) (*runtimeapi.ContainerStatsResponse, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	c, ok := s.containers[req.GetContainerId()]
 	if !ok {
+		s.mu.Unlock()
 		return nil, status.Errorf(codes.NotFound, "container %q not found", req.GetContainerId())
 	}
-	return &runtimeapi.ContainerStatsResponse{Stats: &runtimeapi.ContainerStats{Attributes: &runtimeapi.ContainerAttributes{
+	stats := c.statsLocked()
+	s.mu.Unlock()
+	if err := s.fillUsage(stats); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.ContainerStatsResponse{Stats: stats}, nil
+}
+
+// ListContainerStats returns ContainerStats of the containers matching every
+// set field of the filter (ID, pod sandbox ID, labels), oldest first.
+func (s *Service) ListContainerStats(_ context.Context, req *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
+	f := req.GetFilter()
+	s.mu.Lock()
+	var list []*container
+	for _, c := range s.containers {
+		switch {
+		case f.GetId() != "" && f.GetId() != c.spec.ID,
+			f.GetPodSandboxId() != "" && f.GetPodSandboxId() != c.spec.SandboxID,
+			!matchLabels(c.spec.Config.GetLabels(), f.GetLabelSelector()):
+			continue
+		}
+		list = append(list, c)
+	}
+	slices.SortFunc(list, func(a, b *container) int {
+		return cmp.Or(cmp.Compare(a.createdAt, b.createdAt), cmp.Compare(a.spec.ID, b.spec.ID))
+	})
+	out := make([]*runtimeapi.ContainerStats, 0, len(list))
+	for _, c := range list {
+		out = append(out, c.statsLocked())
+	}
+	s.mu.Unlock()
+	for _, st := range out {
+		if err := s.fillUsage(st); err != nil {
+			return nil, err
+		}
+	}
+	return &runtimeapi.ListContainerStatsResponse{Stats: out}, nil
+}
+
+func (c *container) statsLocked() *runtimeapi.ContainerStats {
+	return &runtimeapi.ContainerStats{Attributes: &runtimeapi.ContainerAttributes{
 		Id:          c.spec.ID,
 		Metadata:    c.spec.Config.GetMetadata(),
 		Labels:      c.spec.Config.GetLabels(),
 		Annotations: c.spec.Config.GetAnnotations(),
-	}}}, nil
+	}}
 }
 
-// ListContainerStats returns an empty list: the built-in runtimes measure nothing.
-func (s *Service) ListContainerStats(context.Context, *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
-	return &runtimeapi.ListContainerStatsResponse{}, nil
+// fillUsage asks a StatsProvider driver for the container's usage.
+func (s *Service) fillUsage(st *runtimeapi.ContainerStats) error {
+	p, ok := s.driver.(StatsProvider)
+	if !ok {
+		return nil
+	}
+	cpu, mem, err := p.ContainerUsage(st.Attributes.Id)
+	if err != nil {
+		return asStatus(err, codes.Internal, "container stats")
+	}
+	st.Cpu, st.Memory = cpu, mem
+	return nil
 }

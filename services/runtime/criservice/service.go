@@ -68,6 +68,15 @@ type Execer interface {
 	ExecSync(ctx context.Context, c *ContainerSpec, cmd []string, timeout time.Duration) (*runtimeapi.ExecSyncResponse, error)
 }
 
+// StatsProvider is implemented by a Driver that measures its containers
+// (CRI ContainerStats, ListContainerStats); without it stats carry only
+// the containers' attributes.
+type StatsProvider interface {
+	// ContainerUsage returns the CPU and memory usage of container id, both
+	// nil when it is not running or not measured.
+	ContainerUsage(id string) (*runtimeapi.CpuUsage, *runtimeapi.MemoryUsage, error)
+}
+
 // ContainerSpec is what a Driver needs to know about a container. It is
 // immutable once created; drivers must not modify it.
 type ContainerSpec struct {

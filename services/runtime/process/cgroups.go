@@ -238,3 +238,45 @@ func (c *cgroupsConfig) removePodCgroup(pod string) error {
 	}
 	return nil
 }
+
+// usage returns the cgroup's CPU and memory usage as the kubelet's cadvisor
+// reads them: cumulative CPU time, and a working set of usage less inactive
+// file pages.
+func (cg *containerCgroup) usage() (*runtimeapi.CpuUsage, *runtimeapi.MemoryUsage, error) {
+	st, err := cg.m.Stats(&cgroups.StatsOptions{Controllers: cgroups.CPU | cgroups.Memory})
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now().UnixNano()
+	cpu := &runtimeapi.CpuUsage{
+		Timestamp:            now,
+		UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: st.CpuStats.CpuUsage.TotalUsage},
+	}
+	ms := st.MemoryStats
+	inactive, rss := ms.Stats["total_inactive_file"], ms.Stats["total_rss"]
+	if cgroups.IsCgroup2UnifiedMode() {
+		inactive, rss = ms.Stats["inactive_file"], ms.Stats["anon"]
+	}
+	workingSet := ms.Usage.Usage
+	if inactive < workingSet {
+		workingSet -= inactive
+	} else {
+		workingSet = 0
+	}
+	faults, majorFaults := ms.Stats["total_pgfault"], ms.Stats["total_pgmajfault"]
+	if cgroups.IsCgroup2UnifiedMode() {
+		faults, majorFaults = ms.Stats["pgfault"], ms.Stats["pgmajfault"]
+	}
+	mem := &runtimeapi.MemoryUsage{
+		Timestamp:       now,
+		WorkingSetBytes: &runtimeapi.UInt64Value{Value: workingSet},
+		UsageBytes:      &runtimeapi.UInt64Value{Value: ms.Usage.Usage},
+		RssBytes:        &runtimeapi.UInt64Value{Value: rss},
+		PageFaults:      &runtimeapi.UInt64Value{Value: faults},
+		MajorPageFaults: &runtimeapi.UInt64Value{Value: majorFaults},
+	}
+	if ms.Usage.Limit > 0 && ms.Usage.Limit < 1<<62 && ms.Usage.Limit > workingSet {
+		mem.AvailableBytes = &runtimeapi.UInt64Value{Value: ms.Usage.Limit - workingSet}
+	}
+	return cpu, mem, nil
+}

@@ -546,3 +546,15 @@ func (d *driver) Exec(ctx context.Context, c *criservice.ContainerSpec, argv []s
 func (d *driver) PortForward(ctx context.Context, _ string, port int32, stream io.ReadWriteCloser) error {
 	return streaming.ForwardLocalPort(ctx, port, stream)
 }
+
+// ContainerUsage returns a running container's CPU and memory usage from its
+// cgroup; nil, nil for a container that does not run or has no cgroup.
+func (d *driver) ContainerUsage(id string) (*runtimeapi.CpuUsage, *runtimeapi.MemoryUsage, error) {
+	d.mu.Lock()
+	p := d.procs[id]
+	d.mu.Unlock()
+	if p == nil || p.cgroup == nil {
+		return nil, nil, nil
+	}
+	return p.cgroup.usage()
+}

@@ -393,3 +393,29 @@ func TestWhatTheRuntimeCannotHonourIsRefused(t *testing.T) {
 		t.Errorf("RunPodSandbox with sysctls: %v, want InvalidArgument mentioning sysctls", err)
 	}
 }
+
+func TestContainerStatsComeFromTheCgroup(t *testing.T) {
+	needRoot(t)
+	e := newEnv(t)
+	sbID, sbCfg := e.sandbox(nil)
+	// A shell that burns CPU and keeps a few MiB in a variable.
+	id := e.create(sbID, sbCfg, "main", []string{"sh", "-c", "x=$(head -c 4000000 /dev/zero | tr '\\0' a); i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo ready; sleep 1000"},
+		func(c *runtimeapi.ContainerConfig) { c.Labels = map[string]string{"app": "stats"} })
+	e.start(id)
+	waitLog(t, e.status(id).LogPath, "stdout F ready")
+	resp, err := e.c.Runtime.ListContainerStats(e.ctx, &runtimeapi.ListContainerStatsRequest{Filter: &runtimeapi.ContainerStatsFilter{LabelSelector: map[string]string{"app": "stats"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Stats) != 1 || resp.Stats[0].Attributes.Id != id {
+		t.Fatalf("ListContainerStats = %v, want the one container", resp.Stats)
+	}
+	st := resp.Stats[0]
+	if st.GetCpu().GetUsageCoreNanoSeconds().GetValue() == 0 {
+		t.Errorf("cpu usage %v, want some", st.GetCpu())
+	}
+	if ws := st.GetMemory().GetWorkingSetBytes().GetValue(); ws == 0 {
+		t.Errorf("memory working set %d, want some", ws)
+	}
+	e.stopAndRemove(id)
+}
