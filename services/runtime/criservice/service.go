@@ -27,7 +27,8 @@ const RuntimeVersion = "0.1.0"
 
 // Driver makes a Service's containers run. The Service owns all CRI state and
 // calls the Driver only for the side effects; it never holds its lock while a
-// Driver method may block, except RunSandbox, which must be quick.
+// Driver method may block, except RunSandbox and ValidateContainer, which
+// must be quick.
 type Driver interface {
 	// RunSandbox prepares what sandbox id needs and returns its pod IP ("" for
 	// none, as a host-network sandbox in containerd has none). A gRPC status

@@ -135,7 +135,8 @@ func (d *driver) mountNamespaces() error {
 // no command (there is no image entrypoint to fall back on); a field
 // refuseUnsupported lists; mounts it cannot make (no root, a Bidirectional
 // propagation...); resources no cgroup can enforce here; a user it cannot
-// switch to.
+// switch to. The first container with mounts runs the init once to find out
+// whether mount namespaces can be made here.
 func (d *driver) ValidateContainer(_ *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) error {
 	name := cfg.GetMetadata().GetName()
 	if len(cfg.GetCommand()) == 0 && len(cfg.GetArgs()) == 0 {
