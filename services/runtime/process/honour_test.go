@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
+
+	"golang.org/x/sys/unix"
 )
 
 // needRoot skips a test of mount namespaces or cgroups: only root can make them.
@@ -70,7 +72,11 @@ func TestMountsAppearOnlyInsideTheContainer(t *testing.T) {
 	// (made in the volume, as runc makes it).
 	top := "/skiff-test-" + filepath.Base(t.TempDir())
 	etcDir := "/etc/skiff-test-" + filepath.Base(t.TempDir())
+	// Under the temporary directory, which holds the runtime's own
+	// directory, where shadows are assembled.
+	tmpTarget := filepath.Join(os.TempDir(), "skiff-test-"+filepath.Base(t.TempDir()))
 	mounts := []*runtimeapi.Mount{
+		{HostPath: volume, ContainerPath: tmpTarget},
 		{HostPath: volume, ContainerPath: top + "/config"},
 		{HostPath: volume, ContainerPath: etcDir, Readonly: true},
 		{HostPath: hostsFile, ContainerPath: etcDir + "-hosts"},
@@ -79,6 +85,7 @@ func TestMountsAppearOnlyInsideTheContainer(t *testing.T) {
 	script := strings.Join([]string{
 		"cat " + top + "/config/game.properties",
 		"cat " + etcDir + "-hosts",
+		"cat " + tmpTarget + "/game.properties",
 		"test -s /etc/passwd && echo host-etc-intact",
 		"touch " + top + "/config/written && echo rw-writable",
 		"touch " + etcDir + "/denied 2>/dev/null || echo ro-refused",
@@ -91,7 +98,10 @@ func TestMountsAppearOnlyInsideTheContainer(t *testing.T) {
 	e.start(id)
 	logPath := e.status(id).LogPath
 	lines := waitLog(t, logPath, "stdout F nested-ro-refused")
-	for _, want := range []string{"stdout F lives=3", "stdout F 10.0.0.1 skiff-test", "stdout F host-etc-intact",
+	if n := strings.Count(strings.Join(lines, "\n"), "stdout F lives=3"); n != 2 {
+		t.Errorf("the volume's file was read %d times, want 2: %q", n, lines)
+	}
+	for _, want := range []string{"stdout F 10.0.0.1 skiff-test", "stdout F host-etc-intact",
 		"stdout F rw-writable", "stdout F ro-refused"} {
 		if !strings.Contains(strings.Join(lines, "\n"), want) {
 			t.Errorf("container log lacks %q: %q", want, lines)
@@ -104,7 +114,7 @@ func TestMountsAppearOnlyInsideTheContainer(t *testing.T) {
 	}
 
 	// The host sees none of it, even while the container runs.
-	for _, p := range []string{top, etcDir, etcDir + "-hosts"} {
+	for _, p := range []string{top, etcDir, etcDir + "-hosts", tmpTarget} {
 		if _, err := os.Lstat(p); !os.IsNotExist(err) {
 			t.Errorf("%s exists on the host (%v)", p, err)
 		}
@@ -416,6 +426,52 @@ func TestContainerStatsComeFromTheCgroup(t *testing.T) {
 	}
 	if ws := st.GetMemory().GetWorkingSetBytes().GetValue(); ws == 0 {
 		t.Errorf("memory working set %d, want some", ws)
+	}
+	e.stopAndRemove(id)
+}
+
+func TestHostToContainerPropagation(t *testing.T) {
+	needRoot(t)
+	// The volume is a shared mount on the host, as the kubelet makes its
+	// root directory for HostToContainer volumes.
+	volume := t.TempDir()
+	for _, args := range [][]string{{"tmpfs", volume, "tmpfs"}, {"", volume, ""}} {
+		flags := uintptr(0)
+		if args[0] == "" {
+			flags = unix.MS_SHARED
+		}
+		if err := unix.Mount(args[0], args[1], args[2], flags, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = unix.Unmount(volume, unix.MNT_DETACH) })
+	if err := os.Mkdir(filepath.Join(volume, "later"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	e := newEnv(t)
+	sbID, sbCfg := e.sandbox(nil)
+	mounts := []*runtimeapi.Mount{
+		{HostPath: volume, ContainerPath: "/skiff-test-h2c", Propagation: runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER},
+		{HostPath: volume, ContainerPath: "/skiff-test-private"},
+	}
+	id := e.create(sbID, sbCfg, "main", []string{"sleep", "1000"}, func(c *runtimeapi.ContainerConfig) { c.Mounts = mounts })
+	e.start(id)
+
+	// Mounted on the host after the start: seen through HostToContainer only.
+	later := filepath.Join(volume, "later")
+	if err := unix.Mount("tmpfs", later, "tmpfs", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(later, unix.MNT_DETACH) })
+	if err := os.WriteFile(filepath.Join(later, "hello"), []byte("from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if resp := e.execSync(id, "cat", "/skiff-test-h2c/later/hello"); string(resp.Stdout) != "from the host\n" {
+		t.Errorf("HostToContainer: the host's later mount is not seen: stdout %q stderr %q", resp.Stdout, resp.Stderr)
+	}
+	if resp := e.execSync(id, "cat", "/skiff-test-private/later/hello"); resp.ExitCode == 0 {
+		t.Errorf("None: the host's later mount is seen: %q", resp.Stdout)
 	}
 	e.stopAndRemove(id)
 }
