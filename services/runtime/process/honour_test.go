@@ -75,7 +75,13 @@ func TestMountsAppearOnlyInsideTheContainer(t *testing.T) {
 	// Under the temporary directory, which holds the runtime's own
 	// directory, where shadows are assembled.
 	tmpTarget := filepath.Join(os.TempDir(), "skiff-test-"+filepath.Base(t.TempDir()))
+	// Where the kubelet mounts a termination log and a service account
+	// token (/var/run is a link to /run on many hosts).
+	devTarget := "/dev/skiff-test-termination-log-" + filepath.Base(t.TempDir())
+	tokenTarget := "/var/run/secrets/skiff-test-" + filepath.Base(t.TempDir()) + "/serviceaccount"
 	mounts := []*runtimeapi.Mount{
+		{HostPath: hostsFile, ContainerPath: devTarget},
+		{HostPath: volume, ContainerPath: tokenTarget, Readonly: true},
 		{HostPath: volume, ContainerPath: tmpTarget},
 		{HostPath: volume, ContainerPath: top + "/config"},
 		{HostPath: volume, ContainerPath: etcDir, Readonly: true},
@@ -86,6 +92,9 @@ func TestMountsAppearOnlyInsideTheContainer(t *testing.T) {
 		"cat " + top + "/config/game.properties",
 		"cat " + etcDir + "-hosts",
 		"cat " + tmpTarget + "/game.properties",
+		"cat " + tokenTarget + "/game.properties",
+		"cat " + devTarget,
+		"echo x > /dev/null && test -c /dev/null && echo host-dev-intact",
 		"test -s /etc/passwd && echo host-etc-intact",
 		"touch " + top + "/config/written && echo rw-writable",
 		"touch " + etcDir + "/denied 2>/dev/null || echo ro-refused",
@@ -98,10 +107,13 @@ func TestMountsAppearOnlyInsideTheContainer(t *testing.T) {
 	e.start(id)
 	logPath := e.status(id).LogPath
 	lines := waitLog(t, logPath, "stdout F nested-ro-refused")
-	if n := strings.Count(strings.Join(lines, "\n"), "stdout F lives=3"); n != 2 {
-		t.Errorf("the volume's file was read %d times, want 2: %q", n, lines)
+	if n := strings.Count(strings.Join(lines, "\n"), "stdout F lives=3"); n != 3 {
+		t.Errorf("the volume's file was read %d times, want 3: %q", n, lines)
 	}
-	for _, want := range []string{"stdout F 10.0.0.1 skiff-test", "stdout F host-etc-intact",
+	if n := strings.Count(strings.Join(lines, "\n"), "stdout F 10.0.0.1 skiff-test"); n != 2 {
+		t.Errorf("the file mounts were read %d times, want 2: %q", n, lines)
+	}
+	for _, want := range []string{"stdout F host-dev-intact", "stdout F host-etc-intact",
 		"stdout F rw-writable", "stdout F ro-refused"} {
 		if !strings.Contains(strings.Join(lines, "\n"), want) {
 			t.Errorf("container log lacks %q: %q", want, lines)
@@ -114,7 +126,7 @@ func TestMountsAppearOnlyInsideTheContainer(t *testing.T) {
 	}
 
 	// The host sees none of it, even while the container runs.
-	for _, p := range []string{top, etcDir, etcDir + "-hosts", tmpTarget} {
+	for _, p := range []string{top, etcDir, etcDir + "-hosts", tmpTarget, devTarget, filepath.Dir(tokenTarget)} {
 		if _, err := os.Lstat(p); !os.IsNotExist(err) {
 			t.Errorf("%s exists on the host (%v)", p, err)
 		}
