@@ -58,9 +58,13 @@ type initConfig struct {
 	// directories are assembled before they are moved into place.
 	StagingDir string      `json:"stagingDir,omitempty"`
 	Mounts     []initMount `json:"mounts,omitempty"`
-	User       *initUser   `json:"user,omitempty"`
-	NoNewPrivs bool        `json:"noNewPrivs,omitempty"`
-	OOMScore   *int64      `json:"oomScoreAdj,omitempty"`
+	// MaskedPaths and ReadonlyPaths are hidden and made read-only after
+	// Mounts (CRI masked_paths, readonly_paths).
+	MaskedPaths   []string  `json:"maskedPaths,omitempty"`
+	ReadonlyPaths []string  `json:"readonlyPaths,omitempty"`
+	User          *initUser `json:"user,omitempty"`
+	NoNewPrivs    bool      `json:"noNewPrivs,omitempty"`
+	OOMScore      *int64    `json:"oomScoreAdj,omitempty"`
 	// Status says initStatusFD is open.
 	Status bool `json:"status,omitempty"`
 }
@@ -150,6 +154,9 @@ func (cfg *initConfig) run() error {
 			os.Exit(0)
 		}
 		if err := setupMounts(cfg.StagingDir, cfg.Mounts); err != nil {
+			return err
+		}
+		if err := maskPaths(cfg.MaskedPaths, cfg.ReadonlyPaths); err != nil {
 			return err
 		}
 	}

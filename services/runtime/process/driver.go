@@ -156,6 +156,11 @@ func (d *driver) ValidateContainer(_ *runtimeapi.PodSandboxConfig, cfg *runtimea
 			return status.Errorf(codes.InvalidArgument, "container %q: the process runtime needs root for volume mounts: %v", name, err)
 		}
 	}
+	if sc := cfg.GetLinux().GetSecurityContext(); len(sc.GetMaskedPaths()) > 0 || len(sc.GetReadonlyPaths()) > 0 {
+		if err := d.mountNamespaces(); err != nil {
+			return status.Errorf(codes.InvalidArgument, "container %q: the process runtime needs root for masked and read-only paths (procMount): %v", name, err)
+		}
+	}
 	r := cfg.GetLinux().GetResources()
 	if needsCgroup(r) && d.cgroups.unusable != nil {
 		return status.Errorf(codes.InvalidArgument, "container %q: the process runtime cannot enforce its resources (%s): %v",
@@ -241,8 +246,10 @@ func (d *driver) StartContainer(ctx context.Context, c *criservice.ContainerSpec
 	if err != nil {
 		return time.Time{}, err
 	}
-	if len(mounts) > 0 {
+	sc := c.Config.GetLinux().GetSecurityContext()
+	if len(mounts) > 0 || len(sc.GetMaskedPaths()) > 0 || len(sc.GetReadonlyPaths()) > 0 {
 		cfg.NewMountNS, cfg.StagingDir, cfg.Mounts = true, d.stagingDir, mounts
+		cfg.MaskedPaths, cfg.ReadonlyPaths = sc.GetMaskedPaths(), sc.GetReadonlyPaths()
 	}
 	r := c.Config.GetLinux().GetResources()
 	if score := r.GetOomScoreAdj(); score != 0 {

@@ -396,7 +396,6 @@ func TestWhatTheRuntimeCannotHonourIsRefused(t *testing.T) {
 		{"apparmor", &runtimeapi.LinuxContainerSecurityContext{Apparmor: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}}, "AppArmor"},
 		{"user name", &runtimeapi.LinuxContainerSecurityContext{RunAsUsername: "nobody"}, "runAsUser by name"},
 		{"read-only root", &runtimeapi.LinuxContainerSecurityContext{ReadonlyRootfs: true}, "readOnlyRootFilesystem"},
-		{"masked paths", &runtimeapi.LinuxContainerSecurityContext{MaskedPaths: []string{"/proc/kcore"}}, "masked"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.tryCreate(sbID, sbCfg, strings.ReplaceAll(tc.name, " ", "-"), []string{"true"}, func(c *runtimeapi.ContainerConfig) {
@@ -484,6 +483,39 @@ func TestHostToContainerPropagation(t *testing.T) {
 	}
 	if resp := e.execSync(id, "cat", "/skiff-test-private/later/hello"); resp.ExitCode == 0 {
 		t.Errorf("None: the host's later mount is seen: %q", resp.Stdout)
+	}
+	e.stopAndRemove(id)
+}
+
+func TestMaskedAndReadOnlyPaths(t *testing.T) {
+	needRoot(t)
+	e := newEnv(t)
+	sbID, sbCfg := e.sandbox(nil)
+	// The kubelet's defaults for procMount Default, in part.
+	id := e.create(sbID, sbCfg, "main", []string{"sleep", "1000"}, func(c *runtimeapi.ContainerConfig) {
+		c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+			MaskedPaths:   []string{"/proc/kcore", "/sys/firmware", "/proc/no-such-path"},
+			ReadonlyPaths: []string{"/proc/sys", "/proc/sysrq-trigger"},
+		}}
+	})
+	e.start(id)
+	for _, tc := range []struct {
+		name string
+		cmd  string
+	}{
+		{"a masked file reads as empty", "test ! -s /proc/kcore || { ls -l /proc/kcore; exit 1; }"},
+		{"a masked directory is empty", "test -d /sys/firmware && test -z \"$(ls -A /sys/firmware)\""},
+		{"a read-only path cannot be written", "! (echo 0 > /proc/sys/kernel/printk_ratelimit) 2>/dev/null"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if resp := e.execSync(id, "sh", "-c", tc.cmd); resp.ExitCode != 0 {
+				t.Errorf("exit %d, stdout %q, stderr %q", resp.ExitCode, resp.Stdout, resp.Stderr)
+			}
+		})
+	}
+	// The host's own view is untouched.
+	if entries, err := os.ReadDir("/sys/firmware"); err != nil || len(entries) == 0 {
+		t.Errorf("/sys/firmware is masked on the host (%d entries, %v)", len(entries), err)
 	}
 	e.stopAndRemove(id)
 }

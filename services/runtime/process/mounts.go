@@ -154,14 +154,7 @@ func (s *shadows) mount(m initMount) error {
 			return fmt.Errorf("make recursively read-only: %w", err)
 		}
 	case m.ReadOnly:
-		// Keep the flags the bind inherited: dropping one is a privilege
-		// the remount would otherwise need.
-		var st unix.Statfs_t
-		if err := unix.Statfs(target, &st); err != nil {
-			return err
-		}
-		keep := uintptr(st.Flags) & (unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC | unix.MS_NOATIME | unix.MS_NODIRATIME | unix.MS_RELATIME)
-		if err := unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|keep, ""); err != nil {
+		if err := remountReadOnly(target); err != nil {
 			return fmt.Errorf("make read-only: %w", err)
 		}
 	}
@@ -324,4 +317,53 @@ func shadowEntry(src, dst string) error {
 		return fmt.Errorf("bind %s: %w", src, err)
 	}
 	return nil
+}
+
+// maskPaths runs in the container init, inside its mount namespace, after
+// the mounts, as runc does: each existing path of readonly becomes a
+// read-only bind of itself, and each existing path of masked is hidden, a
+// directory under an empty read-only tmpfs and anything else under
+// /dev/null (the kubelet's defaults hide /proc/kcore, /proc/keys... and make
+// /proc/sys and others read-only). A path that does not exist is skipped.
+func maskPaths(masked, readonly []string) error {
+	for _, p := range readonly {
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("read-only path %s: %w", p, err)
+		}
+		if err := remountReadOnly(p); err != nil {
+			return fmt.Errorf("read-only path %s: %w", p, err)
+		}
+	}
+	for _, p := range masked {
+		fi, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("masked path %s: %w", p, err)
+		}
+		if fi.IsDir() {
+			err = unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY, "size=0")
+		} else {
+			err = unix.Mount("/dev/null", p, "", unix.MS_BIND, "")
+		}
+		if err != nil {
+			return fmt.Errorf("masked path %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// remountReadOnly makes the mount at target read-only, keeping the flags it
+// has: dropping one is a privilege the remount would otherwise need.
+func remountReadOnly(target string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(target, &st); err != nil {
+		return err
+	}
+	keep := uintptr(st.Flags) & (unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC | unix.MS_NOATIME | unix.MS_NODIRATIME | unix.MS_RELATIME)
+	return unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|keep, "")
 }

@@ -34,6 +34,9 @@ func TestWithoutCgroupsOrMountNamespaces(t *testing.T) {
 		{"mounts", func(c *runtimeapi.ContainerConfig) {
 			c.Mounts = []*runtimeapi.Mount{{HostPath: "/tmp", ContainerPath: "/data"}}
 		}, "the process runtime needs root for volume mounts: unshare mount namespace: operation not permitted"},
+		{"masked paths", func(c *runtimeapi.ContainerConfig) {
+			c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{MaskedPaths: []string{"/proc/kcore"}}}
+		}, "the process runtime needs root for masked and read-only paths"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "main"}, Command: []string{"true"}}

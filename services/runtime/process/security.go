@@ -13,7 +13,9 @@ import (
 // refuseUnsupported returns why the process runtime cannot honour cfg, or nil.
 // It runs containers as host processes, in the runtime's namespaces (except
 // a mount namespace for volumes) with the runtime's capabilities, so it
-// refuses what would ask otherwise rather than ignore it. Namespace options
+// refuses what would ask otherwise rather than ignore it. (Masked and
+// read-only paths are honoured in the container's mount namespace; see
+// maskPaths.) Namespace options
 // are the exception: every sandbox shares the host's network, PID and IPC
 // namespaces, as hostNetwork/hostPID/hostIPC pods do (documented).
 func refuseUnsupported(cfg *runtimeapi.ContainerConfig) error {
@@ -45,9 +47,6 @@ func refuseUnsupported(cfg *runtimeapi.ContainerConfig) error {
 	}
 	if sc.GetReadonlyRootfs() {
 		why = append(why, "readOnlyRootFilesystem (the container's root filesystem is the host's)")
-	}
-	if len(sc.GetMaskedPaths()) > 0 || len(sc.GetReadonlyPaths()) > 0 {
-		why = append(why, "masked and read-only /proc paths (procMount)")
 	}
 	if sc.GetSupplementalGroupsPolicy() == runtimeapi.SupplementalGroupsPolicy_Strict {
 		// Merge (the default) adds the image's groups for the user: there is no image.
