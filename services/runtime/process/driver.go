@@ -55,8 +55,6 @@ type proc struct {
 	done       chan struct{}    // closed once the exit has been reported
 	cgroup     *containerCgroup // nil without cgroups
 	mountNS    bool             // it has its own mount namespace
-	user       *initUser
-	noNewPrivs bool
 }
 
 func newDriver(sandboxesDir, stagingDir, podIP string, cg *cgroupsConfig) *driver {
@@ -196,8 +194,9 @@ func describeResources(r *runtimeapi.LinuxContainerResources) string {
 	return strings.Join(parts, ", ")
 }
 
-// initConfig returns the container init's config for argv in container c,
-// running with p's identity (p nil: the container's own start).
+// initConfig returns the container init's config that runs argv as
+// container c's processes run: its environment, working directory, user and
+// no_new_privs.
 func (d *driver) initConfig(c *criservice.ContainerSpec, argv []string) *initConfig {
 	sc := c.Config.GetLinux().GetSecurityContext()
 	return &initConfig{
@@ -264,8 +263,14 @@ func (d *driver) StartContainer(ctx context.Context, c *criservice.ContainerSpec
 		return time.Time{}, status.Error(codes.Unavailable, "runtime is shut down")
 	}
 	d.wg.Add(1)
-	podCg := d.podCgs[c.SandboxID]
+	podCg, ok := d.podCgs[c.SandboxID]
 	d.mu.Unlock()
+	if !ok {
+		if podCg, err = podCgroup(c.SandboxID, c.Sandbox); err != nil {
+			d.wg.Done()
+			return time.Time{}, err
+		}
+	}
 	started := false
 	defer func() {
 		if !started {
