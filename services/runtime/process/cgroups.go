@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +28,8 @@ const defaultCgroupRoot = "/skiff/kubepods"
 // <cgroup_parent>/<container ID>.
 type cgroupsConfig struct {
 	v2 bool
+	// hugetlb says the hugetlb controller is there.
+	hugetlb bool
 	// unusable says why no cgroup can be made (nil: they can).
 	unusable error
 }
@@ -35,6 +38,13 @@ type cgroupsConfig struct {
 // runtime's root cgroup (kept: it is shared by every runtime on the host).
 func probeCgroups() *cgroupsConfig {
 	c := &cgroupsConfig{v2: cgroups.IsCgroup2UnifiedMode()}
+	if c.v2 {
+		data, _ := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
+		c.hugetlb = slices.Contains(strings.Fields(string(data)), "hugetlb")
+	} else {
+		_, err := cgroups.FindCgroupMountpoint("", "hugetlb")
+		c.hugetlb = err == nil
+	}
 	m, err := c.manager(defaultCgroupRoot, nil)
 	if err == nil {
 		err = m.Apply(-1)
@@ -123,6 +133,14 @@ func (c *cgroupsConfig) resources(r *runtimeapi.LinuxContainerResources) (*cgrou
 		}
 	}
 	for _, h := range r.GetHugepageLimits() {
+		if !c.hugetlb {
+			// Without the controller a limit holds only where no page of
+			// that size can be had at all.
+			if hugepagesOnHost(h.GetPageSize()) {
+				return nil, fmt.Errorf("hugepage limit for %s pages: this host has such pages but no hugetlb cgroup controller", h.GetPageSize())
+			}
+			continue
+		}
 		res.HugetlbLimit = append(res.HugetlbLimit, &cgroups.HugepageLimit{Pagesize: h.GetPageSize(), Limit: h.GetLimit()})
 	}
 	if u := r.GetUnified(); len(u) > 0 {
@@ -132,6 +150,38 @@ func (c *cgroupsConfig) resources(r *runtimeapi.LinuxContainerResources) (*cgrou
 		res.Unified = u
 	}
 	return res, nil
+}
+
+// hugepagesOnHost reports whether pages of pageSize ("2MB", "1GB", as the
+// kubelet names them) can be allocated here: some are reserved or may be
+// overcommitted.
+func hugepagesOnHost(pageSize string) bool {
+	kb, ok := pageSizeKB(pageSize)
+	if !ok {
+		return true // unknown: assume there are
+	}
+	dir := fmt.Sprintf("/sys/kernel/mm/hugepages/hugepages-%dkB", kb)
+	for _, f := range []string{"nr_hugepages", "nr_overcommit_hugepages"} {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			continue
+		}
+		if n, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64); err != nil || n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// pageSizeKB parses a hugepage size such as "2MB" or "1GB" into KiB.
+func pageSizeKB(s string) (uint64, bool) {
+	for unit, kb := range map[string]uint64{"KB": 1, "MB": 1 << 10, "GB": 1 << 20} {
+		if n, ok := strings.CutSuffix(s, unit); ok {
+			v, err := strconv.ParseUint(n, 10, 64)
+			return v * kb, err == nil
+		}
+	}
+	return 0, false
 }
 
 // swapAccounted reports whether the memory controller can limit swap.

@@ -54,3 +54,37 @@ func TestWithoutCgroupsOrMountNamespaces(t *testing.T) {
 		})
 	}
 }
+
+func TestPageSizeKB(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"2MB", 2048, true},
+		{"1GB", 1 << 20, true},
+		{"64KB", 64, true},
+		{"2M", 0, false},
+	} {
+		if got, ok := pageSizeKB(tc.in); got != tc.want || ok != tc.ok {
+			t.Errorf("pageSizeKB(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestHugepageLimitsWithoutTheController pins that a hugepage limit is left
+// out only where no such page can be had.
+func TestHugepageLimitsWithoutTheController(t *testing.T) {
+	c := &cgroupsConfig{}
+	r := &runtimeapi.LinuxContainerResources{HugepageLimits: []*runtimeapi.HugepageLimit{{PageSize: "2MB", Limit: 0}}}
+	res, err := c.resources(r)
+	if hugepagesOnHost("2MB") {
+		if err == nil {
+			t.Errorf("accepted a 2MB hugepage limit on a host with 2MB pages and no hugetlb controller")
+		}
+		return
+	}
+	if err != nil || len(res.HugetlbLimit) != 0 {
+		t.Errorf("resources = %v, %v; want no hugetlb limit and no error on a host without 2MB pages", res, err)
+	}
+}
