@@ -15,6 +15,7 @@ import (
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/fs"
 	"github.com/opencontainers/cgroups/fs2"
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -276,15 +277,20 @@ func (cg *containerCgroup) oomKilled() bool {
 // destroy removes the cgroup from every hierarchy.
 func (cg *containerCgroup) destroy() error { return cg.m.Destroy() }
 
-// removePodCgroup removes a sandbox's cgroup (and any empty cgroup left in
-// it). A cgroup that does not exist is not an error.
+// removePodCgroup removes a sandbox's cgroup from every hierarchy where it
+// is empty. One still in use — by another sandbox of the same pod (a new
+// attempt), or by the kubelet — is left, as is one that does not exist.
 func (c *cgroupsConfig) removePodCgroup(pod string) error {
 	m, err := c.manager(pod, nil)
 	if err != nil {
 		return err
 	}
-	if err := m.Destroy(); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	for _, dir := range m.GetPaths() {
+		switch err := unix.Rmdir(dir); {
+		case err == nil, errors.Is(err, unix.ENOENT), errors.Is(err, unix.EBUSY), errors.Is(err, unix.ENOTEMPTY):
+		default:
+			return fmt.Errorf("remove %s: %w", dir, err)
+		}
 	}
 	return nil
 }

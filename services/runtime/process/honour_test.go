@@ -520,3 +520,46 @@ func TestMaskedAndReadOnlyPaths(t *testing.T) {
 	}
 	e.stopAndRemove(id)
 }
+
+func TestAPodCgroupSharedByTwoSandboxesOutlivesTheFirst(t *testing.T) {
+	needCgroupV1(t)
+	e := newEnv(t)
+	parent := "/skiff-test-shared/pod" + filepath.Base(t.TempDir())
+	t.Cleanup(func() {
+		hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
+		for _, h := range hierarchies {
+			_ = os.Remove(filepath.Join(h, parent))
+			_ = os.Remove(filepath.Join(h, filepath.Dir(parent)))
+		}
+	})
+	run := func(attempt uint32) (string, *runtimeapi.PodSandboxConfig) {
+		cfg := &runtimeapi.PodSandboxConfig{
+			Metadata:     &runtimeapi.PodSandboxMetadata{Name: "p", Namespace: "default", Uid: "u", Attempt: attempt},
+			LogDirectory: t.TempDir(),
+			Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: parent},
+		}
+		sb, err := e.c.Runtime.RunPodSandbox(e.ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb.PodSandboxId, cfg
+	}
+	first, _ := run(0)
+	second, cfg := run(1)
+	id := e.create(second, cfg, "main", []string{"sh", "-c", "echo $$; exec sleep 1000"})
+	e.start(id)
+	pid := pidFromLog(t, e.status(id).LogPath)
+	// The kubelet removes the old attempt while the new one runs.
+	if _, err := e.c.Runtime.RemovePodSandbox(e.ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: first}); err != nil {
+		t.Fatalf("removing the first sandbox: %v", err)
+	}
+	if got := cgroupOf(t, pid, "memory"); got != filepath.Join("/sys/fs/cgroup/memory", parent, id) {
+		t.Errorf("the running container's cgroup is %s after the other sandbox's removal", got)
+	}
+	if _, err := e.c.Runtime.RemovePodSandbox(e.ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup/memory", parent)); !os.IsNotExist(err) {
+		t.Errorf("pod cgroup left after both sandboxes' removal (%v)", err)
+	}
+}
