@@ -35,8 +35,9 @@ type cgroupsConfig struct {
 	unusable error
 }
 
-// probeCgroups finds out whether cgroups can be made here by making the
-// runtime's root cgroup (kept: it is shared by every runtime on the host).
+// probeCgroups finds out whether cgroups can be made here by making (and
+// removing) a cgroup under the runtime's root, which is kept: it is shared by
+// every runtime on the host, and its existence proves nothing.
 func probeCgroups() *cgroupsConfig {
 	c := &cgroupsConfig{v2: cgroups.IsCgroup2UnifiedMode()}
 	if c.v2 {
@@ -46,9 +47,11 @@ func probeCgroups() *cgroupsConfig {
 		_, err := cgroups.FindCgroupMountpoint("", "hugetlb")
 		c.hugetlb = err == nil
 	}
-	m, err := c.manager(defaultCgroupRoot, nil)
+	m, err := c.manager(path.Join(defaultCgroupRoot, fmt.Sprintf("probe-%d-%d", os.Getpid(), time.Now().UnixNano())), nil)
 	if err == nil {
-		err = m.Apply(-1)
+		if err = m.Apply(-1); err == nil {
+			err = m.Destroy()
+		}
 	}
 	if err != nil {
 		c.unusable = fmt.Errorf("no writable cgroup hierarchy: %w", err)
