@@ -563,3 +563,33 @@ func TestAPodCgroupSharedByTwoSandboxesOutlivesTheFirst(t *testing.T) {
 		t.Errorf("pod cgroup left after both sandboxes' removal (%v)", err)
 	}
 }
+
+// TestWithoutRoot pins what a runtime that is not root does; run the
+// package's test binary as another user to run it.
+func TestWithoutRoot(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("pins the behaviour without root; this runs as root")
+	}
+	e := newEnv(t)
+	sbID, sbCfg := e.sandbox(nil)
+	_, err := e.tryCreate(sbID, sbCfg, "mounts", []string{"true"}, func(c *runtimeapi.ContainerConfig) {
+		c.Mounts = []*runtimeapi.Mount{{HostPath: t.TempDir(), ContainerPath: "/data"}}
+	})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "the process runtime needs root for volume mounts") {
+		t.Errorf("a container with mounts: %v, want InvalidArgument: the process runtime needs root for volume mounts", err)
+	}
+	_, err = e.tryCreate(sbID, sbCfg, "limits", []string{"true"}, func(c *runtimeapi.ContainerConfig) {
+		c.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 << 20}}
+	})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "cannot enforce its resources") {
+		t.Errorf("a container with a memory limit: %v, want InvalidArgument: cannot enforce its resources", err)
+	}
+	// A CPU request alone runs, without a cgroup.
+	id := e.create(sbID, sbCfg, "shares", []string{"sh", "-c", "echo ran"}, func(c *runtimeapi.ContainerConfig) {
+		c.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{CpuShares: 102}}
+	})
+	e.start(id)
+	if st := e.waitExited(id); st.ExitCode != 0 {
+		t.Errorf("exited %d %q", st.ExitCode, st.Message)
+	}
+}
