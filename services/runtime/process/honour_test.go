@@ -593,3 +593,25 @@ func TestWithoutRoot(t *testing.T) {
 		t.Errorf("exited %d %q", st.ExitCode, st.Message)
 	}
 }
+
+func TestResourcesUpdatedBeforeTheStartAreApplied(t *testing.T) {
+	needCgroupV1(t)
+	e := newEnv(t)
+	sbID, sbCfg := e.sandbox(nil)
+	id := e.create(sbID, sbCfg, "main", []string{"sh", "-c", "echo $$; exec sleep 1000"}, func(c *runtimeapi.ContainerConfig) {
+		c.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 << 20}}
+	})
+	if _, err := e.c.Runtime.UpdateContainerResources(e.ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id,
+		Linux: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 96 << 20}}); err != nil {
+		t.Fatal(err)
+	}
+	e.start(id)
+	pid := pidFromLog(t, e.status(id).LogPath)
+	if got := readTrimmed(t, filepath.Join(cgroupOf(t, pid, "memory"), "memory.limit_in_bytes")); got != fmt.Sprint(96<<20) {
+		t.Errorf("memory.limit_in_bytes = %s, want the updated %d", got, 96<<20)
+	}
+	if got := e.status(id).GetResources().GetLinux().GetMemoryLimitInBytes(); got != 96<<20 {
+		t.Errorf("ContainerStatus reports a memory limit of %d, want %d", got, 96<<20)
+	}
+	e.stopAndRemove(id)
+}
