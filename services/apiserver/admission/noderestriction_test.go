@@ -90,7 +90,7 @@ func TestNodeRestriction(t *testing.T) {
 		{name: "a node may not create a mirror pod for another node", op: admission.Create, resource: pods, ns: "nr", obj: "static", object: mirror("static", "n2"),
 			forbids: `node "n1" can only create pods with spec.nodeName set to itself`},
 		{name: "a node may not create a mirror pod that names a service account", op: admission.Create, resource: pods, ns: "nr", obj: "static",
-			object: func() *corev1.Pod { p := mirror("static", "n1"); p.Spec.ServiceAccountName = "admin"; return p }(),
+			object:  func() *corev1.Pod { p := mirror("static", "n1"); p.Spec.ServiceAccountName = "admin"; return p }(),
 			forbids: `node "n1" can not create pods that reference a service account`},
 		{name: "a node updates the status of its own pod", op: admission.Update, resource: pods, sub: "status", ns: "nr", obj: "mine", object: mine, old: mine},
 		{name: "a node may not update the status of another node's pod", op: admission.Update, resource: pods, sub: "status", ns: "nr", obj: "theirs",
