@@ -60,6 +60,9 @@ func TestServiceAccounts(t *testing.T) {
 		})
 		out := c.mustKubectl(ctx, "get", "serviceaccounts", "-n", "team-a")
 		expect(t, out, "NAME", "SECRETS", "AGE", "default")
+		expect(t, c.mustKubectl(ctx, "describe", "sa", "default", "-n", "team-a"), "Name:", "default", "Namespace:", "team-a", "Tokens:")
+		expect(t, c.mustKubectl(ctx, "create", "serviceaccount", "builder", "-n", "team-a"), "serviceaccount/builder created")
+		expect(t, c.mustKubectl(ctx, "get", "sa", "builder", "-n", "team-a", "-o", "jsonpath={.metadata.name}"), "builder")
 	})
 
 	t.Run("create token then auth whoami with it", func(t *testing.T) {
