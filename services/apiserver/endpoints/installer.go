@@ -100,12 +100,24 @@ func (gv *APIGroupVersion) apiResourceList() *metav1.APIResourceList {
 		})
 		for _, name := range r.subresourceNames() {
 			sub := r.Subresources[name]
-			list.APIResources = append(list.APIResources, metav1.APIResource{
-				Name: r.Name + "/" + name, Namespaced: r.Namespaced, Kind: sub.Kind, Verbs: verbs(sub.Storage),
-			})
+			resource := metav1.APIResource{Name: r.Name + "/" + name, Namespaced: r.Namespaced, Kind: sub.Kind, Verbs: verbs(sub.Storage)}
+			if gvk := subresourceKind(sub, gv.GroupVersion); gvk.GroupVersion() != gv.GroupVersion {
+				resource.Group, resource.Version = gvk.Group, gvk.Version
+			}
+			list.APIResources = append(list.APIResources, resource)
 		}
 	}
 	return list
+}
+
+// subresourceKind is the group, version and kind sub reads and writes: the resource's
+// group version, unless its storage says otherwise (serviceaccounts/token: TokenRequest
+// of authentication.k8s.io/v1).
+func subresourceKind(sub Subresource, gv schema.GroupVersion) schema.GroupVersionKind {
+	if p, ok := sub.Storage.(rest.GroupVersionKindProvider); ok {
+		return p.GroupVersionKind(gv)
+	}
+	return gv.WithKind(sub.Kind)
 }
 
 // subresourceNames lists r's subresources in name order, as discovery reports them.
