@@ -44,6 +44,8 @@ import (
 	"skiff.dev/services/kubelet/pleg"
 	kubepod "skiff.dev/services/kubelet/pod"
 	"skiff.dev/services/kubelet/podworkers"
+	"skiff.dev/services/kubelet/prober"
+	proberesults "skiff.dev/services/kubelet/prober/results"
 	"skiff.dev/services/kubelet/status"
 )
 
@@ -154,6 +156,10 @@ type Kubelet struct {
 	podWorkers          *podworkers.PodWorkers
 	workQueue           *podworkers.WorkQueue
 	statusManager       *status.Manager
+	probeManager        *prober.Manager
+	livenessManager     *proberesults.Manager
+	readinessManager    *proberesults.Manager
+	startupManager      *proberesults.Manager
 	podConfig           *config.PodConfig
 	reasonCache         *ReasonCache
 	runtimeState        *runtimeState
@@ -244,6 +250,9 @@ func New(cfg Config) (*Kubelet, error) {
 		runtimeState:              &runtimeState{},
 		crashLoopBackOff:          flowcontrol.NewBackOff(backOffPeriod, maxContainerBackOff),
 		nodeStatusUpdateCh:        make(chan struct{}, 1),
+		livenessManager:           proberesults.NewManager(),
+		readinessManager:          proberesults.NewManager(),
+		startupManager:            proberesults.NewManager(),
 	}
 	kl.recorder = cfg.Recorder
 	if kl.recorder == nil {
@@ -254,11 +263,22 @@ func New(cfg Config) (*Kubelet, error) {
 		PodLogsDirectory: kl.podLogsDir,
 		Logger:           logger,
 		Recorder:         cfg.Recorder,
+		LivenessManager:  kl.livenessManager,
+		StartupManager:   kl.startupManager,
 	})
 	kl.pleg = pleg.NewGenericPLEG(kl.containerRuntime, kl.podCache, pleg.RelistPeriod, logger)
 	kl.runtimeState.addHealthCheck("PLEG", kl.pleg.Healthy)
 	kl.statusManager = status.NewManager(cfg.Client, kl.podManager, kl, logger)
 	kl.statusManager.Tracer = tracing.Tracer(cfg.TracerProvider, "skiff.dev/services/kubelet/status")
+	kl.probeManager = prober.NewManager(prober.Options{
+		StatusProvider:   kl.statusManager,
+		LivenessManager:  kl.livenessManager,
+		ReadinessManager: kl.readinessManager,
+		StartupManager:   kl.startupManager,
+		Runner:           kl.containerRuntime,
+		Recorder:         cfg.Recorder,
+		KubeletVersion:   KubeletVersion,
+	})
 	kl.podWorkers = podworkers.New(kl, kl.podCache, kl.workQueue, cfg.SyncFrequency, backOffPeriod, logger)
 	kl.podConfig = config.NewPodConfig(cfg.Client, cfg.NodeName, logger)
 	kl.nodeLeaseController = nodelease.NewController(cfg.Client, cfg.NodeName, cfg.LeaseDuration, cfg.LeaseDuration/4, logger)
@@ -309,6 +329,7 @@ func (kl *Kubelet) run(ctx context.Context) error {
 		}()
 	}
 	start(kl.statusManager.Run)
+	start(kl.probeManager.Run)
 	start(kl.syncNodeStatusLoop)
 	start(kl.nodeLeaseController.Run)
 	start(kl.updateRuntimeUpLoop)
@@ -381,7 +402,11 @@ func (kl *Kubelet) syncLoop(ctx context.Context, updates <-chan config.PodUpdate
 //   - syncCh (every second): pods whose worker asked for a resync (after
 //     the resync interval, or a backoff) → HandlePodSyncs;
 //   - housekeepingCh (every 2 s): once the pod source has synced,
-//     HandlePodCleanups.
+//     HandlePodCleanups;
+//   - the probe results managers: a failed liveness or startup probe →
+//     HandlePodSyncs (which kills and restarts the container); a readiness
+//     or startup result → statusManager.SetContainerReadiness or
+//     SetContainerStartup at once, then HandlePodSyncs.
 //
 // It returns false when the loop should end. Mirrors
 // Kubelet.syncLoopIteration.
@@ -427,8 +452,39 @@ func (kl *Kubelet) syncLoopIteration(ctx context.Context, configCh <-chan config
 		if err := handler.HandlePodCleanups(ctx); err != nil && ctx.Err() == nil {
 			kl.logger.Error("failed cleaning pods", "err", err)
 		}
+	case update := <-kl.livenessManager.Updates():
+		if update.Result == proberesults.Failure {
+			kl.handleProbeSync(update, handler, "liveness", "unhealthy")
+		}
+	case update := <-kl.readinessManager.Updates():
+		ready := update.Result == proberesults.Success
+		kl.statusManager.SetContainerReadiness(update.PodUID, update.ContainerID, ready)
+		result := ""
+		if ready {
+			result = "ready"
+		}
+		kl.handleProbeSync(update, handler, "readiness", result)
+	case update := <-kl.startupManager.Updates():
+		started := update.Result == proberesults.Success
+		kl.statusManager.SetContainerStartup(update.PodUID, update.ContainerID, started)
+		result := "unhealthy"
+		if started {
+			result = "started"
+		}
+		kl.handleProbeSync(update, handler, "startup", result)
 	}
 	return true
+}
+
+// handleProbeSync syncs the pod a probe result is about. Mirrors kubelet's
+// handleProbeSync.
+func (kl *Kubelet) handleProbeSync(update proberesults.Update, handler SyncHandler, probe, result string) {
+	pod, ok := kl.podManager.GetPodByUID(update.PodUID)
+	if !ok {
+		return
+	}
+	kl.logger.Debug("SyncLoop (probe)", "probe", probe, "status", result, "pod", pod.Namespace+"/"+pod.Name)
+	handler.HandlePodSyncs([]*v1.Pod{pod})
 }
 
 func podNames(pods []*v1.Pod) []string {
@@ -490,6 +546,10 @@ func (kl *Kubelet) HandlePodRemoves(pods []*v1.Pod) {
 func (kl *Kubelet) HandlePodReconcile(pods []*v1.Pod) {
 	for _, pod := range pods {
 		kl.podManager.UpdatePod(pod)
+		// A readiness gate's condition changed: Ready follows it.
+		if status.NeedToReconcilePodReadiness(pod) {
+			kl.HandlePodSyncs([]*v1.Pod{pod})
+		}
 	}
 }
 
@@ -525,6 +585,7 @@ func (kl *Kubelet) HandlePodCleanups(ctx context.Context) error {
 		keep[uid] = true
 	}
 	kl.statusManager.RemoveOrphanedStatuses(keep)
+	kl.probeManager.CleanupPods(desired)
 	kl.reasonCache.RemoveOrphans(keep)
 
 	runningPods, err := kl.containerRuntime.GetPods(ctx, false)
@@ -581,6 +642,7 @@ func (kl *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodTyp
 		return true, nil
 	}
 	kl.statusManager.SetPodStatus(pod, apiPodStatus)
+	kl.probeManager.AddPod(pod)
 
 	if err := kl.runtimeState.networkErrors(); err != nil && !container.IsHostNetworkPod(pod) {
 		return false, fmt.Errorf("network is not ready: %w", err)
@@ -637,10 +699,14 @@ func (kl *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, podStatu
 	kl.logger.Info("terminating pod", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "gracePeriod", ptrValue(gracePeriod))
 	kl.statusManager.SetPodStatus(pod, kl.generateAPIPodStatus(pod, podStatus, false))
 
+	// A terminating pod is not restarted for its probes; readiness keeps
+	// reporting until the containers are gone.
+	kl.probeManager.StopLivenessAndStartup(pod)
 	running := container.ConvertPodStatusToRunningPod(kl.containerRuntime.Type(), podStatus)
 	if err := kl.containerRuntime.KillPod(ctx, pod, running, gracePeriod); err != nil {
 		return fmt.Errorf("kill pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	kl.probeManager.RemovePod(pod)
 	stopped, err := kl.containerRuntime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
 		return fmt.Errorf("read pod status after termination: %w", err)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -434,4 +436,33 @@ func podRef(pod *v1.Pod) string {
 		return ""
 	}
 	return pod.Namespace + "/" + pod.Name
+}
+
+// RunInContainer runs cmd in the running container id with CRI ExecSync and
+// returns stdout followed by stderr; a non-zero exit is a
+// *container.ExitError, a timeout container.ErrCommandTimedOut. timeout is
+// rounded up to whole seconds (CRI's unit); 0 means none. Mirrors
+// kubeGenericRuntimeManager.RunInContainer.
+func (m *Manager) RunInContainer(ctx context.Context, id container.ContainerID, cmd []string, timeout time.Duration) ([]byte, error) {
+	seconds := int64((timeout + time.Second - 1) / time.Second)
+	// The runtime enforces the timeout; the call's own deadline leaves it
+	// room to answer.
+	callTimeout := m.requestTimeout
+	if seconds > 0 {
+		callTimeout = time.Duration(seconds)*time.Second + m.requestTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := m.runtimeService.ExecSync(cctx, &runtimeapi.ExecSyncRequest{ContainerId: id.ID, Cmd: cmd, Timeout: seconds})
+	if err != nil {
+		if grpcstatus.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
+			return nil, container.ErrCommandTimedOut
+		}
+		return nil, fmt.Errorf("CRI ExecSync %s: %s", id.ID, grpcMessage(err))
+	}
+	out := append(resp.GetStdout(), resp.GetStderr()...)
+	if resp.GetExitCode() != 0 {
+		return out, &container.ExitError{Code: int(resp.GetExitCode())}
+	}
+	return out, nil
 }

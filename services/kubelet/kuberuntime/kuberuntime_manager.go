@@ -20,6 +20,7 @@ import (
 
 	eventrecorder "skiff.dev/services/internal/events"
 	"skiff.dev/services/kubelet/container"
+	"skiff.dev/services/kubelet/prober/results"
 )
 
 const (
@@ -47,6 +48,10 @@ type Options struct {
 	// Recorder reports the pod events kubelet reports from here (Pulling,
 	// Pulled, Created, Started, Killing, BackOff, Failed); nil records none.
 	Recorder record.EventRecorder
+	// LivenessManager and StartupManager hold the probes' results: a
+	// container that failed either is killed (and restarted per
+	// restartPolicy). nil: no container is killed for its probes.
+	LivenessManager, StartupManager *results.Manager
 }
 
 // Manager is the kubelet's CRI client: it reads runtime state (GetPods,
@@ -63,6 +68,8 @@ type Manager struct {
 	logger           *slog.Logger
 	imagePuller      *imageManager
 	recorder         record.EventRecorder
+	livenessManager  *results.Manager
+	startupManager   *results.Manager
 
 	mu             sync.Mutex
 	runtimeName    string
@@ -87,6 +94,8 @@ func NewManager(conn grpc.ClientConnInterface, opts Options) *Manager {
 		requestTimeout:   opts.RequestTimeout,
 		logger:           opts.Logger,
 		recorder:         opts.Recorder,
+		livenessManager:  opts.LivenessManager,
+		startupManager:   opts.StartupManager,
 	}
 	if m.recorder == nil {
 		m.recorder = eventrecorder.Nop{}

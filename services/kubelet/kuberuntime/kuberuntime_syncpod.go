@@ -11,6 +11,7 @@ import (
 
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/events"
+	"skiff.dev/services/kubelet/prober/results"
 )
 
 // podActions is what SyncPod must do to bring the runtime to the pod's spec.
@@ -51,10 +52,11 @@ func containerSucceeded(c *v1.Container, podStatus *container.PodStatus) bool {
 // decides what to kill, create and start, honouring restartPolicy (Always
 // restarts any exited container, OnFailure only those that exited non-zero,
 // Never none) and running init containers one at a time before the regular
-// ones. Crash-loop backoff is applied later, when starting. Mirrors
-// kuberuntime's computePodActions (without ephemeral and sidecar containers,
-// probes and in-place resize).
-func computePodActions(pod *v1.Pod, podStatus *container.PodStatus) podActions {
+// ones. A running container that failed its liveness or startup probe is
+// killed, and restarted unless restartPolicy is Never. Crash-loop backoff is
+// applied later, when starting. Mirrors kuberuntime's computePodActions
+// (without ephemeral and sidecar containers and in-place resize).
+func (m *Manager) computePodActions(pod *v1.Pod, podStatus *container.PodStatus) podActions {
 	createPodSandbox, attempt, sandboxID := podSandboxChanged(pod, podStatus)
 	changes := podActions{
 		KillPod:          createPodSandbox,
@@ -134,16 +136,26 @@ func computePodActions(pod *v1.Pod, podStatus *container.PodStatus) podActions {
 			continue
 		}
 		// A running container is kept unless its spec changed (the image,
-		// for a pod object); then it is replaced whatever the restart policy.
-		if cs.Hash == 0 || cs.Hash == container.HashContainer(c) {
+		// for a pod object), then it is replaced whatever the restart
+		// policy, or it failed its liveness or startup probe.
+		if cs.Hash != 0 && cs.Hash != container.HashContainer(c) {
+			changes.ContainersToStart = append(changes.ContainersToStart, idx)
+			changes.ContainersToKill[cs.ID] = containerToKillInfo{
+				container: c, name: c.Name,
+				message: fmt.Sprintf("Container %s definition changed, will be restarted", c.Name),
+			}
+			continue
+		}
+		message, failed := m.probeFailure(c, cs.ID)
+		if !failed {
 			keepCount++
 			continue
 		}
-		changes.ContainersToStart = append(changes.ContainersToStart, idx)
-		changes.ContainersToKill[cs.ID] = containerToKillInfo{
-			container: c, name: c.Name,
-			message: fmt.Sprintf("Container %s definition changed, will be restarted", c.Name),
+		if shouldRestartOnFailure(pod) {
+			message += ", will be restarted"
+			changes.ContainersToStart = append(changes.ContainersToStart, idx)
 		}
+		changes.ContainersToKill[cs.ID] = containerToKillInfo{container: c, name: c.Name, message: message}
 	}
 	if keepCount == 0 && len(changes.ContainersToStart) == 0 {
 		changes.KillPod = true
@@ -167,7 +179,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 	}
 
 	// Step 1.
-	changes := computePodActions(pod, podStatus)
+	changes := m.computePodActions(pod, podStatus)
 	m.logger.Debug("computePodActions", "pod", podRef(pod), "createSandbox", changes.CreateSandbox, "killPod", changes.KillPod,
 		"start", changes.ContainersToStart, "kill", len(changes.ContainersToKill))
 
@@ -259,6 +271,22 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 		_ = start("container", startSpec{container: &pod.Spec.Containers[idx]})
 	}
 	return result
+}
+
+// probeFailure says whether running container id (of spec c) failed its
+// liveness or startup probe, with the Killing event's message.
+func (m *Manager) probeFailure(c *v1.Container, id container.ContainerID) (string, bool) {
+	if m.livenessManager != nil {
+		if r, ok := m.livenessManager.Get(id); ok && r == results.Failure {
+			return fmt.Sprintf("Container %s failed liveness probe", c.Name), true
+		}
+	}
+	if m.startupManager != nil {
+		if r, ok := m.startupManager.Get(id); ok && r == results.Failure {
+			return fmt.Sprintf("Container %s failed startup probe", c.Name), true
+		}
+	}
+	return "", false
 }
 
 // doBackOff reports whether container c must wait before restarting: its
