@@ -265,6 +265,7 @@ func New(cfg Config) (*Kubelet, error) {
 		Recorder:         cfg.Recorder,
 		LivenessManager:  kl.livenessManager,
 		StartupManager:   kl.startupManager,
+		KubeletVersion:   KubeletVersion,
 	})
 	kl.pleg = pleg.NewGenericPLEG(kl.containerRuntime, kl.podCache, pleg.RelistPeriod, logger)
 	kl.runtimeState.addHealthCheck("PLEG", kl.pleg.Healthy)

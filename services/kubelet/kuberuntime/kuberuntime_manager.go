@@ -20,6 +20,7 @@ import (
 
 	eventrecorder "skiff.dev/services/internal/events"
 	"skiff.dev/services/kubelet/container"
+	"skiff.dev/services/kubelet/lifecycle"
 	"skiff.dev/services/kubelet/prober/results"
 )
 
@@ -52,6 +53,9 @@ type Options struct {
 	// container that failed either is killed (and restarted per
 	// restartPolicy). nil: no container is killed for its probes.
 	LivenessManager, StartupManager *results.Manager
+	// KubeletVersion, e.g. "v1.32.4", makes httpGet lifecycle hooks'
+	// User-Agent "kube-lifecycle/1.32".
+	KubeletVersion string
 }
 
 // Manager is the kubelet's CRI client: it reads runtime state (GetPods,
@@ -70,6 +74,8 @@ type Manager struct {
 	recorder         record.EventRecorder
 	livenessManager  *results.Manager
 	startupManager   *results.Manager
+	// runner runs the containers' postStart and preStop hooks.
+	runner *lifecycle.HandlerRunner
 
 	mu             sync.Mutex
 	runtimeName    string
@@ -101,6 +107,7 @@ func NewManager(conn grpc.ClientConnInterface, opts Options) *Manager {
 		m.recorder = eventrecorder.Nop{}
 	}
 	m.imagePuller = &imageManager{m: m, backOff: opts.ImagePullBackOff}
+	m.runner = lifecycle.NewHandlerRunner(m, m, opts.KubeletVersion)
 	return m
 }
 
