@@ -29,6 +29,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -47,6 +48,7 @@ import (
 	"skiff.dev/services/kubelet/prober"
 	proberesults "skiff.dev/services/kubelet/prober/results"
 	"skiff.dev/services/kubelet/status"
+	kubetypes "skiff.dev/services/kubelet/types"
 )
 
 // KubeletVersion is the version the kubelet reports in
@@ -128,6 +130,14 @@ type Config struct {
 	// TracerProvider traces SyncPod and every CRI call inside the pod's trace;
 	// nil means the global provider.
 	TracerProvider trace.TracerProvider
+	// PodManifestPath is the static pod directory (or file), kube's
+	// staticPodPath: each manifest is a pod the kubelet runs on its own,
+	// named "<name>-<node>", shown in the API server as a mirror pod. ""
+	// means none.
+	PodManifestPath string
+	// FileCheckFrequency is how often PodManifestPath is read again
+	// (default 20 s).
+	FileCheckFrequency time.Duration
 }
 
 // Kubelet is one node's agent. Several may run in one process: a Kubelet
@@ -156,6 +166,7 @@ type Kubelet struct {
 	podWorkers          *podworkers.PodWorkers
 	workQueue           *podworkers.WorkQueue
 	statusManager       *status.Manager
+	mirrorPodClient     *kubepod.MirrorClient
 	probeManager        *prober.Manager
 	livenessManager     *proberesults.Manager
 	readinessManager    *proberesults.Manager
@@ -282,6 +293,10 @@ func New(cfg Config) (*Kubelet, error) {
 	})
 	kl.podWorkers = podworkers.New(kl, kl.podCache, kl.workQueue, cfg.SyncFrequency, backOffPeriod, logger)
 	kl.podConfig = config.NewPodConfig(cfg.Client, cfg.NodeName, logger)
+	if cfg.PodManifestPath != "" {
+		kl.podConfig.AddFileSource(cfg.PodManifestPath, cfg.FileCheckFrequency)
+	}
+	kl.mirrorPodClient = kubepod.NewMirrorClient(cfg.Client, cfg.NodeName)
 	kl.nodeLeaseController = nodelease.NewController(cfg.Client, cfg.NodeName, cfg.LeaseDuration, cfg.LeaseDuration/4, logger)
 
 	machine := nodestatus.ReadMachine(cfg.RootDir)
@@ -516,7 +531,20 @@ func (kl *Kubelet) HandlePodAdditions(pods []*v1.Pod) {
 	slices.SortStableFunc(pods, func(a, b *v1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
 	for _, pod := range pods {
 		kl.podManager.AddPod(pod)
+		if kubetypes.IsMirrorPod(pod) {
+			kl.handleMirrorPod(pod, start)
+			continue
+		}
 		kl.podWorkers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, UpdateType: podworkers.SyncPodCreate, StartTime: start})
+	}
+}
+
+// handleMirrorPod syncs the static pod a mirror pod stands for (the mirror
+// was created, changed or deleted: SyncPod puts it right); a mirror pod is
+// never run itself. Mirrors Kubelet.handleMirrorPod.
+func (kl *Kubelet) handleMirrorPod(mirrorPod *v1.Pod, start time.Time) {
+	if pod, ok := kl.podManager.GetPodByMirrorPod(mirrorPod); ok {
+		kl.podWorkers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, UpdateType: podworkers.SyncPodUpdate, StartTime: start})
 	}
 }
 
@@ -527,6 +555,10 @@ func (kl *Kubelet) HandlePodUpdates(pods []*v1.Pod) {
 	start := time.Now()
 	for _, pod := range pods {
 		kl.podManager.UpdatePod(pod)
+		if kubetypes.IsMirrorPod(pod) {
+			kl.handleMirrorPod(pod, start)
+			continue
+		}
 		kl.podWorkers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, UpdateType: podworkers.SyncPodUpdate, StartTime: start})
 	}
 }
@@ -537,6 +569,11 @@ func (kl *Kubelet) HandlePodRemoves(pods []*v1.Pod) {
 	start := time.Now()
 	for _, pod := range pods {
 		kl.podManager.RemovePod(pod)
+		if kubetypes.IsMirrorPod(pod) {
+			// A deleted mirror pod is recreated; its static pod keeps running.
+			kl.handleMirrorPod(pod, start)
+			continue
+		}
 		kl.podWorkers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, UpdateType: podworkers.SyncPodKill, StartTime: start})
 	}
 }
@@ -548,7 +585,7 @@ func (kl *Kubelet) HandlePodReconcile(pods []*v1.Pod) {
 	for _, pod := range pods {
 		kl.podManager.UpdatePod(pod)
 		// A readiness gate's condition changed: Ready follows it.
-		if status.NeedToReconcilePodReadiness(pod) {
+		if !kubetypes.IsMirrorPod(pod) && status.NeedToReconcilePodReadiness(pod) {
 			kl.HandlePodSyncs([]*v1.Pod{pod})
 		}
 	}
@@ -559,6 +596,13 @@ func (kl *Kubelet) HandlePodReconcile(pods []*v1.Pod) {
 func (kl *Kubelet) HandlePodSyncs(pods []*v1.Pod) {
 	start := time.Now()
 	for _, pod := range pods {
+		if kubetypes.IsMirrorPod(pod) {
+			static, ok := kl.podManager.GetPodByMirrorPod(pod)
+			if !ok {
+				continue
+			}
+			pod = static
+		}
 		// The pod manager has the freshest copy (e.g. after RECONCILE).
 		if latest, ok := kl.podManager.GetPodByUID(pod.UID); ok {
 			pod = latest
@@ -587,6 +631,7 @@ func (kl *Kubelet) HandlePodCleanups(ctx context.Context) error {
 	}
 	kl.statusManager.RemoveOrphanedStatuses(keep)
 	kl.probeManager.CleanupPods(desired)
+	kl.deleteOrphanedMirrorPods(ctx, workingPods)
 	kl.reasonCache.RemoveOrphans(keep)
 
 	runningPods, err := kl.containerRuntime.GetPods(ctx, false)
@@ -614,6 +659,53 @@ func (kl *Kubelet) HandlePodCleanups(ctx context.Context) error {
 	}
 	kl.crashLoopBackOff.GC()
 	return nil
+}
+
+// deleteOrphanedMirrorPods deletes the mirror pods whose static pod is gone,
+// once that static pod's worker has finished terminating it (the mirror's
+// config.mirror annotation is the static pod's UID). Mirrors
+// Kubelet.deleteOrphanedMirrorPods.
+func (kl *Kubelet) deleteOrphanedMirrorPods(ctx context.Context, workingPods map[types.UID]podworkers.PodWorkerSync) {
+	for _, mirror := range kl.podManager.GetOrphanedMirrorPods() {
+		if w, ok := workingPods[types.UID(mirror.Annotations[kubetypes.ConfigMirrorAnnotationKey])]; ok && w.State != podworkers.TerminatedPod {
+			continue
+		}
+		uid := mirror.UID
+		if _, err := kl.mirrorPodClient.DeleteMirrorPod(ctx, mirror.Namespace, mirror.Name, &uid); err != nil && ctx.Err() == nil {
+			kl.logger.Error("failed to delete orphaned mirror pod", "pod", mirror.Namespace+"/"+mirror.Name, "err", err)
+		}
+	}
+}
+
+// syncMirrorPod keeps a static pod's mirror pod current: one deleted (or
+// being deleted) or of an older manifest is deleted and created again. A
+// mirror is not created while the Node is missing or being deleted. Mirrors
+// the mirror pod step of Kubelet.SyncPod.
+func (kl *Kubelet) syncMirrorPod(ctx context.Context, pod *v1.Pod) {
+	mirrorPod, hasMirror := kl.podManager.GetMirrorPodByPod(pod)
+	deleted := false
+	if hasMirror && (mirrorPod.DeletionTimestamp != nil || !kubetypes.IsMirrorPodOf(mirrorPod, pod)) {
+		kl.logger.Info("deleting outdated mirror pod", "pod", pod.Namespace+"/"+pod.Name, "mirrorPodUID", mirrorPod.UID)
+		uid := mirrorPod.UID
+		var err error
+		if deleted, err = kl.mirrorPodClient.DeleteMirrorPod(ctx, mirrorPod.Namespace, mirrorPod.Name, &uid); err != nil {
+			kl.logger.Error("failed deleting mirror pod", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+		}
+	}
+	if hasMirror && !deleted {
+		return
+	}
+	node, err := kl.kubeClient.CoreV1().Nodes().Get(ctx, kl.nodeName, metav1.GetOptions{})
+	if err != nil {
+		kl.logger.Debug("no mirror pod created: cannot get the node", "err", err)
+		return
+	}
+	if node.DeletionTimestamp != nil {
+		return
+	}
+	if err := kl.mirrorPodClient.CreateMirrorPod(ctx, pod, node); err != nil && ctx.Err() == nil {
+		kl.logger.Error("failed creating a mirror pod", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+	}
 }
 
 // PodCouldHaveRunningContainers reports whether pod uid may still have
@@ -644,6 +736,9 @@ func (kl *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodTyp
 	}
 	kl.statusManager.SetPodStatus(pod, apiPodStatus)
 	kl.probeManager.AddPod(pod)
+	if kubetypes.IsStaticPod(pod) {
+		kl.syncMirrorPod(ctx, pod)
+	}
 
 	if err := kl.runtimeState.networkErrors(); err != nil && !container.IsHostNetworkPod(pod) {
 		return false, fmt.Errorf("network is not ready: %w", err)

@@ -18,7 +18,8 @@ const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 
 // NodeRestriction limits what a node (user system:node:<name> in system:nodes) may write
 // to objects of its own, where the authorizer cannot see the body: it may create only its
-// own Node, its own Lease, and mirror pods bound to itself. Mirrors the NodeRestriction
+// own Node, its own Lease, and mirror pods bound to itself (owned, if at all, by its Node
+// as controller). Mirrors the NodeRestriction
 // admission plugin (k8s.io/kubernetes/plugin/pkg/admission/noderestriction).
 type NodeRestriction struct{}
 
@@ -51,6 +52,20 @@ func (NodeRestriction) Admit(ctx context.Context, a Attributes) error {
 		}
 		if pod.Spec.NodeName != node {
 			return forbid("node %q can only create pods with spec.nodeName set to itself", node)
+		}
+		if len(pod.OwnerReferences) > 1 {
+			return forbid("node %q can only create pods with a single owner reference set to itself", node)
+		}
+		if len(pod.OwnerReferences) == 1 {
+			owner := pod.OwnerReferences[0]
+			switch {
+			case owner.APIVersion != "v1" || owner.Kind != "Node" || owner.Name != node:
+				return forbid("node %q can only create pods with an owner reference set to itself", node)
+			case owner.Controller == nil || !*owner.Controller:
+				return forbid("node %q can only create pods with a controller owner reference set to itself", node)
+			case owner.BlockOwnerDeletion != nil && *owner.BlockOwnerDeletion:
+				return forbid("node %q must not set blockOwnerDeletion on an owner reference", node)
+			}
 		}
 	case gr.Group == coordinationv1.GroupName && gr.Resource == "leases" && (a.Operation == Create || a.Operation == Update):
 		if l, ok := a.Object.(*coordinationv1.Lease); ok && l.Name != node {

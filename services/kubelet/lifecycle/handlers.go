@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"skiff.dev/services/kubelet/container"
-	"skiff.dev/services/kubelet/prober"
+	"skiff.dev/services/kubelet/prober/httpget"
 )
 
 // PodStatusProvider reads a pod's runtime status; an httpGet hook without a
@@ -48,7 +48,7 @@ func NewHandlerRunner(runner container.CommandRunner, podStatusProvider PodStatu
 			DisableKeepAlives: true,
 			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // kube's hooks do not verify.
 		}},
-		userAgent: prober.UserAgent("kube-lifecycle", kubeletVersion),
+		userAgent: httpget.UserAgent("kube-lifecycle", kubeletVersion),
 	}
 }
 
@@ -98,7 +98,7 @@ func (hr *HandlerRunner) runHTTPHandler(ctx context.Context, pod *v1.Pod, c *v1.
 		}
 		host = status.IPs[0]
 	}
-	req, err := prober.NewHTTPGetRequest(ctx, action, c, host, hr.userAgent)
+	req, err := httpget.NewRequest(ctx, action, c, host, hr.userAgent)
 	if err != nil {
 		return err
 	}

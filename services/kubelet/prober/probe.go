@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -18,8 +17,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	grpcstatus "google.golang.org/grpc/status"
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"skiff.dev/services/kubelet/container"
 )
@@ -88,58 +85,6 @@ func newProbeHTTPClient() *http.Client {
 	}
 }
 
-// NewHTTPGetRequest builds the request of an httpGet probe or lifecycle hook: scheme
-// (default HTTP), host (default podIP), port (number or the container's
-// named port), path and headers, with kube's User-Agent "kube-probe/<major>.<minor>"
-// and Accept "*/*" unless the headers set them. Mirrors
-// pkg/probe/http.NewRequestForHTTPGetAction.
-func NewHTTPGetRequest(ctx context.Context, action *v1.HTTPGetAction, c *v1.Container, podIP, userAgent string) (*http.Request, error) {
-	scheme := strings.ToLower(string(action.Scheme))
-	if scheme == "" {
-		scheme = "http"
-	}
-	host := action.Host
-	if host == "" {
-		host = podIP
-	}
-	port, err := ResolveContainerPort(action.Port, c)
-	if err != nil {
-		return nil, err
-	}
-	path := action.Path
-	u := formatURL(scheme, host, port, path)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	for _, h := range action.HTTPHeaders {
-		req.Header.Add(h.Name, h.Value)
-	}
-	if _, ok := req.Header["User-Agent"]; !ok {
-		req.Header.Set("User-Agent", userAgent)
-	}
-	if _, ok := req.Header["Accept"]; !ok {
-		req.Header.Set("Accept", "*/*")
-	} else if req.Header.Get("Accept") == "" {
-		req.Header.Del("Accept")
-	}
-	if h := req.Header.Get("Host"); h != "" {
-		req.Host = h
-	}
-	return req, nil
-}
-
-// formatURL joins scheme, host, port and path (with its query) into a URL.
-func formatURL(scheme, host string, port int, path string) *url.URL {
-	u, err := url.Parse(path)
-	if err != nil {
-		u = &url.URL{Path: path}
-	}
-	u.Scheme = scheme
-	u.Host = net.JoinHostPort(host, strconv.Itoa(port))
-	return u
-}
-
 // runHTTP sends req: a status in [200, 400) is success (a redirect that was
 // not followed, a warning), anything else or a transport error a failure.
 // Mirrors pkg/probe/http.DoHTTPProbe.
@@ -204,32 +149,4 @@ func runGRPC(ctx context.Context, host string, port int, service string, timeout
 		return probeFailure, fmt.Sprintf("service unhealthy (responded with %q)", resp.GetStatus().String())
 	}
 	return probeSuccess, ""
-}
-
-// ResolveContainerPort returns the port a probe or lifecycle hook names: a number, or
-// the name of one of the container's ports; it must be in 1..65535. Mirrors
-// probe.ResolveContainerPort.
-func ResolveContainerPort(param intstr.IntOrString, c *v1.Container) (int, error) {
-	port := -1
-	switch param.Type {
-	case intstr.Int:
-		port = param.IntValue()
-	case intstr.String:
-		for _, p := range c.Ports {
-			if p.Name == param.StrVal {
-				port = int(p.ContainerPort)
-			}
-		}
-		if port == -1 {
-			n, err := strconv.Atoi(param.StrVal)
-			if err != nil {
-				return -1, fmt.Errorf("couldn't find port: %v in %v", param, c.Name)
-			}
-			port = n
-		}
-	}
-	if port <= 0 || port >= 65536 {
-		return port, fmt.Errorf("invalid port number: %v", port)
-	}
-	return port, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/events"
+	"skiff.dev/services/kubelet/prober/httpget"
 	"skiff.dev/services/kubelet/prober/results"
 )
 
@@ -108,14 +109,14 @@ func (pb *prober) runProbe(ctx context.Context, p *v1.Probe, pod *v1.Pod, status
 	case p.HTTPGet != nil:
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		req, err := NewHTTPGetRequest(rctx, p.HTTPGet, c, status.PodIP, pb.userAgent)
+		req, err := httpget.NewRequest(rctx, p.HTTPGet, c, status.PodIP, pb.userAgent)
 		if err != nil {
 			return probeFailure, "", err
 		}
 		result, output := runHTTP(pb.http, req)
 		return result, output, nil
 	case p.TCPSocket != nil:
-		port, err := ResolveContainerPort(p.TCPSocket.Port, c)
+		port, err := httpget.ResolveContainerPort(p.TCPSocket.Port, c)
 		if err != nil {
 			return probeFailure, "", err
 		}

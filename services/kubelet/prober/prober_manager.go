@@ -9,8 +9,6 @@ package prober
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -20,6 +18,7 @@ import (
 
 	internalevents "skiff.dev/services/internal/events"
 	"skiff.dev/services/kubelet/container"
+	"skiff.dev/services/kubelet/prober/httpget"
 	"skiff.dev/services/kubelet/prober/results"
 )
 
@@ -93,24 +92,13 @@ func NewManager(opts Options) *Manager {
 			runner:    opts.Runner,
 			http:      newProbeHTTPClient(),
 			recorder:  recorder,
-			userAgent: UserAgent("kube-probe", opts.KubeletVersion),
+			userAgent: httpget.UserAgent("kube-probe", opts.KubeletVersion),
 		},
 		clock:   clk,
 		ctx:     ctx,
 		cancel:  cancel,
 		workers: map[probeKey]*worker{},
 	}
-}
-
-// UserAgent returns "<component>/<major>.<minor>" for a version such as
-// "v1.32.4", as kube's probes and hooks identify themselves.
-func UserAgent(component, version string) string {
-	v := strings.TrimPrefix(version, "v")
-	parts := strings.SplitN(v, ".", 3)
-	if len(parts) >= 2 {
-		v = parts[0] + "." + parts[1]
-	}
-	return fmt.Sprintf("%s/%s", component, v)
 }
 
 // Run waits until ctx ends, then stops every worker and waits for them,

@@ -23,6 +23,7 @@ import (
 
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/kuberuntime"
+	"skiff.dev/services/kubelet/prober/httpget"
 	"skiff.dev/services/kubelet/prober/results"
 	"skiff.dev/services/runtime/critest"
 	"skiff.dev/services/runtime/process"
@@ -165,7 +166,7 @@ func TestProbeKinds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			recorder := record.NewFakeRecorder(10)
-			pb := &prober{runner: runner, http: newProbeHTTPClient(), recorder: recorder, userAgent: UserAgent("kube-probe", "v1.32.4")}
+			pb := &prober{runner: runner, http: newProbeHTTPClient(), recorder: recorder, userAgent: httpget.UserAgent("kube-probe", "v1.32.4")}
 			c := &v1.Container{Name: "main", Ports: []v1.ContainerPort{{Name: "web", ContainerPort: int32(httpPort)}},
 				LivenessProbe: &v1.Probe{ProbeHandler: tc.handler, TimeoutSeconds: max(tc.timeout, 1)}}
 			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}}
@@ -197,11 +198,5 @@ func TestProbeErrorsAreNotResults(t *testing.T) {
 		HTTPGet: &v1.HTTPGetAction{Port: intstr.FromString("missing")}}}}
 	if _, err := pb.probe(context.Background(), readiness, &v1.Pod{}, v1.PodStatus{PodIP: "127.0.0.1"}, c, container.ContainerID{}); err == nil {
 		t.Error("a probe naming an unknown port must be an error, not a result")
-	}
-}
-
-func TestUserAgent(t *testing.T) {
-	if got := UserAgent("kube-probe", "v1.32.4"); got != "kube-probe/1.32" {
-		t.Errorf("UserAgent = %q", got)
 	}
 }
