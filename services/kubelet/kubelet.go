@@ -125,7 +125,8 @@ type Config struct {
 	// Logger receives the kubelet's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Recorder reports the kubelet's events (Pulling, Pulled, Created, Started,
-	// Killing, BackOff, NodeReady, RegisteredNode); nil records none.
+	// Killing, BackOff, Unhealthy, FailedPostStartHook, FailedPreStopHook, NodeReady,
+	// RegisteredNode); nil records none.
 	Recorder record.EventRecorder
 	// TracerProvider traces SyncPod and every CRI call inside the pod's trace;
 	// nil means the global provider.

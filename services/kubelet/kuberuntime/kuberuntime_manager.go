@@ -47,7 +47,8 @@ type Options struct {
 	// pod; nil means 10 s doubling to 300 s.
 	ImagePullBackOff *flowcontrol.Backoff
 	// Recorder reports the pod events kubelet reports from here (Pulling,
-	// Pulled, Created, Started, Killing, BackOff, Failed); nil records none.
+	// Pulled, Created, Started, Killing, BackOff, Failed, FailedPostStartHook,
+	// FailedPreStopHook); nil records none.
 	Recorder record.EventRecorder
 	// LivenessManager and StartupManager hold the probes' results: a
 	// container that failed either is killed (and restarted per
