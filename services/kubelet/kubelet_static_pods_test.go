@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/kubelet"
@@ -138,5 +140,18 @@ func TestStaticPodsRunFromFilesWithMirrorPods(t *testing.T) {
 	plain := newPod("not-a-mirror", v1.RestartPolicyAlways, nil)
 	if _, err := nodeClient.CoreV1().Pods("default").Create(ctx, plain, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("node creating a plain pod: %v, want Forbidden", err)
+	}
+	// Nor a mirror pod owned by anything but itself.
+	for name, owner := range map[string]metav1.OwnerReference{
+		"another node":      {APIVersion: "v1", Kind: "Node", Name: "node-2", UID: "u", Controller: ptr.To(true)},
+		"not as controller": {APIVersion: "v1", Kind: "Node", Name: nodeName, UID: "u"},
+		"a ReplicaSet":      {APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "u", Controller: ptr.To(true)},
+	} {
+		mirror := newPod("mirror-owned-by-"+strings.ReplaceAll(name, " ", "-"), v1.RestartPolicyAlways,
+			map[string]string{v1.MirrorPodAnnotationKey: "x"})
+		mirror.OwnerReferences = []metav1.OwnerReference{owner}
+		if _, err := nodeClient.CoreV1().Pods("default").Create(ctx, mirror, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("node creating a mirror pod owned by %s: %v, want Forbidden", name, err)
+		}
 	}
 }

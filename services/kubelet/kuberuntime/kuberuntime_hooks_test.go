@@ -132,7 +132,10 @@ func TestPreStopHookRunsBeforeStop(t *testing.T) {
 func TestFailedLivenessProbeRestartsTheContainer(t *testing.T) {
 	liveness := results.NewManager()
 	m, recorder := newProcessManager(t, Options{LivenessManager: liveness, StartupManager: results.NewManager()})
-	pod := hookPod(v1.Container{Name: "main", Command: []string{"sleep", "1000"}})
+	pod := hookPod(v1.Container{Name: "main", Command: []string{"sleep", "1000"}, LivenessProbe: &v1.Probe{
+		ProbeHandler:                  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"false"}}},
+		TerminationGracePeriodSeconds: ptr.To[int64](1),
+	}})
 	_, status := syncOnce(t, m, pod)
 	first := status.FindContainerStatusByName("main")
 	liveness.Set(first.ID, results.Failure, pod)

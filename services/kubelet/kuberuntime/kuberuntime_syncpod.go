@@ -37,6 +37,9 @@ type containerToKillInfo struct {
 	container *v1.Container
 	name      string
 	message   string
+	// gracePeriodOverride is the failed probe's terminationGracePeriodSeconds,
+	// which replaces the pod's for a liveness or startup kill.
+	gracePeriodOverride *int64
 }
 
 func shouldRestartOnFailure(pod *v1.Pod) bool {
@@ -53,7 +56,8 @@ func containerSucceeded(c *v1.Container, podStatus *container.PodStatus) bool {
 // restarts any exited container, OnFailure only those that exited non-zero,
 // Never none) and running init containers one at a time before the regular
 // ones. A running container that failed its liveness or startup probe is
-// killed, and restarted unless restartPolicy is Never. Crash-loop backoff is
+// killed (with the probe's terminationGracePeriodSeconds, if set), and
+// restarted unless restartPolicy is Never. Crash-loop backoff is
 // applied later, when starting. Mirrors kuberuntime's computePodActions
 // (without ephemeral and sidecar containers and in-place resize).
 func (m *Manager) computePodActions(pod *v1.Pod, podStatus *container.PodStatus) podActions {
@@ -146,7 +150,7 @@ func (m *Manager) computePodActions(pod *v1.Pod, podStatus *container.PodStatus)
 			}
 			continue
 		}
-		message, failed := m.probeFailure(c, cs.ID)
+		message, probe, failed := m.probeFailure(c, cs.ID)
 		if !failed {
 			keepCount++
 			continue
@@ -155,7 +159,11 @@ func (m *Manager) computePodActions(pod *v1.Pod, podStatus *container.PodStatus)
 			message += ", will be restarted"
 			changes.ContainersToStart = append(changes.ContainersToStart, idx)
 		}
-		changes.ContainersToKill[cs.ID] = containerToKillInfo{container: c, name: c.Name, message: message}
+		info := containerToKillInfo{container: c, name: c.Name, message: message}
+		if pod.DeletionGracePeriodSeconds == nil && probe.TerminationGracePeriodSeconds != nil {
+			info.gracePeriodOverride = probe.TerminationGracePeriodSeconds
+		}
+		changes.ContainersToKill[cs.ID] = info
 	}
 	if keepCount == 0 && len(changes.ContainersToStart) == 0 {
 		changes.KillPod = true
@@ -206,7 +214,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 		for id, info := range changes.ContainersToKill {
 			r := container.NewSyncResult(container.KillContainer, info.name)
 			result.AddSyncResult(r)
-			if err := m.killContainer(ctx, pod, id, info.name, info.message, nil); err != nil {
+			if err := m.killContainer(ctx, pod, id, info.name, info.message, info.gracePeriodOverride); err != nil {
 				r.Fail(container.ErrKillContainer, err.Error())
 				return result
 			}
@@ -274,19 +282,19 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 }
 
 // probeFailure says whether running container id (of spec c) failed its
-// liveness or startup probe, with the Killing event's message.
-func (m *Manager) probeFailure(c *v1.Container, id container.ContainerID) (string, bool) {
-	if m.livenessManager != nil {
+// liveness or startup probe, with the Killing event's message and the probe.
+func (m *Manager) probeFailure(c *v1.Container, id container.ContainerID) (string, *v1.Probe, bool) {
+	if m.livenessManager != nil && c.LivenessProbe != nil {
 		if r, ok := m.livenessManager.Get(id); ok && r == results.Failure {
-			return fmt.Sprintf("Container %s failed liveness probe", c.Name), true
+			return fmt.Sprintf("Container %s failed liveness probe", c.Name), c.LivenessProbe, true
 		}
 	}
-	if m.startupManager != nil {
+	if m.startupManager != nil && c.StartupProbe != nil {
 		if r, ok := m.startupManager.Get(id); ok && r == results.Failure {
-			return fmt.Sprintf("Container %s failed startup probe", c.Name), true
+			return fmt.Sprintf("Container %s failed startup probe", c.Name), c.StartupProbe, true
 		}
 	}
-	return "", false
+	return "", nil, false
 }
 
 // doBackOff reports whether container c must wait before restarting: its
