@@ -4,11 +4,13 @@
 //
 // The structure is the Kubernetes kubelet's, with the same names: one
 // syncLoop whose syncLoopIteration dispatches config updates (package
-// config), PLEG events (package pleg), resync and housekeeping ticks to the
-// pod workers (package podworkers), which call SyncPod, SyncTerminatingPod
-// and SyncTerminatedPod here; those use the CRI client (package
-// kuberuntime) and the status manager (package status). Mirrors kubelet's
-// pkg/kubelet/kubelet.go.
+// config: API server and static pod file sources), PLEG events (package
+// pleg), probe results (package prober), resync and housekeeping ticks to
+// the pod workers (package podworkers), which call SyncPod,
+// SyncTerminatingPod and SyncTerminatedPod here; those use the CRI client
+// (package kuberuntime, which runs lifecycle hooks through package
+// lifecycle) and the status manager (package status), and keep static pods'
+// mirror pods current. Mirrors kubelet's pkg/kubelet/kubelet.go.
 package kubelet
 
 import (
