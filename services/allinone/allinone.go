@@ -207,6 +207,9 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	if err := api.EnsureSystemNamespaces(runCtx); err != nil {
 		return nil, nil, err
 	}
+	if err := api.WaitForBootstrapPolicy(runCtx); err != nil {
+		return nil, nil, err
+	}
 
 	client, err := kubernetes.NewForConfig(traced(clientConfig(pki.Scheduler), obs.scheduler))
 	if err != nil {

@@ -137,6 +137,7 @@ type APIServer struct {
 	caches              []*cacher.Cacher
 	tlsConfig           *tls.Config
 	eventSink           *eventsink.Sink
+	rbac                *rbacAuthorization
 }
 
 // indexFields are the fields a strategy asks the watch cache to index by.
@@ -196,8 +197,12 @@ func New(cfg Config) (_ *APIServer, err error) {
 		}
 	}()
 	stores := storeSet{}
-	authorizer := authorization.New(storageLookup{stores: stores})
-	descriptors := resources(execProxy, authorizer, tokens)
+	if s.rbac, err = newRBACAuthorization(stores); err != nil {
+		return nil, err
+	}
+	authorizer := authorization.New(storageLookup{stores: stores}, s.rbac.authorizer)
+	s.rbac.guard.Authorizer = authorizer
+	descriptors := resources(execProxy, authorizer, tokens, s.rbac.guard)
 	for i := range descriptors {
 		d := &descriptors[i]
 		if d.NewListFunc == nil {
@@ -341,12 +346,14 @@ func (s *APIServer) install(descriptors []registry.Descriptor, stores storeSet) 
 // Handler is the API's HTTP handler.
 func (s *APIServer) Handler() http.Handler { return s.handler }
 
-// ready checks that etcd answers within 2 s.
+// ready checks that etcd answers within 2 s and the RBAC bootstrap policy is in place.
 func (s *APIServer) ready() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err := s.etcd.Get(ctx, "/registry/health", clientv3.WithCountOnly())
-	return err
+	if _, err := s.etcd.Get(ctx, "/registry/health", clientv3.WithCountOnly()); err != nil {
+		return err
+	}
+	return s.rbac.ready()
 }
 
 // systemNamespaces exist in every cluster; kube-apiserver's SystemNamespaces controller
@@ -384,6 +391,12 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		}
 	}()
 	defer s.stopCaches()
+	rbacDone := make(chan struct{})
+	go func() {
+		defer close(rbacDone)
+		s.rbac.run(ctx)
+	}()
+	defer func() { <-rbacDone }()
 	controllerDone := make(chan struct{})
 	go func() {
 		defer close(controllerDone)

@@ -10,6 +10,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -49,6 +50,7 @@ var ServedGroupVersions = []schema.GroupVersion{
 	corev1.SchemeGroupVersion,
 	coordinationv1.SchemeGroupVersion,
 	certificatesv1.SchemeGroupVersion,
+	rbacv1.SchemeGroupVersion,
 }
 
 func init() {
@@ -57,6 +59,7 @@ func init() {
 	utilruntime.Must(certificatesv1.AddToScheme(Scheme))
 	utilruntime.Must(authorizationv1.AddToScheme(Scheme))
 	utilruntime.Must(authenticationv1.AddToScheme(Scheme))
+	utilruntime.Must(rbacv1.AddToScheme(Scheme))
 	// Status, WatchEvent and the option types live in the core group version too, as in
 	// kube-apiserver; Table and PartialObjectMetadata in meta.k8s.io/v1.
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
