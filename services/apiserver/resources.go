@@ -23,7 +23,7 @@ import (
 
 // resources lists every resource the apiserver serves: the one place a new resource is
 // registered. Its order is discovery's order within a group version.
-func resources(execProxy *pod.ExecProxy, authorizer authorization.Authorizer, tokens serviceaccount.TokenConfig, rbacGuard *rbacregistry.Guard) []registry.Descriptor {
+func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer, tokens serviceaccount.TokenConfig, rbacGuard *rbacregistry.Guard) []registry.Descriptor {
 	return []registry.Descriptor{
 		configmap.Descriptor,
 		event.Descriptor,
@@ -36,6 +36,9 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.Authorizer, to
 		certificatesigningrequest.Descriptor,
 		authenticationregistry.Descriptor,
 		authorizationregistry.NewSelfSubjectAccessReviewDescriptor(authorizer),
+		authorizationregistry.NewSelfSubjectRulesReviewDescriptor(authorizer),
+		authorizationregistry.NewSubjectAccessReviewDescriptor(authorizer),
+		authorizationregistry.NewLocalSubjectAccessReviewDescriptor(authorizer),
 		role.NewDescriptor(rbacGuard),
 		clusterrole.NewDescriptor(rbacGuard),
 		rolebinding.NewDescriptor(rbacGuard),
