@@ -11,6 +11,7 @@ package bootstrappolicy
 import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
 )
 
@@ -150,6 +151,8 @@ func ClusterRoles() []rbacv1.ClusterRole {
 				"ingresses", "ingresses/status", "replicasets", "replicasets/scale", "replicasets/status", "replicationcontrollers/scale", "networkpolicies").done(),
 			rule(Read...).groups(policyGroup).resources("poddisruptionbudgets", "poddisruptionbudgets/status").done(),
 			rule(Read...).groups(networkingGroup).resources("ingresses", "ingresses/status", "networkpolicies").done()),
+		clusterRole("system:service-account-issuer-discovery", nil,
+			rule("get").urls("/.well-known/openid-configuration", "/openid/v1/jwks")),
 		clusterRole("system:auth-delegator", nil,
 			rule("create").groups(authenticationGroup).resources("tokenreviews").done(),
 			rule("create").groups(authorizationGroup).resources("subjectaccessreviews").done()),
@@ -307,6 +310,7 @@ func ClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		binding("system:basic-user", "system:basic-user", group(user.AllAuthenticated)),
 		binding("system:public-info-viewer", "system:public-info-viewer", group(user.AllAuthenticated), group(user.AllUnauthenticated)),
 		binding("system:node", "system:node"),
+		binding("system:service-account-issuer-discovery", "system:service-account-issuer-discovery", group(serviceaccount.AllServiceAccountsGroup)),
 		binding("system:node-proxier", "system:node-proxier", usr(KubeProxyUser)),
 		binding("system:kube-controller-manager", "system:kube-controller-manager", usr(ControllerManagerUser)),
 		binding("system:kube-scheduler", "system:kube-scheduler", usr(SchedulerUser)),
