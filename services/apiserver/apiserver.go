@@ -197,9 +197,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 		}
 	}()
 	stores := storeSet{}
-	if s.rbac, err = newRBACAuthorization(stores); err != nil {
-		return nil, err
-	}
+	s.rbac = newRBACAuthorization(stores)
 	authorizer := authorization.New(storageLookup{stores: stores}, s.rbac.authorizer)
 	s.rbac.guard.Authorizer = authorizer
 	descriptors := resources(execProxy, authorizer, tokens, s.rbac.guard)

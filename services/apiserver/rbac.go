@@ -36,18 +36,15 @@ type rbacAuthorization struct {
 // newRBACAuthorization builds it over stores, which may still be filling: nothing reads
 // them before run. The guard's Authorizer is set by the caller once the whole chain
 // exists.
-func newRBACAuthorization(stores registry.Stores) (*rbacAuthorization, error) {
+func newRBACAuthorization(stores registry.Stores) *rbacAuthorization {
 	policy := rbac.NewPolicy(stores)
 	authz := rbac.New(policy)
-	aggregation, err := clusterroleaggregation.New(policy.ClusterRoleInformer(), stores)
-	if err != nil {
-		return nil, err
-	}
+	aggregation := clusterroleaggregation.New(policy.ClusterRoleInformer(), stores)
 	return &rbacAuthorization{
 		stores: stores, policy: policy, authorizer: authz, aggregation: aggregation,
 		guard:        &rbacregistry.Guard{Resolver: authz.Resolver},
 		bootstrapped: make(chan struct{}),
-	}, nil
+	}
 }
 
 // run keeps the policy current and aggregated and reconciles the bootstrap policy
@@ -55,7 +52,12 @@ func newRBACAuthorization(stores registry.Stores) (*rbacAuthorization, error) {
 func (r *rbacAuthorization) run(ctx context.Context) {
 	done := make(chan struct{}, 2)
 	go func() { r.policy.Run(ctx); done <- struct{}{} }()
-	go func() { r.aggregation.Run(ctx); done <- struct{}{} }()
+	go func() {
+		if err := r.aggregation.Run(ctx); err != nil {
+			slog.Error("clusterrole-aggregation controller", "err", err)
+		}
+		done <- struct{}{}
+	}()
 	defer func() { <-done; <-done }()
 	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 5 * time.Second}
 	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {

@@ -30,57 +30,54 @@ import (
 type Controller struct {
 	informer cache.SharedIndexInformer
 	stores   registry.Stores
-	queue    workqueue.TypedRateLimitingInterface[string]
 }
 
 // New is the controller over the ClusterRoles' informer; it writes through the
 // clusterroles Store found in stores (read when it first writes).
-func New(informer cache.SharedIndexInformer, stores registry.Stores) (*Controller, error) {
-	c := &Controller{
-		informer: informer,
-		stores:   stores,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "clusterrole-aggregation"}),
+func New(informer cache.SharedIndexInformer, stores registry.Stores) *Controller {
+	return &Controller{informer: informer, stores: stores}
+}
+
+// Run works a queue of aggregated ClusterRoles until ctx ends: any change to any
+// ClusterRole may change what an aggregated one gathers, so each event queues every
+// aggregated role. Errors: the informer refusing the event handler.
+func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "clusterrole-aggregation"})
+	defer queue.ShutDown()
+	enqueue := func(any) {
+		for _, obj := range c.informer.GetIndexer().List() {
+			if r, ok := obj.(*rbacv1.ClusterRole); ok && r.AggregationRule != nil {
+				queue.Add(r.Name)
+			}
+		}
 	}
-	// Any change to any ClusterRole may change what an aggregated one gathers.
-	enqueue := func(any) { c.enqueueAggregated() }
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	registration, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: enqueue,
-	}); err != nil {
-		return nil, err
+	})
+	if err != nil {
+		return err
 	}
-	return c, nil
-}
-
-func (c *Controller) enqueueAggregated() {
-	for _, obj := range c.informer.GetIndexer().List() {
-		if r, ok := obj.(*rbacv1.ClusterRole); ok && r.AggregationRule != nil {
-			c.queue.Add(r.Name)
-		}
-	}
-}
-
-// Run works the queue until ctx ends.
-func (c *Controller) Run(ctx context.Context) {
-	defer utilruntime.HandleCrash()
+	defer func() { _ = c.informer.RemoveEventHandler(registration) }()
 	go func() {
 		<-ctx.Done()
-		c.queue.ShutDown()
+		queue.ShutDown()
 	}()
 	for {
-		name, quit := c.queue.Get()
+		name, quit := queue.Get()
 		if quit {
-			return
+			return nil
 		}
 		if _, err := c.Sync(ctx, name); err != nil {
 			slog.Warn("aggregating cluster role; will retry", "clusterrole", name, "err", err)
-			c.queue.AddRateLimited(name)
+			queue.AddRateLimited(name)
 		} else {
-			c.queue.Forget(name)
+			queue.Forget(name)
 		}
-		c.queue.Done(name)
+		queue.Done(name)
 	}
 }
 
