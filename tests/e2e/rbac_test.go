@@ -58,6 +58,18 @@ func TestRBAC(t *testing.T) {
 			`Error from server (Forbidden): pods is forbidden: User "jane" cannot list resource "pods" in API group "" in the namespace "team-b"`)
 	})
 
+	t.Run("a rolebinding to a service account lets its token in", func(t *testing.T) {
+		c.mustKubectl(ctx, "create", "serviceaccount", "robot", "-n", "team-a")
+		c.mustKubectl(ctx, "create", "rolebinding", "robot-view", "--clusterrole=view", "--serviceaccount=team-a:robot", "-n", "team-a")
+		token := strings.TrimSpace(c.mustKubectl(ctx, "create", "token", "robot", "-n", "team-a"))
+		server := c.mustKubectl(ctx, "config", "view", "-o", "jsonpath={.clusters[0].cluster.server}")
+		asRobot := []string{"--kubeconfig", os.DevNull, "--server", server, "--token", token,
+			"--certificate-authority", filepath.Join(filepath.Dir(c.kubeconfig), "pki", "ca.crt")}
+		expect(t, c.mustKubectl(ctx, append(asRobot, "get", "pods", "-n", "team-a")...), "web")
+		expect(t, refused(t, append(asRobot, "get", "pods", "-n", "team-b")...),
+			`User "system:serviceaccount:team-a:robot" cannot list resource "pods" in API group "" in the namespace "team-b"`)
+	})
+
 	t.Run("create clusterrole and clusterrolebinding: cluster-wide grants", func(t *testing.T) {
 		expect(t, c.mustKubectl(ctx, "create", "clusterrole", "node-reader", "--verb=get,list", "--resource=nodes"),
 			"clusterrole.rbac.authorization.k8s.io/node-reader created")
