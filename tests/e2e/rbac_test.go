@@ -171,4 +171,12 @@ subjects:
 			return strings.Contains(out, "widgets"), "view does not aggregate widget-viewer: " + out
 		})
 	})
+
+	t.Run("deleting the binding takes the permission away", func(t *testing.T) {
+		c.mustKubectl(ctx, "delete", "rolebinding", "jane-view", "-n", "team-a")
+		eventually(t, 10*time.Second, func() (bool, string) {
+			out, err := c.kubectl(ctx, "--as", "jane", "get", "pods", "-n", "team-a")
+			return err != nil && strings.Contains(out, `User "jane" cannot list resource "pods"`), "jane still lists pods: " + out
+		})
+	})
 }
