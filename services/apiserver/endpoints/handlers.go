@@ -86,6 +86,8 @@ func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, req *req
 		h.patch(ctx, w, r, req)
 	case r.Method == http.MethodDelete && req.Name != "":
 		h.delete(ctx, w, r, req)
+	case r.Method == http.MethodDelete:
+		h.deleteCollection(ctx, w, r, req)
 	default:
 		writeError(w, apierrors.NewMethodNotSupported(req.gvr.GroupResource(), r.Method))
 	}
@@ -393,27 +395,9 @@ func (h *resourceHandler) delete(ctx context.Context, w http.ResponseWriter, r *
 		h.notSupported(w, req, "delete")
 		return
 	}
-	opts := &metav1.DeleteOptions{}
-	if err := decodeOptions(r, opts); err != nil {
+	opts, err := deleteOptions(r)
+	if err != nil {
 		writeError(w, err)
-		return
-	}
-	if r.ContentLength != 0 && r.Body != nil {
-		body, err := readBody(r)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		if len(body) > 0 {
-			defaultGVK := schema.GroupVersionKind{Version: "v1", Kind: "DeleteOptions"}
-			if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, &defaultGVK, opts); err != nil {
-				writeError(w, apierrors.NewBadRequest(fmt.Sprintf("invalid DeleteOptions: %v", err)))
-				return
-			}
-		}
-	}
-	if opts.GracePeriodSeconds != nil && *opts.GracePeriodSeconds < 0 {
-		writeError(w, apierrors.NewBadRequest("gracePeriodSeconds must be greater than or equal to 0"))
 		return
 	}
 	if err := h.admit.Admit(ctx, admission.Attributes{
@@ -424,6 +408,72 @@ func (h *resourceHandler) delete(ctx context.Context, w http.ResponseWriter, r *
 		return
 	}
 	out, _, err := deleter.Delete(ctx, req.Namespace, req.Name, opts)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeObject(w, r, http.StatusOK, h.gv.GroupVersion, out)
+}
+
+// deleteOptions reads DeleteOptions from the body (kubectl sends one without kind) or,
+// when there is none, the query. 400 for a malformed body or a negative grace period.
+func deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
+	opts := &metav1.DeleteOptions{}
+	if err := decodeOptions(r, opts); err != nil {
+		return nil, err
+	}
+	if r.ContentLength != 0 && r.Body != nil {
+		body, err := readBody(r)
+		if err != nil {
+			return nil, err
+		}
+		if len(body) > 0 {
+			defaultGVK := schema.GroupVersionKind{Version: "v1", Kind: "DeleteOptions"}
+			if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, &defaultGVK, opts); err != nil {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid DeleteOptions: %v", err))
+			}
+		}
+	}
+	if opts.GracePeriodSeconds != nil && *opts.GracePeriodSeconds < 0 {
+		return nil, apierrors.NewBadRequest("gracePeriodSeconds must be greater than or equal to 0")
+	}
+	return opts, nil
+}
+
+// deleteCollection deletes every object of the collection matching the query's label
+// and field selectors (DELETE on a collection URL: client-go's DeleteCollection), each
+// admitted as a delete of that object. The response is the list of the objects acted on.
+// Mirrors DeleteCollection in k8s.io/apiserver/pkg/endpoints/handlers/delete.go.
+func (h *resourceHandler) deleteCollection(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) {
+	deleter, ok := req.storage.(rest.CollectionDeleter)
+	if !ok || req.Subresource != "" {
+		h.notSupported(w, req, "deletecollection")
+		return
+	}
+	listOpts, err := listOptions(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if listOpts.Watch {
+		writeError(w, apierrors.NewBadRequest("watch is not supported on a delete collection"))
+		return
+	}
+	opts, err := deleteOptions(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	validate := func(ctx context.Context, obj runtime.Object) error {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		return h.admit.Admit(ctx, admission.Attributes{
+			Operation: admission.Delete, Resource: req.gvr, Namespace: m.GetNamespace(), Name: m.GetName(), Object: obj,
+		})
+	}
+	out, err := deleter.DeleteCollection(ctx, req.Namespace, validate, opts, listOpts)
 	if err != nil {
 		writeError(w, err)
 		return
