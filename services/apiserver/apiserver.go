@@ -32,6 +32,7 @@ import (
 	serviceaccountcontroller "skiff.dev/services/apiserver/controller/serviceaccount"
 	"skiff.dev/services/apiserver/endpoints"
 	"skiff.dev/services/apiserver/eventsink"
+	"skiff.dev/services/apiserver/openapi"
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/core/namespace"
 	"skiff.dev/services/apiserver/registry/core/pod"
@@ -240,6 +241,8 @@ func New(cfg Config) (_ *APIServer, err error) {
 			admission.NodeRestriction{Pods: pods},
 		},
 		Ready: s.ready,
+		// Schemas of every served kind, for /openapi/v3 and server-side apply.
+		OpenAPIDefinitions: openapi.GetOpenAPIDefinitions,
 	})
 	s.handler = tracing.Handler(s.handler, cfg.TracerProvider, "apiserver")
 	if cfg.NATSURL != "" {

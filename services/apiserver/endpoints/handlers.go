@@ -16,6 +16,7 @@ import (
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,7 +34,7 @@ type resourceHandler struct {
 	admit   admission.Interface
 	authz   authorization.Authorizer
 	metrics *metrics
-	fields  fieldManagers
+	fields  *fieldManagers
 }
 
 // request is one resolved resource request: what it names and the storage serving it.
@@ -239,6 +240,10 @@ func (h *resourceHandler) create(ctx context.Context, w http.ResponseWriter, r *
 		writeError(w, err)
 		return
 	}
+	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
+		writeError(w, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
+		return
+	}
 	obj, err := readObject(w, r, req, opts.FieldValidation)
 	if err != nil {
 		writeError(w, err)
@@ -322,10 +327,25 @@ func readObject(w http.ResponseWriter, r *http.Request, req *request, fieldValid
 }
 
 // runUpdate admits and performs an update (PUT or PATCH) and writes the result.
-// Admission sees the new object next to the stored one it replaces, inside the store's
-// GuaranteedUpdate, so it judges the very pair that is written (and again on a retry
-// after a conflict), as kube's rest.AdmissionToValidateObjectUpdateFunc does.
 func (h *resourceHandler) runUpdate(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request, updater rest.Updater, objInfo rest.UpdatedObjectInfo, opts *metav1.UpdateOptions) {
+	out, code, err := h.doUpdate(ctx, r, req, updater, objInfo, opts, true)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeObject(w, r, code, h.gv.GroupVersion, out)
+}
+
+// doUpdate admits and performs an update and returns the stored object and the status
+// code to answer with (201 if the update created it). Admission sees the new object next
+// to the stored one it replaces, inside the store's GuaranteedUpdate, so it judges the
+// very pair that is written (and again on a retry after a conflict), as kube's
+// rest.AdmissionToValidateObjectUpdateFunc does. trackFields records the write in
+// managedFields; server-side apply records it itself.
+func (h *resourceHandler) doUpdate(ctx context.Context, r *http.Request, req *request, updater rest.Updater, objInfo rest.UpdatedObjectInfo, opts *metav1.UpdateOptions, trackFields bool) (runtime.Object, int, error) {
+	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
+		return nil, 0, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs)
+	}
 	manager := managerName(opts.FieldManager, r.UserAgent())
 	tracked := rest.UpdatedObjectFunc(func(ctx context.Context, old runtime.Object) (runtime.Object, error) {
 		newObj, err := objInfo.UpdatedObject(ctx, old)
@@ -338,23 +358,27 @@ func (h *resourceHandler) runUpdate(ctx context.Context, w http.ResponseWriter, 
 		}); err != nil {
 			return nil, err
 		}
+		if !trackFields {
+			return newObj, nil
+		}
 		return h.fields.track(req.gvk, req.Subresource, old.DeepCopyObject(), newObj, manager), nil
 	})
 	out, created, err := updater.Update(ctx, req.Namespace, req.Name, tracked, opts)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
-	code := http.StatusOK
 	if created {
-		code = http.StatusCreated
+		return out, http.StatusCreated, nil
 	}
-	writeObject(w, r, code, h.gv.GroupVersion, out)
+	return out, http.StatusOK, nil
 }
 
 // patch applies a JSON patch, JSON merge patch or strategic merge patch to the stored
 // object inside the update's GuaranteedUpdate, so a patch never overwrites a concurrent
-// change. A resourceVersion inside the patch is a precondition (409 if stale). Mirrors
+// change. A resourceVersion inside the patch is a precondition (409 if stale). An apply
+// patch (application/apply-patch+yaml) is server-side apply: see serverSideApply. Options
+// are validated as kube does (422 Invalid PatchOptions: fieldManager is required for
+// apply, force only for apply, dryRun only All). Mirrors
 // k8s.io/apiserver/pkg/endpoints/handlers/patch.go.
 func (h *resourceHandler) patch(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) {
 	updater, ok := req.storage.(rest.Updater)
@@ -370,9 +394,13 @@ func (h *resourceHandler) patch(ctx context.Context, w http.ResponseWriter, r *h
 	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	patchType := types.PatchType(mediaType)
 	switch patchType {
-	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
+	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType, types.ApplyYAMLPatchType:
 	default:
 		writeError(w, unsupportedMediaType(r.Header.Get("Content-Type")))
+		return
+	}
+	if errs := metav1validation.ValidatePatchOptions(&patchOpts, patchType); len(errs) > 0 {
+		writeError(w, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
 		return
 	}
 	patchBytes, err := readBody(r)
@@ -380,10 +408,72 @@ func (h *resourceHandler) patch(ctx context.Context, w http.ResponseWriter, r *h
 		writeError(w, err)
 		return
 	}
+	if patchType == types.ApplyYAMLPatchType {
+		h.serverSideApply(ctx, w, r, req, updater, patchBytes, &patchOpts)
+		return
+	}
 	objInfo := rest.UpdatedObjectFunc(func(_ context.Context, old runtime.Object) (runtime.Object, error) {
-		return applyPatch(patchType, patchBytes, old, req.gvk, req.storage.New())
+		obj, warnings, err := applyPatch(patchType, patchBytes, old, req.gvk, req.storage.New(), patchOpts.FieldValidation)
+		w.Header().Del("Warning") // an update retried on a conflict patches again
+		addWarnings(w, warnings)
+		return obj, err
 	})
-	h.runUpdate(ctx, w, r, req, updater, objInfo, &metav1.UpdateOptions{DryRun: patchOpts.DryRun, FieldManager: patchOpts.FieldManager})
+	h.runUpdate(ctx, w, r, req, updater, objInfo, &metav1.UpdateOptions{DryRun: patchOpts.DryRun, FieldManager: patchOpts.FieldManager, FieldValidation: patchOpts.FieldValidation})
+}
+
+// serverSideApply merges an apply configuration into the stored object as
+// patchOpts.FieldManager, tracking field ownership in managedFields: 409 "Apply failed
+// with N conflicts: ..." when it would change fields another manager owns, unless force
+// takes them over. A missing object is created from the configuration (201), as
+// kube-apiserver's patch handler does with forceAllowCreate for apply.
+func (h *resourceHandler) serverSideApply(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request, updater rest.Updater, patch []byte, patchOpts *metav1.PatchOptions) {
+	force := patchOpts.Force != nil && *patchOpts.Force
+	objInfo := rest.UpdatedObjectFunc(func(_ context.Context, old runtime.Object) (runtime.Object, error) {
+		return h.fields.apply(req.gvk, req.Subresource, old, patch, patchOpts.FieldManager, force, req.storage.New())
+	})
+	updateOpts := &metav1.UpdateOptions{DryRun: patchOpts.DryRun, FieldManager: patchOpts.FieldManager}
+	out, code, err := h.doUpdate(ctx, r, req, updater, objInfo, updateOpts, false)
+	if apierrors.IsNotFound(err) && req.Subresource == "" {
+		out, code, err = h.createFromApply(ctx, req, patch, patchOpts, force)
+		if apierrors.IsAlreadyExists(err) {
+			// Created by someone else since: apply to what they stored.
+			out, code, err = h.doUpdate(ctx, r, req, updater, objInfo, updateOpts, false)
+		}
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeObject(w, r, code, h.gv.GroupVersion, out)
+}
+
+// createFromApply creates the object an apply names when it does not exist yet.
+func (h *resourceHandler) createFromApply(ctx context.Context, req *request, patch []byte, patchOpts *metav1.PatchOptions, force bool) (runtime.Object, int, error) {
+	creater, ok := req.storage.(rest.Creater)
+	if !ok {
+		return nil, 0, apierrors.NewNotFound(req.gvr.GroupResource(), req.Name)
+	}
+	obj, err := h.fields.apply(req.gvk, "", req.storage.New(), patch, patchOpts.FieldManager, force, req.storage.New())
+	if err != nil {
+		return nil, 0, err
+	}
+	objMeta, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, 0, apierrors.NewBadRequest(err.Error())
+	}
+	if objMeta.GetName() != req.Name {
+		return nil, 0, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", objMeta.GetName(), req.Name))
+	}
+	if err := h.admit.Admit(ctx, admission.Attributes{
+		Operation: admission.Create, Resource: req.gvr, Namespace: req.Namespace, Name: req.Name, Object: obj,
+	}); err != nil {
+		return nil, 0, err
+	}
+	out, err := creater.Create(ctx, req.Namespace, obj, &metav1.CreateOptions{DryRun: patchOpts.DryRun, FieldManager: patchOpts.FieldManager})
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, http.StatusCreated, nil
 }
 
 // delete reads DeleteOptions from the body (kubectl sends one without kind) or the query,
@@ -416,7 +506,8 @@ func (h *resourceHandler) delete(ctx context.Context, w http.ResponseWriter, r *
 }
 
 // deleteOptions reads DeleteOptions from the body (kubectl sends one without kind) or,
-// when there is none, the query. 400 for a malformed body or a negative grace period.
+// when there is none, the query. 400 for a malformed body or a negative grace period,
+// 422 for options kube's ValidateDeleteOptions refuses (dryRun other than All).
 func deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 	opts := &metav1.DeleteOptions{}
 	if err := decodeOptions(r, opts); err != nil {
@@ -436,6 +527,9 @@ func deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 	}
 	if opts.GracePeriodSeconds != nil && *opts.GracePeriodSeconds < 0 {
 		return nil, apierrors.NewBadRequest("gracePeriodSeconds must be greater than or equal to 0")
+	}
+	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
 	}
 	return opts, nil
 }
@@ -494,43 +588,64 @@ func writeJSON(w http.ResponseWriter, code int, contentType string, v interface{
 	_, _ = w.Write(append(data, '\n'))
 }
 
-// applyPatch applies a patch of patchType to old and decodes the result into into.
-// Errors are API statuses: 400 for a malformed patch or result, 422 for a JSON patch
-// operation that cannot apply (a test that fails, a path that does not exist).
-func applyPatch(patchType types.PatchType, patch []byte, old runtime.Object, gvk schema.GroupVersionKind, into runtime.Object) (runtime.Object, error) {
+// applyPatch applies a patch of patchType to old and decodes the result into into,
+// checking it for unknown and duplicate fields under fieldValidation as a request body
+// is: Strict fails, Warn (the default) returns one warning each, Ignore drops them.
+// Errors are API statuses: 400 for a malformed patch or result (under Strict, "strict
+// decoding error: unknown field ..."), 422 for a JSON patch operation that cannot apply
+// (a test that fails, a path that does not exist).
+func applyPatch(patchType types.PatchType, patch []byte, old runtime.Object, gvk schema.GroupVersionKind, into runtime.Object, fieldValidation string) (runtime.Object, []string, error) {
 	oldJSON, err := runtime.Encode(scheme.EncoderFor(gvk.GroupVersion()), old)
 	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return nil, nil, apierrors.NewInternalError(err)
 	}
 	var patched []byte
 	switch patchType {
 	case types.JSONPatchType:
 		p, err := jsonpatch.DecodePatch(patch)
 		if err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
+			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 		if patched, err = p.Apply(oldJSON); err != nil {
-			return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+			return nil, nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 				Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid, Message: err.Error(),
 			}}
 		}
 	case types.MergePatchType:
 		if patched, err = jsonpatch.MergePatch(oldJSON, patch); err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
+			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 	case types.StrategicMergePatchType:
 		if patched, err = strategicpatch.StrategicMergePatch(oldJSON, patch, into); err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
+			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 	default:
-		return nil, unsupportedMediaType(string(patchType))
+		return nil, nil, unsupportedMediaType(string(patchType))
 	}
-	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(patched, &gvk, into)
+	decoder := scheme.StrictCodecs.UniversalDeserializer()
+	switch fieldValidation {
+	case "", metav1.FieldValidationWarn, metav1.FieldValidationStrict:
+	case metav1.FieldValidationIgnore:
+		decoder = scheme.Codecs.UniversalDeserializer()
+	default:
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("fieldValidation parameter unsupported: %q, must be one of Ignore, Warn or Strict", fieldValidation))
+	}
+	var warnings []string
+	obj, _, err := decoder.Decode(patched, &gvk, into)
+	if strictErr, ok := runtime.AsStrictDecodingError(err); ok && obj != nil {
+		if fieldValidation == metav1.FieldValidationStrict {
+			return nil, nil, apierrors.NewBadRequest(err.Error())
+		}
+		for _, e := range strictErr.Errors() {
+			warnings = append(warnings, e.Error())
+		}
+		err = nil
+	}
 	if err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the patched object is not a valid %s: %v", gvk.Kind, err))
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the patched object is not a valid %s: %v", gvk.Kind, err))
 	}
 	if obj != into {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the patch changed the kind of the object to %s", obj.GetObjectKind().GroupVersionKind().Kind))
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the patch changed the kind of the object to %s", obj.GetObjectKind().GroupVersionKind().Kind))
 	}
-	return obj, nil
+	return obj, warnings, nil
 }
