@@ -514,15 +514,17 @@ func TestDiscoveryOpenAPIAndMetrics(t *testing.T) {
 	}
 	_, doc := get(paths.Paths["api/v1"].ServerRelativeURL, "")
 	var v3 struct {
-		Paths map[string]map[string]struct {
-			GVK        map[string]string `json:"x-kubernetes-group-version-kind"`
-			Parameters []struct{ Name string }
+		Paths map[string]struct {
+			Patch struct {
+				GVK        map[string]string `json:"x-kubernetes-group-version-kind"`
+				Parameters []struct{ Name string }
+			}
 		}
 	}
 	if err := json.Unmarshal(doc, &v3); err != nil {
 		t.Fatal(err)
 	}
-	patch := v3.Paths["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]
+	patch := v3.Paths["/api/v1/namespaces/{namespace}/pods/{name}"].Patch
 	hasFieldValidation := false
 	for _, p := range patch.Parameters {
 		hasFieldValidation = hasFieldValidation || p.Name == "fieldValidation"

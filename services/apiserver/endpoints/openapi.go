@@ -339,6 +339,9 @@ func gvRoutes(gv *APIGroupVersion, prefix string) ([]common.Route, error) {
 			if action == "list" {
 				rt.produces = listMediaTypes
 			}
+			if action == "deletecollection" {
+				rt.operation = verb + tag + "Collection" + scope + gvk.Kind
+			}
 			routes = append(routes, rt)
 		}
 		item := collection + "/{name}"
@@ -365,7 +368,7 @@ func gvRoutes(gv *APIGroupVersion, prefix string) ([]common.Route, error) {
 			add("POST", collection, "post", "create", kind, []common.Parameter{body, dryRun, fieldManager, fieldValid}, obj, obj, http.StatusOK, http.StatusCreated, http.StatusAccepted)
 		}
 		if _, ok := storage.(rest.CollectionDeleter); ok {
-			add("DELETE", collection, "deletecollection", "deleteCollection", kind, append([]common.Parameter{body, dryRun, gracePeriod, propagation}, listParams...), &metav1.DeleteOptions{}, &metav1.Status{}, http.StatusOK)
+			add("DELETE", collection, "deletecollection", "delete", kind, append([]common.Parameter{body, dryRun, gracePeriod, propagation}, listParams...), &metav1.DeleteOptions{}, &metav1.Status{}, http.StatusOK)
 		}
 		if _, ok := storage.(rest.Getter); ok {
 			add("GET", item, "get", "read", kind, named, nil, obj, http.StatusOK)
