@@ -95,7 +95,7 @@ func TestBadInputGetsStatusWithClientErrorCode(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			contentType := "application/json"
 			if tt.method == "PATCH" {
-				contentType = "application/apply-patch+yaml"
+				contentType = "application/xml-patch+xml" // a patch type no apiserver serves
 			}
 			code, status, body := do(t, srv.HTTPClient(), tt.method, tt.url, contentType, tt.body)
 			if code != tt.wantCode || status == nil {

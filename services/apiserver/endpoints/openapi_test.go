@@ -13,24 +13,38 @@ import (
 	"k8s.io/kube-openapi/pkg/spec3"
 
 	"skiff.dev/services/apiserver/openapi"
+	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/coordination/lease"
 	"skiff.dev/services/apiserver/registry/core/namespace"
 	"skiff.dev/services/apiserver/registry/core/pod"
+	"skiff.dev/services/apiserver/registry/rest"
 )
 
-// testOpenAPI serves pods (with status and binding), namespaces and leases, as the
-// apiserver does; the stores are never called, so they have no storage beneath.
+// served is d's resource as the apiserver installs it, over a Store with no storage
+// beneath: building OpenAPI never reads or writes.
+func served(t *testing.T, d registry.Descriptor) Resource {
+	t.Helper()
+	store := d.NewStore(nil)
+	var storage rest.Storage = store
+	var subs map[string]Subresource
+	if d.REST != nil {
+		var err error
+		if storage, subs, err = d.REST(store, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return Resource{Name: d.Resource, Kind: d.Kind, Namespaced: d.Namespaced(), Storage: storage, Subresources: subs}
+}
+
+// testOpenAPI serves pods (with their subresources), namespaces and leases, as the
+// apiserver does.
 func testOpenAPI(t *testing.T) *openAPI {
 	t.Helper()
-	pods := pod.NewStorage(nil)
 	core := &APIGroupVersion{GroupVersion: corev1.SchemeGroupVersion, Resources: []Resource{
-		{Name: "pods", Kind: "Pod", Namespaced: true, Storage: pods.Pod, Subresources: map[string]Subresource{
-			"status": {Kind: "Pod", Storage: pods.Status}, "binding": {Kind: "Binding", Storage: pods.Binding},
-		}},
-		{Name: "namespaces", Kind: "Namespace", Storage: namespace.NewREST(nil)},
+		served(t, pod.NewDescriptor(nil)), served(t, namespace.Descriptor),
 	}}
 	coordination := &APIGroupVersion{GroupVersion: coordinationv1.SchemeGroupVersion, Resources: []Resource{
-		{Name: "leases", Kind: "Lease", Namespaced: true, Storage: lease.NewStorage(nil)},
+		served(t, lease.Descriptor),
 	}}
 	o := newOpenAPI([]*APIGroupVersion{core, coordination}, openapi.GetOpenAPIDefinitions)
 	o.docsOnce.Do(o.build)
