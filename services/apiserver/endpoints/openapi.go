@@ -1,17 +1,22 @@
 package endpoints
 
 import (
+	"bytes"
 	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	apiopenapi "k8s.io/apiserver/pkg/endpoints/openapi"
@@ -44,6 +49,7 @@ type openAPI struct {
 	docsOnce sync.Once
 	index    []byte
 	docs     map[string][]byte // "api/v1" → JSON document
+	etags    map[string]string // "" (the index) and "api/v1" → quoted SHA-512 of the bytes
 	docsErr  error
 
 	modelsOnce    sync.Once
@@ -90,16 +96,15 @@ func (o *openAPI) TypeConverter() (managedfields.TypeConverter, error) {
 		seen := map[string]bool{}
 		for _, gv := range o.gvs {
 			for _, r := range gv.Resources {
-				kinds := []string{r.Kind}
+				objs := []runtime.Object{r.Storage.New()}
 				for _, sub := range r.Subresources {
-					kinds = append(kinds, sub.Kind)
-				}
-				for _, kind := range kinds {
-					obj, err := scheme.Scheme.New(gv.GroupVersion.WithKind(kind))
-					if err != nil {
-						continue
+					if _, stream := sub.Storage.(rest.Connecter); !stream {
+						objs = append(objs, sub.Storage.New())
 					}
-					if name := modelName(obj); !seen[name] {
+				}
+				for _, obj := range objs {
+					name := modelName(obj)
+					if _, ok := o.definitions[name]; ok && !seen[name] {
 						seen[name] = true
 						names = append(names, name)
 					}
@@ -116,12 +121,12 @@ func (o *openAPI) TypeConverter() (managedfields.TypeConverter, error) {
 	return o.typeConverter, o.modelsErr
 }
 
-// build makes the index and every group version's document.
+// build makes the index and every group version's document, each with its ETag.
 func (o *openAPI) build() {
 	type pathRef struct {
 		ServerRelativeURL string `json:"serverRelativeURL"`
 	}
-	o.docs = map[string][]byte{}
+	o.docs, o.etags = map[string][]byte{}, map[string]string{}
 	index := map[string]map[string]pathRef{"paths": {}}
 	for _, gv := range o.gvs {
 		prefix := groupVersionPath(gv.GroupVersion)
@@ -130,11 +135,17 @@ func (o *openAPI) build() {
 			o.docsErr = fmt.Errorf("OpenAPI document of %s: %w", gv.GroupVersion, err)
 			return
 		}
-		sum := sha512.Sum512(doc)
-		o.docs[prefix] = doc
-		index["paths"][prefix] = pathRef{ServerRelativeURL: "/openapi/v3/" + prefix + "?hash=" + strings.ToUpper(hex.EncodeToString(sum[:]))}
+		o.docs[prefix], o.etags[prefix] = doc, hash(doc)
+		index["paths"][prefix] = pathRef{ServerRelativeURL: "/openapi/v3/" + prefix + "?hash=" + hash(doc)}
 	}
 	o.index, o.docsErr = json.Marshal(index)
+	o.etags[""] = hash(o.index)
+}
+
+// hash is the hex SHA-512 of data in upper case, as kube-apiserver addresses documents.
+func hash(data []byte) string {
+	sum := sha512.Sum512(data)
+	return strings.ToUpper(hex.EncodeToString(sum[:]))
 }
 
 // groupVersionPath is "api/v1" for the core group, "apis/<group>/<version>" otherwise.
@@ -150,7 +161,7 @@ func (o *openAPI) document(gv *APIGroupVersion, prefix string) ([]byte, error) {
 	if o.definitions == nil {
 		return nil, fmt.Errorf("no OpenAPI definitions configured")
 	}
-	routes, err := gvRoutes(gv, prefix)
+	routes, err := o.gvRoutes(gv, prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -161,14 +172,13 @@ func (o *openAPI) document(gv *APIGroupVersion, prefix string) ([]byte, error) {
 	return json.Marshal(doc)
 }
 
-func (o *openAPI) serveIndex(w http.ResponseWriter, _ *http.Request) {
+func (o *openAPI) serveIndex(w http.ResponseWriter, r *http.Request) {
 	o.docsOnce.Do(o.build)
 	if o.docsErr != nil {
 		writeError(w, o.docsErr)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(o.index)
+	serveCached(w, r, o.index, o.etags[""])
 }
 
 func (o *openAPI) serveDocument(w http.ResponseWriter, r *http.Request) {
@@ -177,17 +187,25 @@ func (o *openAPI) serveDocument(w http.ResponseWriter, r *http.Request) {
 		writeError(w, o.docsErr)
 		return
 	}
-	doc, ok := o.docs[strings.TrimPrefix(r.URL.Path, "/openapi/v3/")]
+	path := strings.TrimPrefix(r.URL.Path, "/openapi/v3/")
+	doc, ok := o.docs[path]
 	if !ok {
 		writeError(w, notFoundPath(r.URL.Path))
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
 	if r.URL.Query().Get("hash") != "" {
 		// A document addressed by its hash never changes (kube-apiserver does the same).
 		w.Header().Set("Cache-Control", "public, immutable")
 	}
-	_, _ = w.Write(doc)
+	serveCached(w, r, doc, o.etags[path])
+}
+
+// serveCached writes a JSON document with its ETag; a request whose If-None-Match
+// names it gets 304 Not Modified and no body, as from kube-openapi's handler3.
+func serveCached(w http.ResponseWriter, r *http.Request, data []byte, etag string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Etag", strconv.Quote(etag))
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
 }
 
 // modelName is the OpenAPI model name of a Go object, e.g. "io.k8s.api.core.v1.Pod".
@@ -294,7 +312,7 @@ var (
 
 // gvRoutes lists the operations of every resource and subresource of gv, named as
 // kube-apiserver names them (readCoreV1NamespacedPod, patchAppsV1NamespacedDeployment).
-func gvRoutes(gv *APIGroupVersion, prefix string) ([]common.Route, error) {
+func (o *openAPI) gvRoutes(gv *APIGroupVersion, prefix string) ([]common.Route, error) {
 	tag := operationGroup(gv.GroupVersion)
 	tags := []string{strings.ReplaceAll(strings.TrimSuffix(gv.GroupVersion.Group, ".k8s.io"), ".", "") + "_" + gv.GroupVersion.Version}
 	if gv.GroupVersion.Group == "" {
@@ -309,9 +327,11 @@ func gvRoutes(gv *APIGroupVersion, prefix string) ([]common.Route, error) {
 	sort.Slice(resources, func(i, j int) bool { return resources[i].Name < resources[j].Name })
 	for _, r := range resources {
 		kind := gv.GroupVersion.WithKind(r.Kind)
-		obj, err := scheme.Scheme.New(kind)
-		if err != nil {
-			return nil, fmt.Errorf("resource %s: %w", r.Name, err)
+		obj := r.Storage.New()
+		if _, ok := o.definitions[modelName(obj)]; !ok {
+			// Fail this resource, not the whole API: kubectl would refuse every apply.
+			slog.Error("no OpenAPI schema: run `make openapi` with the type's package added", "resource", r.Name, "model", modelName(obj))
+			continue
 		}
 		collection, scope, scopeParams := prefix+"/"+r.Name, "", []common.Parameter(nil)
 		if r.Namespaced {
@@ -383,10 +403,7 @@ func gvRoutes(gv *APIGroupVersion, prefix string) ([]common.Route, error) {
 		for _, name := range r.subresourceNames() {
 			sub := r.Subresources[name]
 			subKind := gv.GroupVersion.WithKind(sub.Kind)
-			subObj, err := scheme.Scheme.New(subKind)
-			if err != nil {
-				return nil, fmt.Errorf("subresource %s/%s: %w", r.Name, name, err)
-			}
+			subObj := sub.Storage.New()
 			path, suffix := item+"/"+name, upperFirst(name)
 			subAdd := func(method, action, verb string, params []common.Parameter, request, resp interface{}, codes ...int) {
 				add(method, path, action, verb, subKind, append(params, named...), request, resp, codes...)

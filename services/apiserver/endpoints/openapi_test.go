@@ -4,6 +4,8 @@ import (
 	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -77,6 +79,34 @@ func TestOpenAPIIndexAddressesEachDocumentByItsHash(t *testing.T) {
 		if got := index.Paths[path].ServerRelativeURL; got != want {
 			t.Errorf("index %s = %q, want %q", path, got, want)
 		}
+	}
+}
+
+func TestOpenAPIDocumentsAnswerIfNoneMatchWithNotModified(t *testing.T) {
+	o := testOpenAPI(t)
+	for _, tc := range []struct {
+		name  string
+		serve http.HandlerFunc
+		path  string
+	}{
+		{"index", o.serveIndex, "/openapi/v3"},
+		{"document", o.serveDocument, "/openapi/v3/api/v1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := httptest.NewRecorder()
+			tc.serve(first, httptest.NewRequest("GET", tc.path, nil))
+			etag := first.Header().Get("Etag")
+			if first.Code != http.StatusOK || etag == "" || first.Body.Len() == 0 {
+				t.Fatalf("GET %s: %d, ETag %q, %d bytes", tc.path, first.Code, etag, first.Body.Len())
+			}
+			req := httptest.NewRequest("GET", tc.path, nil)
+			req.Header.Set("If-None-Match", etag)
+			again := httptest.NewRecorder()
+			tc.serve(again, req)
+			if again.Code != http.StatusNotModified || again.Body.Len() != 0 {
+				t.Errorf("GET with If-None-Match: %d with %d bytes, want 304 and none", again.Code, again.Body.Len())
+			}
+		})
 	}
 }
 
