@@ -89,6 +89,17 @@ func TestServerSideApply(t *testing.T) {
 		t.Errorf("alice's apply after bob forced: %+v, want a conflict with bob", status)
 	}
 
+	// Status is reset on the main resource: an apply that sets it owns none of it.
+	withStatus := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"status":{"message":"mine"}}`
+	if code, status, _ := do(t, srv.HTTPClient(), "PATCH", url+"?fieldManager=carol", applyContentType, withStatus); code != http.StatusOK {
+		t.Fatalf("apply with status: %d %v", code, status)
+	}
+	for _, f := range getPod().ManagedFields {
+		if f.Manager == "carol" && strings.Contains(string(f.FieldsV1.Raw), "f:status") {
+			t.Errorf("carol owns status through the main resource: %s", f.FieldsV1.Raw)
+		}
+	}
+
 	// client-go's typed Apply.
 	ac := corev1ac.Pod("web", "default").WithLabels(map[string]string{"tier": "web"})
 	applied, err := cs.CoreV1().Pods("default").Apply(ctx, ac, metav1.ApplyOptions{FieldManager: "labeler"})

@@ -11,8 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/yaml"
 
+	"skiff.dev/services/apiserver/registry/rest"
 	"skiff.dev/services/apiserver/scheme"
 )
 
@@ -27,8 +29,15 @@ type fieldManagers struct {
 	managers map[string]*managedfields.FieldManager
 }
 
-// get returns the FieldManager of gvk's subresource, or nil when the kind has no schema.
-func (f *fieldManagers) get(gvk schema.GroupVersionKind, subresource string) *managedfields.FieldManager {
+// resetFieldsStorage is storage whose strategy resets fields (registry.Store).
+type resetFieldsStorage interface {
+	GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set
+}
+
+// get returns the FieldManager of gvk's subresource served by storage, or nil when the
+// kind has no schema. Fields the storage's strategy resets (status on the main resource,
+// spec on status) are never recorded as owned by a manager.
+func (f *fieldManagers) get(gvk schema.GroupVersionKind, subresource string, storage rest.Storage) *managedfields.FieldManager {
 	key := gvk.String() + "/" + subresource
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -38,7 +47,14 @@ func (f *fieldManagers) get(gvk schema.GroupVersionKind, subresource string) *ma
 	var fm *managedfields.FieldManager
 	tc, err := f.openAPI.TypeConverter()
 	if err == nil {
-		fm, err = managedfields.NewDefaultFieldManager(tc, scheme.Scheme, scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), subresource, nil)
+		var resetFields map[fieldpath.APIVersion]fieldpath.Filter
+		if s, ok := storage.(resetFieldsStorage); ok {
+			resetFields = map[fieldpath.APIVersion]fieldpath.Filter{}
+			for version, set := range s.GetResetFields() {
+				resetFields[version] = fieldpath.NewExcludeSetFilter(set)
+			}
+		}
+		fm, err = managedfields.NewDefaultFieldManager(tc, scheme.Scheme, scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), subresource, resetFields)
 	}
 	if err != nil {
 		slog.Warn("no field manager: managedFields are not tracked", "kind", gvk, "subresource", subresource, "err", err)
@@ -53,8 +69,8 @@ func (f *fieldManagers) get(gvk schema.GroupVersionKind, subresource string) *ma
 
 // track returns newObj with its managedFields updated for a write by manager, liveObj
 // being the state before (an empty object for a create). Tracking never fails a write.
-func (f *fieldManagers) track(gvk schema.GroupVersionKind, subresource string, liveObj, newObj runtime.Object, manager string) runtime.Object {
-	fm := f.get(gvk, subresource)
+func (f *fieldManagers) track(gvk schema.GroupVersionKind, subresource string, storage rest.Storage, liveObj, newObj runtime.Object, manager string) runtime.Object {
+	fm := f.get(gvk, subresource, storage)
 	if fm == nil {
 		return newObj
 	}
@@ -69,8 +85,8 @@ func (f *fieldManagers) track(gvk schema.GroupVersionKind, subresource string, l
 // not fit the schema, 409 "Apply failed with N conflicts: ..." when another manager owns
 // a field the patch changes and force is false. Mirrors applyPatcher in
 // k8s.io/apiserver/pkg/endpoints/handlers/patch.go.
-func (f *fieldManagers) apply(gvk schema.GroupVersionKind, subresource string, liveObj runtime.Object, patch []byte, manager string, force bool, into runtime.Object) (runtime.Object, error) {
-	fm := f.get(gvk, subresource)
+func (f *fieldManagers) apply(gvk schema.GroupVersionKind, subresource string, storage rest.Storage, liveObj runtime.Object, patch []byte, manager string, force bool, into runtime.Object) (runtime.Object, error) {
+	fm := f.get(gvk, subresource, storage)
 	if fm == nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("server-side apply is not supported for %s", gvk.Kind))
 	}

@@ -273,7 +273,7 @@ func (h *resourceHandler) create(ctx context.Context, w http.ResponseWriter, r *
 	// Only stored objects carry managedFields; reviews (SelfSubjectAccessReview) are not
 	// stored and, as in kube-apiserver, get none.
 	if _, stored := req.storage.(rest.Getter); stored && req.Subresource == "" {
-		obj = h.fields.track(req.gvk, "", req.storage.New(), obj, managerName(opts.FieldManager, r.UserAgent()))
+		obj = h.fields.track(req.gvk, "", req.storage, req.storage.New(), obj, managerName(opts.FieldManager, r.UserAgent()))
 	}
 	out, err := creater.Create(ctx, req.Namespace, obj, opts)
 	if err != nil {
@@ -361,7 +361,7 @@ func (h *resourceHandler) doUpdate(ctx context.Context, r *http.Request, req *re
 		if !trackFields {
 			return newObj, nil
 		}
-		return h.fields.track(req.gvk, req.Subresource, old.DeepCopyObject(), newObj, manager), nil
+		return h.fields.track(req.gvk, req.Subresource, req.storage, old.DeepCopyObject(), newObj, manager), nil
 	})
 	out, created, err := updater.Update(ctx, req.Namespace, req.Name, tracked, opts)
 	if err != nil {
@@ -429,7 +429,7 @@ func (h *resourceHandler) patch(ctx context.Context, w http.ResponseWriter, r *h
 func (h *resourceHandler) serverSideApply(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request, updater rest.Updater, patch []byte, patchOpts *metav1.PatchOptions) {
 	force := patchOpts.Force != nil && *patchOpts.Force
 	objInfo := rest.UpdatedObjectFunc(func(_ context.Context, old runtime.Object) (runtime.Object, error) {
-		return h.fields.apply(req.gvk, req.Subresource, old, patch, patchOpts.FieldManager, force, req.storage.New())
+		return h.fields.apply(req.gvk, req.Subresource, req.storage, old, patch, patchOpts.FieldManager, force, req.storage.New())
 	})
 	updateOpts := &metav1.UpdateOptions{DryRun: patchOpts.DryRun, FieldManager: patchOpts.FieldManager}
 	out, code, err := h.doUpdate(ctx, r, req, updater, objInfo, updateOpts, false)
@@ -453,7 +453,7 @@ func (h *resourceHandler) createFromApply(ctx context.Context, req *request, pat
 	if !ok {
 		return nil, 0, apierrors.NewNotFound(req.gvr.GroupResource(), req.Name)
 	}
-	obj, err := h.fields.apply(req.gvk, "", req.storage.New(), patch, patchOpts.FieldManager, force, req.storage.New())
+	obj, err := h.fields.apply(req.gvk, "", req.storage, req.storage.New(), patch, patchOpts.FieldManager, force, req.storage.New())
 	if err != nil {
 		return nil, 0, err
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"strings"
 	"sync"
 	"time"
@@ -72,6 +73,15 @@ func (e *Store) New() runtime.Object { return e.NewFunc() }
 
 // NewList returns an empty list of the resource's kind.
 func (e *Store) NewList() runtime.Object { return e.NewListFunc() }
+
+// GetResetFields lists the fields the strategy resets (see ResetFieldsStrategy); nil
+// when it resets none.
+func (e *Store) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	if s, ok := e.Strategy.(ResetFieldsStrategy); ok {
+		return s.GetResetFields()
+	}
+	return nil
+}
 
 // WithStrategy returns a copy of e that uses strategy: subresources such as pods/status
 // share the storage and differ only in what an update may change.
