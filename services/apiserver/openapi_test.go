@@ -71,3 +71,35 @@ func TestOpenAPICoversEveryServedResource(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIV2 reads /openapi/v2 as protobuf, as client-go's discovery (and kubectl's
+// client-side validation) does.
+func TestOpenAPIV2(t *testing.T) {
+	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	doc, err := cs.Discovery().OpenAPISchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, def := range doc.GetDefinitions().GetAdditionalProperties() {
+		if def.GetName() != "io.k8s.api.core.v1.Pod" {
+			continue
+		}
+		found = true
+		if def.GetValue().GetDescription() == "" || len(def.GetValue().GetVendorExtension()) == 0 {
+			t.Errorf("Pod definition lacks its description or GVK extension: %v", def.GetValue())
+		}
+	}
+	if !found {
+		t.Error("/openapi/v2 has no io.k8s.api.core.v1.Pod definition")
+	}
+	ops := 0
+	for _, p := range doc.GetPaths().GetPath() {
+		if p.GetName() == "/api/v1/namespaces/{namespace}/pods/{name}" && p.GetValue().GetPatch() != nil {
+			ops++
+		}
+	}
+	if ops != 1 {
+		t.Error("/openapi/v2 lacks PATCH /api/v1/namespaces/{namespace}/pods/{name}")
+	}
+}

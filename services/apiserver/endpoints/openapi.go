@@ -20,7 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	apiopenapi "k8s.io/apiserver/pkg/endpoints/openapi"
+	"k8s.io/kube-openapi/pkg/builder"
 	"k8s.io/kube-openapi/pkg/builder3"
+	"k8s.io/kube-openapi/pkg/cached"
+	"k8s.io/kube-openapi/pkg/handler"
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
@@ -29,7 +32,8 @@ import (
 	"skiff.dev/services/apiserver/scheme"
 )
 
-// openAPI serves OpenAPI v3 (/openapi/v3 and one document per group version) and gives
+// openAPI serves OpenAPI v3 (/openapi/v3 and one document per group version) and v2
+// (/openapi/v2, for older clients and kubectl's client-side validation) and gives
 // server-side apply its type information, both from the same schemas: the definitions
 // openapi-gen generated from k8s.io/api's Go types (skiff.dev/services/apiserver/openapi),
 // named and tagged with x-kubernetes-group-version-kind by kube's DefinitionNamer over
@@ -42,9 +46,14 @@ import (
 // first use, and addressed by their hash. Mirrors kube-apiserver's OpenAPI v3 service
 // (k8s.io/apiserver/pkg/server/routes/openapi.go with kube-openapi's builder3).
 type openAPI struct {
-	gvs         []*APIGroupVersion
-	definitions map[string]common.OpenAPIDefinition
-	namer       *apiopenapi.DefinitionNamer
+	gvs            []*APIGroupVersion
+	getDefinitions common.GetOpenAPIDefinitions
+	definitions    map[string]common.OpenAPIDefinition // with v3 references
+	namer          *apiopenapi.DefinitionNamer
+
+	v2Once sync.Once
+	v2     *spec.Swagger
+	v2Err  error
 
 	docsOnce sync.Once
 	index    []byte
@@ -58,7 +67,7 @@ type openAPI struct {
 }
 
 func newOpenAPI(gvs []*APIGroupVersion, definitions common.GetOpenAPIDefinitions) *openAPI {
-	o := &openAPI{gvs: gvs, namer: apiopenapi.NewDefinitionNamer(scheme.Scheme)}
+	o := &openAPI{gvs: gvs, getDefinitions: definitions, namer: apiopenapi.NewDefinitionNamer(scheme.Scheme)}
 	if definitions != nil {
 		// DefinitionNamer keeps model names as they are, so references are known upfront
 		// and the definitions are computed once for every document.
@@ -81,6 +90,51 @@ func (o *openAPI) config() *common.OpenAPIV3Config {
 			http.StatusUnauthorized: {ResponseProps: spec3.ResponseProps{Description: "Unauthorized"}},
 		},
 	}
+}
+
+// registerV2 serves /openapi/v2, the one Swagger 2.0 document of every group version,
+// as JSON or, for kubectl and client-go, protobuf (application/com.github.proto-openapi.spec.v2.v1.0+protobuf),
+// with an ETag, through kube-openapi's handler as kube-apiserver does. It is built on
+// first request from the same routes and definitions as /openapi/v3.
+func (o *openAPI) registerV2(mux common.PathHandler) {
+	svc := handler.NewOpenAPIServiceLazy(cached.Func(func() (*spec.Swagger, string, error) {
+		o.v2Once.Do(func() { o.v2, o.v2Err = o.swagger() })
+		return o.v2, "v2", o.v2Err // built once: one version for the handler's caches
+	}))
+	svc.RegisterOpenAPIVersionedService("/openapi/v2", mux)
+}
+
+// swagger builds the OpenAPI v2 document with kube-openapi's builder. It runs in the
+// handler's cache goroutine, where a panic would end the process: it becomes an error.
+func (o *openAPI) swagger() (_ *spec.Swagger, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("building OpenAPI v2: %v", p)
+		}
+	}()
+	if o.getDefinitions == nil {
+		return nil, fmt.Errorf("no OpenAPI definitions configured")
+	}
+	var containers []common.RouteContainer
+	for _, gv := range o.gvs {
+		prefix := "/" + groupVersionPath(gv.GroupVersion)
+		routes, err := o.gvRoutes(gv, prefix)
+		if err != nil {
+			return nil, err
+		}
+		containers = append(containers, routeContainer{root: prefix, routes: routes})
+	}
+	return builder.BuildOpenAPISpecFromRoutes(containers, &common.Config{
+		Info:              &spec.Info{InfoProps: spec.InfoProps{Title: "Kubernetes", Version: Version.GitVersion}},
+		GetDefinitions:    o.getDefinitions,
+		GetDefinitionName: o.namer.GetDefinitionName,
+		GetOperationIDAndTagsFromRoute: func(r common.Route) (string, []string, error) {
+			return r.OperationName(), r.(*route).tags, nil
+		},
+		CommonResponses: map[int]spec.Response{
+			http.StatusUnauthorized: {ResponseProps: spec.ResponseProps{Description: "Unauthorized"}},
+		},
+	})
 }
 
 // TypeConverter is the type information server-side apply and managedFields use: every

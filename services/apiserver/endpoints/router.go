@@ -106,6 +106,7 @@ func NewHandler(cfg Config) http.Handler {
 	fields := &fieldManagers{openAPI: openapi}
 	r.Get("/openapi/v3", openapi.serveIndex)
 	r.Get("/openapi/v3/*", openapi.serveDocument)
+	openapi.registerV2(r)
 
 	d := newDiscovery(cfg.Core, cfg.Groups)
 	r.Get("/api", d.serveAPIVersions)
