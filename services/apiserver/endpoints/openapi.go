@@ -48,8 +48,10 @@ import (
 type openAPI struct {
 	gvs            []*APIGroupVersion
 	getDefinitions common.GetOpenAPIDefinitions
-	definitions    map[string]common.OpenAPIDefinition // with v3 references
-	namer          *apiopenapi.DefinitionNamer
+	// definitions tells which models exist; builders get fresh ones (config), as they
+	// change the schemas' extension maps in place.
+	definitions map[string]common.OpenAPIDefinition
+	namer       *apiopenapi.DefinitionNamer
 
 	v2Once sync.Once
 	v2     *spec.Swagger
@@ -58,7 +60,7 @@ type openAPI struct {
 	docsOnce sync.Once
 	index    []byte
 	docs     map[string][]byte // "api/v1" → JSON document
-	etags    map[string]string // "" (the index) and "api/v1" → quoted SHA-512 of the bytes
+	etags    map[string]string // "" (the index) and "api/v1" → SHA-512 of the bytes
 	docsErr  error
 
 	modelsOnce    sync.Once
@@ -69,19 +71,22 @@ type openAPI struct {
 func newOpenAPI(gvs []*APIGroupVersion, definitions common.GetOpenAPIDefinitions) *openAPI {
 	o := &openAPI{gvs: gvs, getDefinitions: definitions, namer: apiopenapi.NewDefinitionNamer(scheme.Scheme)}
 	if definitions != nil {
-		// DefinitionNamer keeps model names as they are, so references are known upfront
-		// and the definitions are computed once for every document.
-		o.definitions = definitions(func(name string) spec.Ref {
-			return spec.MustCreateRef("#/components/schemas/" + common.EscapeJsonPointer(name))
-		})
+		o.definitions = definitions(v3Ref)
 	}
 	return o
 }
 
+// v3Ref references a model in an OpenAPI v3 document's components; DefinitionNamer
+// keeps model names as they are.
+func v3Ref(name string) spec.Ref {
+	return spec.MustCreateRef("#/components/schemas/" + common.EscapeJsonPointer(name))
+}
+
+// config is builder3's configuration, with definitions of its own.
 func (o *openAPI) config() *common.OpenAPIV3Config {
 	return &common.OpenAPIV3Config{
 		Info:              &spec.Info{InfoProps: spec.InfoProps{Title: "Kubernetes", Version: Version.GitVersion}},
-		Definitions:       o.definitions,
+		Definitions:       o.getDefinitions(v3Ref),
 		GetDefinitionName: o.namer.GetDefinitionName,
 		GetOperationIDAndTagsFromRoute: func(r common.Route) (string, []string, error) {
 			return r.OperationName(), r.(*route).tags, nil
