@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/storage/names"
+	"k8s.io/apiserver/pkg/util/dryrun"
 
 	"skiff.dev/services/apiserver/registry/rest"
 	"skiff.dev/services/apiserver/storage"
@@ -150,7 +151,7 @@ func (e *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 	if errs := e.Strategy.Validate(ctx, obj); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(e.groupKind(), objMeta.GetName(), errs)
 	}
-	if isDryRun(opts.DryRun) {
+	if dryrun.IsDryRun(opts.DryRun) {
 		return obj, nil
 	}
 	key, err := e.KeyFunc(objMeta.GetNamespace(), objMeta.GetName())
@@ -260,7 +261,7 @@ func (e *Store) Update(ctx context.Context, namespace, name string, objInfo rest
 	}
 	out := e.NewFunc()
 	var dryRunResult runtime.Object
-	dryRun := opts != nil && isDryRun(opts.DryRun)
+	dryRun := opts != nil && dryrun.IsDryRun(opts.DryRun)
 	err = e.Storage.GuaranteedUpdate(ctx, key, out, nil, func(existing runtime.Object) (runtime.Object, error) {
 		obj, err := objInfo.UpdatedObject(ctx, existing)
 		if err != nil {
@@ -359,7 +360,7 @@ func (e *Store) Delete(ctx context.Context, namespace, name string, opts *metav1
 	if err := preconditions.Check(key, existing); err != nil {
 		return nil, false, e.InterpretError(err, name)
 	}
-	if isDryRun(opts.DryRun) {
+	if dryrun.IsDryRun(opts.DryRun) {
 		return existing, false, nil
 	}
 	if graceful, ok := e.Strategy.(GracefulDeleteStrategy); ok && graceful.CheckGracefulDelete(ctx, existing, opts) {
@@ -557,5 +558,3 @@ const registryConflictMessage = "the object has been modified; please apply your
 func (e *Store) groupKind() schema.GroupKind {
 	return schema.GroupKind{Group: e.Resource.Group, Kind: e.Kind}
 }
-
-func isDryRun(dryRun []string) bool { return len(dryRun) > 0 }
