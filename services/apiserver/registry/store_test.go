@@ -150,25 +150,34 @@ func TestDeleteCollectionStopsAtARejectedObject(t *testing.T) {
 	}
 }
 
-// BenchmarkDeleteCollection deletes n unscheduled pods through the real Store over etcd.
+// BenchmarkDeleteCollection deletes 5,000 pods of one namespace through the real Store
+// over etcd, as `kubectl delete pods --all` or a namespace deletion does: pods not yet
+// scheduled are removed at once, bound pods are marked for their kubelet.
 func BenchmarkDeleteCollection(b *testing.B) {
-	const n = 500
+	const n = 5000
 	d := pod.NewDescriptor(nil)
 	store := d.NewStore(etcd3.New(testClient, scheme.StorageCodec, d.NewFunc))
 	ctx := context.Background()
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		ns := fmt.Sprintf("bench-%d", i)
-		for j := 0; j < n; j++ {
-			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", j), Namespace: ns},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
-			if _, err := store.Create(ctx, ns, p, &metav1.CreateOptions{}); err != nil {
-				b.Fatal(err)
+	for _, bc := range []struct{ name, node string }{{"unscheduled", ""}, {"bound", "node-1"}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				ns := fmt.Sprintf("bench-%s-%d", bc.name, i)
+				if _, err := testClient.Delete(ctx, d.EtcdPrefix()+"/"+ns+"/", clientv3.WithPrefix()); err != nil {
+					b.Fatal(err)
+				}
+				for j := 0; j < n; j++ {
+					p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", j), Namespace: ns},
+						Spec: corev1.PodSpec{NodeName: bc.node, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+					if _, err := store.Create(ctx, ns, p, &metav1.CreateOptions{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				if _, err := store.DeleteCollection(ctx, ns, nil, nil, nil); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		b.StartTimer()
-		if _, err := store.DeleteCollection(ctx, ns, nil, nil, nil); err != nil {
-			b.Fatal(err)
-		}
+		})
 	}
 }
