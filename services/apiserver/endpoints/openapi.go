@@ -462,7 +462,7 @@ func (o *openAPI) gvRoutes(gv *APIGroupVersion, prefix string) ([]common.Route, 
 		for _, name := range r.subresourceNames() {
 			sub := r.Subresources[name]
 			subObj := sub.Storage.New()
-			subKind := objectKind(gv.GroupVersion, sub.Kind, subObj)
+			subKind := subresourceKind(sub, gv.GroupVersion)
 			path, suffix := item+"/"+name, upperFirst(name)
 			subAdd := func(method, action, verb string, params []common.Parameter, request, resp interface{}, codes ...int) {
 				add(method, path, action, verb, subKind, append(params, named...), request, resp, codes...)
@@ -491,27 +491,6 @@ func (o *openAPI) gvRoutes(gv *APIGroupVersion, prefix string) ([]common.Route, 
 		}
 	}
 	return routes, nil
-}
-
-// objectKind is the group, version and kind of a subresource's object: its own when the
-// scheme knows it elsewhere (deployments/scale reads and writes autoscaling/v1 Scale),
-// the resource's group version otherwise.
-func objectKind(gv schema.GroupVersion, kind string, obj runtime.Object) schema.GroupVersionKind {
-	kinds, _, err := scheme.Scheme.ObjectKinds(obj)
-	if err != nil {
-		return gv.WithKind(kind)
-	}
-	for _, k := range kinds {
-		if k.Kind == kind && k.GroupVersion() == gv {
-			return k
-		}
-	}
-	for _, k := range kinds {
-		if k.Kind == kind {
-			return k
-		}
-	}
-	return gv.WithKind(kind)
 }
 
 // operationGroup is the group version as it appears in operation IDs: "CoreV1",
