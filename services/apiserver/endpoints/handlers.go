@@ -564,7 +564,7 @@ func (h *resourceHandler) deleteCollection(ctx context.Context, w http.ResponseW
 			return apierrors.NewInternalError(err)
 		}
 		return h.admit.Admit(ctx, admission.Attributes{
-			Operation: admission.Delete, Resource: req.gvr, Namespace: m.GetNamespace(), Name: m.GetName(), Object: obj,
+			Operation: admission.Delete, Resource: req.gvr, Namespace: m.GetNamespace(), Name: m.GetName(),
 		})
 	}
 	out, err := deleter.DeleteCollection(ctx, req.Namespace, validate, opts, listOpts)
