@@ -210,6 +210,13 @@ func TestDeleteCollectionOverHTTP(t *testing.T) {
 	if !apierrors.IsBadRequest(err) {
 		t.Errorf("deletecollection with an unsupported field selector: %v, want 400", err)
 	}
+	// Nor across every namespace at once, as in kube-apiserver.
+	if code, _, _ := do(t, srv.HTTPClient(), "DELETE", srv.URL+"/api/v1/pods", "", ""); code != http.StatusMethodNotAllowed {
+		t.Errorf("DELETE /api/v1/pods: %d, want 405", code)
+	}
+	if list, _ := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); len(list.Items) != 1 {
+		t.Errorf("%d pods left after DELETE /api/v1/pods, want c still there", len(list.Items))
+	}
 	// Namespaces have no deletecollection, as in kube-apiserver.
 	code, _, _ := do(t, srv.HTTPClient(), "DELETE", srv.URL+"/api/v1/namespaces", "", "")
 	if code != http.StatusMethodNotAllowed {

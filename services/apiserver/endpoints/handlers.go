@@ -540,7 +540,9 @@ func deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 // Mirrors DeleteCollection in k8s.io/apiserver/pkg/endpoints/handlers/delete.go.
 func (h *resourceHandler) deleteCollection(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) {
 	deleter, ok := req.storage.(rest.CollectionDeleter)
-	if !ok || req.Subresource != "" {
+	if !ok || req.Subresource != "" || (req.resource.Namespaced && req.Namespace == "") {
+		// As in kube-apiserver, a namespaced collection is deleted one namespace at a
+		// time: DELETE /api/v1/pods (every namespace) is not served.
 		h.notSupported(w, req, "deletecollection")
 		return
 	}
