@@ -123,6 +123,7 @@ func TestApplyRequests(t *testing.T) {
 		{"force is only for apply", "?force=true", "application/merge-patch+json", `{}`, http.StatusUnprocessableEntity, "force: Forbidden: may not be specified for non-apply patch"},
 		{"an unknown field is refused", "?fieldManager=a", applyContentType, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"bogus":1}}`, http.StatusBadRequest, "field not declared in schema"},
 		{"the name must match the URL", "?fieldManager=a", applyContentType, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"other"},"spec":{"containers":[{"name":"c","image":"x"}]}}`, http.StatusBadRequest, "does not match the name on the URL"},
+		{"a duplicate field is refused under Strict", "?fieldManager=a&fieldValidation=Strict", applyContentType, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  name: web\n", http.StatusBadRequest, "error strict decoding YAML"},
 		{"malformed YAML", "?fieldManager=a", applyContentType, "{", http.StatusBadRequest, "error decoding YAML"},
 		{"dryRun must be All", "?fieldManager=a&dryRun=Some", applyContentType, applyPod("busybox"), http.StatusUnprocessableEntity, "dryRun"},
 	} {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"sigs.k8s.io/yaml"
 
 	"skiff.dev/services/apiserver/admission"
 	"skiff.dev/services/apiserver/authorization"
@@ -425,8 +426,20 @@ func (h *resourceHandler) patch(ctx context.Context, w http.ResponseWriter, r *h
 // patchOpts.FieldManager, tracking field ownership in managedFields: 409 "Apply failed
 // with N conflicts: ..." when it would change fields another manager owns, unless force
 // takes them over. A missing object is created from the configuration (201), as
-// kube-apiserver's patch handler does with forceAllowCreate for apply.
+// kube-apiserver's patch handler does with forceAllowCreate for apply. A field the schema
+// lacks is a 400; a duplicate field is a 400 under fieldValidation=Strict and a warning
+// under Warn (the default).
 func (h *resourceHandler) serverSideApply(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request, updater rest.Updater, patch []byte, patchOpts *metav1.PatchOptions) {
+	if patchOpts.FieldValidation != metav1.FieldValidationIgnore {
+		// Fields the schema lacks fail the apply itself; duplicates are caught here.
+		if err := yaml.UnmarshalStrict(patch, &map[string]interface{}{}); err != nil {
+			if patchOpts.FieldValidation == metav1.FieldValidationStrict {
+				writeError(w, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding YAML: %v", err)))
+				return
+			}
+			addWarnings(w, []string{err.Error()})
+		}
+	}
 	force := patchOpts.Force != nil && *patchOpts.Force
 	objInfo := rest.UpdatedObjectFunc(func(_ context.Context, old runtime.Object) (runtime.Object, error) {
 		return h.fields.apply(req.gvk, req.Subresource, req.storage, old, patch, patchOpts.FieldManager, force, req.storage.New())
