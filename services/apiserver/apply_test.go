@@ -109,6 +109,23 @@ func TestServerSideApply(t *testing.T) {
 	if applied.Labels["tier"] != "web" || applied.Spec.Containers[0].Image != "busybox:1.37" {
 		t.Errorf("typed apply: labels %v image %s", applied.Labels, applied.Spec.Containers[0].Image)
 	}
+
+	// ApplyStatus applies to pods/status: status changes, spec stays the stored one.
+	statusApply := corev1ac.Pod("web", "default").
+		WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().WithName("c").WithImage("ignored"))).
+		WithStatus(corev1ac.PodStatus().WithMessage("applied"))
+	applied, err = cs.CoreV1().Pods("default").ApplyStatus(ctx, statusApply, metav1.ApplyOptions{FieldManager: "status-writer", Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied.Status.Message != "applied" || applied.Spec.Containers[0].Image != "busybox:1.37" {
+		t.Errorf("status apply: message %q image %s, want the message and the stored image", applied.Status.Message, applied.Spec.Containers[0].Image)
+	}
+	for _, f := range applied.ManagedFields {
+		if f.Manager == "status-writer" && (f.Subresource != "status" || strings.Contains(string(f.FieldsV1.Raw), "f:spec")) {
+			t.Errorf("status-writer's entry %s %s, want status fields on the status subresource", f.Subresource, f.FieldsV1.Raw)
+		}
+	}
 }
 
 func TestApplyRequests(t *testing.T) {
