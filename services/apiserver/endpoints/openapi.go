@@ -463,6 +463,12 @@ func (o *openAPI) gvRoutes(gv *APIGroupVersion, prefix string) ([]common.Route, 
 			sub := r.Subresources[name]
 			subObj := sub.Storage.New()
 			subKind := subresourceKind(sub, gv.GroupVersion)
+			if _, stream := sub.Storage.(rest.Connecter); !stream {
+				if _, ok := o.definitions[modelName(subObj)]; !ok {
+					slog.Error("no OpenAPI schema: run `make openapi` with the type's package added", "resource", r.Name+"/"+name, "model", modelName(subObj))
+					continue
+				}
+			}
 			path, suffix := item+"/"+name, upperFirst(name)
 			subAdd := func(method, action, verb string, params []common.Parameter, request, resp interface{}, codes ...int) {
 				add(method, path, action, verb, subKind, append(params, named...), request, resp, codes...)
