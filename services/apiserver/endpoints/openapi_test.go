@@ -12,6 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/spec3"
 
 	"skiff.dev/services/apiserver/openapi"
@@ -54,6 +55,26 @@ func testOpenAPI(t *testing.T) *openAPI {
 		t.Fatal(o.docsErr)
 	}
 	return o
+}
+
+func TestOpenAPILeavesOutAResourceWithoutSchema(t *testing.T) {
+	withoutPod := func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+		defs := openapi.GetOpenAPIDefinitions(ref)
+		delete(defs, "io.k8s.api.core.v1.Pod")
+		return defs
+	}
+	o := newOpenAPI(testOpenAPI(t).gvs, withoutPod)
+	o.docsOnce.Do(o.build)
+	if o.docsErr != nil {
+		t.Fatalf("one resource without a schema failed every document: %v", o.docsErr)
+	}
+	doc := document(t, o, "api/v1")
+	if doc.Paths.Paths["/api/v1/namespaces/{namespace}/pods/{name}"] != nil {
+		t.Error("pods are served in OpenAPI without their schema")
+	}
+	if doc.Paths.Paths["/api/v1/namespaces/{name}"] == nil {
+		t.Error("namespaces are missing too")
+	}
 }
 
 func document(t *testing.T, o *openAPI, path string) *spec3.OpenAPI {
