@@ -42,6 +42,7 @@ import (
 	"skiff.dev/services/kubelet/config"
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/kuberuntime"
+	"skiff.dev/services/kubelet/network/dns"
 	"skiff.dev/services/kubelet/nodelease"
 	"skiff.dev/services/kubelet/nodestatus"
 	"skiff.dev/services/kubelet/pleg"
@@ -141,6 +142,20 @@ type Config struct {
 	// FileCheckFrequency is how often PodManifestPath is read again
 	// (default 20 s).
 	FileCheckFrequency time.Duration
+	// PodCIDR is the pod IP range used while the Node's spec.podCIDR is
+	// empty (kube's --pod-cidr, for a kubelet without a controller-manager
+	// allocating ranges); the Node's spec.podCIDR(s) win when set. "" waits
+	// for spec.podCIDR.
+	PodCIDR string
+	// ClusterDNS are the cluster DNS server IPs given to ClusterFirst pods
+	// (kube's --cluster-dns); empty: ClusterFirst pods get the node's
+	// resolver, as kubelet falls back to dnsPolicy Default.
+	ClusterDNS []string
+	// ClusterDomain is the cluster's DNS domain (default "cluster.local").
+	ClusterDomain string
+	// ResolverConfig is the node's resolv.conf that dnsPolicy Default (and
+	// the search path of ClusterFirst) start from; "" means /etc/resolv.conf.
+	ResolverConfig string
 }
 
 // Kubelet is one node's agent. Several may run in one process: a Kubelet
@@ -180,6 +195,12 @@ type Kubelet struct {
 	crashLoopBackOff    *flowcontrol.Backoff
 	nodeLeaseController *nodelease.Controller
 	setNodeStatusFuncs  []nodestatus.Setter
+
+	// podCIDRFallback is Config.PodCIDR; podCIDR is the range last handed
+	// to the runtime (guarded by podCIDRMu).
+	podCIDRFallback string
+	podCIDRMu       sync.Mutex
+	podCIDR         string
 
 	// nodeStatusUpdateCh asks for an immediate node status update.
 	nodeStatusUpdateCh chan struct{}
@@ -253,6 +274,7 @@ func New(cfg Config) (*Kubelet, error) {
 		syncFrequency:             cfg.SyncFrequency,
 		nodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
 		healthzAddr:               cfg.HealthzAddr,
+		podCIDRFallback:           cfg.PodCIDR,
 		serverListener:            serverListener,
 		serverTLS:                 cfg.ServerTLS,
 		logger:                    logger,
@@ -280,6 +302,9 @@ func New(cfg Config) (*Kubelet, error) {
 		LivenessManager:  kl.livenessManager,
 		StartupManager:   kl.startupManager,
 		KubeletVersion:   KubeletVersion,
+		PodDNS: (&dns.Configurer{
+			ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolverConfig: cfg.ResolverConfig,
+		}).GetPodDNS,
 	})
 	kl.pleg = pleg.NewGenericPLEG(kl.containerRuntime, kl.podCache, pleg.RelistPeriod, logger)
 	kl.runtimeState.addHealthCheck("PLEG", kl.pleg.Healthy)

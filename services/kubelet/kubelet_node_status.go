@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"runtime"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -146,6 +147,7 @@ func (kl *Kubelet) syncNodeStatus(ctx context.Context) bool {
 		if err != nil {
 			return err
 		}
+		kl.updatePodCIDR(ctx, node)
 		updated := node.DeepCopy()
 		kl.setNodeStatus(ctx, updated)
 		if _, err = nodes.UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err == nil {
@@ -195,4 +197,36 @@ func (kl *Kubelet) recordNodeReadyTransition(old, updated *v1.Node) {
 	case was == v1.ConditionTrue:
 		kl.recordNodeEvent(v1.EventTypeNormal, events.NodeNotReady, "Node %s status is now: %s", kl.nodeName, events.NodeNotReady)
 	}
+}
+
+// updatePodCIDR hands the node's pod range to the runtime when it changed:
+// spec.podCIDRs (joined by commas, as kubelet does), else spec.podCIDR, else
+// Config.PodCIDR. With none it logs, once, that pods wait for one (the
+// runtime's network stays not ready). Mirrors Kubelet.updatePodCIDR.
+func (kl *Kubelet) updatePodCIDR(ctx context.Context, node *v1.Node) {
+	cidr := strings.Join(node.Spec.PodCIDRs, ",")
+	if cidr == "" {
+		cidr = node.Spec.PodCIDR
+	}
+	if cidr == "" {
+		cidr = kl.podCIDRFallback
+	}
+	kl.podCIDRMu.Lock()
+	defer kl.podCIDRMu.Unlock()
+	if cidr == kl.podCIDR {
+		return
+	}
+	if cidr == "" {
+		kl.logger.Info("waiting for the node's spec.podCIDR (set by the controller-manager's node IPAM, or give the kubelet --pod-cidr)")
+		kl.podCIDR = cidr
+		return
+	}
+	if err := kl.containerRuntime.UpdatePodCIDR(ctx, cidr); err != nil {
+		if ctx.Err() == nil {
+			kl.logger.Error("failed to hand the pod CIDR to the runtime", "podCIDR", cidr, "err", err)
+		}
+		return
+	}
+	kl.logger.Info("updated the runtime's pod CIDR", "podCIDR", cidr)
+	kl.podCIDR = cidr
 }

@@ -39,7 +39,11 @@ func main() {
 	certDir := flag.String("cert-dir", "", "directory of the kubelet's key pairs (kubelet-client-current.pem, kubelet-server-current.pem); empty means <root-dir>/pki")
 	rotateCertificates := flag.Bool("rotate-certificates", true, "renew the client certificate through a new CertificateSigningRequest before it expires")
 	rotateServerCertificates := flag.Bool("rotate-server-certificates", true, "without --tls-cert-file, request the kubelet API's serving certificate from the cluster (signer kubernetes.io/kubelet-serving) and renew it")
-	endpoint := flag.String("container-runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI runtime socket (unix:///path or a path)")
+	endpoint := flag.String("container-runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI runtime endpoint: unix:///path (or a path) or tcp://host:port (plain gRPC: a trusted network only)")
+	podCIDR := flag.String("pod-cidr", "", "pod IP range used while the Node's spec.podCIDR is empty (no controller-manager allocating ranges); the Node's wins when set")
+	clusterDNS := flag.String("cluster-dns", "", "comma-separated cluster DNS server IPs for dnsPolicy ClusterFirst pods; empty gives them the node's resolver")
+	clusterDomain := flag.String("cluster-domain", "cluster.local", "the cluster's DNS domain, in ClusterFirst pods' search path")
+	resolvConf := flag.String("resolv-conf", "/etc/resolv.conf", "the node's resolver config, the base of dnsPolicy Default")
 	rootDir := flag.String("root-dir", kubelet.DefaultRootDir, "directory for kubelet state and pod logs")
 	nodeIP := flag.String("node-ip", "", "IP address reported for the node; empty picks the first non-loopback IPv4")
 	healthzAddr := flag.String("healthz-addr", "", "address of the plain-HTTP /healthz endpoint, e.g. :10248; empty disables it")
@@ -147,6 +151,10 @@ func main() {
 
 		PodManifestPath:    *podManifestPath,
 		FileCheckFrequency: *fileCheckFrequency,
+		PodCIDR:            *podCIDR,
+		ClusterDNS:         splitList(*clusterDNS),
+		ClusterDomain:      *clusterDomain,
+		ResolverConfig:     *resolvConf,
 	})
 	if err != nil {
 		logger.Error("create kubelet", "err", err)
@@ -220,4 +228,15 @@ func natsClientTLS(caFile, certFile, keyFile, clientCAFile, kubeconfig, certDir 
 		return nil, fmt.Errorf("NATS CA: %w", err)
 	}
 	return events.ClientTLS(caPEM, certFile, keyFile)
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

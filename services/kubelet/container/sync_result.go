@@ -20,6 +20,7 @@ var (
 	ErrKillContainer         = errors.New("KillContainerError")
 	ErrPostStartHook         = errors.New("PostStartHookError")
 	ErrCreatePodSandbox      = errors.New("CreatePodSandboxError")
+	ErrConfigPodSandbox      = errors.New("ConfigPodSandboxError")
 	ErrKillPodSandbox        = errors.New("KillPodSandboxError")
 )
 
@@ -31,6 +32,7 @@ const (
 	StartContainer   SyncAction = "StartContainer"
 	KillContainer    SyncAction = "KillContainer"
 	CreatePodSandbox SyncAction = "CreatePodSandbox"
+	ConfigPodSandbox SyncAction = "ConfigPodSandbox"
 	KillPodSandbox   SyncAction = "KillPodSandbox"
 )
 

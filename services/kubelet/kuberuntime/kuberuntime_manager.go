@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
@@ -57,6 +58,10 @@ type Options struct {
 	// KubeletVersion, e.g. "v1.32.4", makes httpGet lifecycle hooks'
 	// User-Agent "kube-lifecycle/1.32".
 	KubeletVersion string
+	// PodDNS returns the DNS config of a pod's sandbox (the resolv.conf the
+	// runtime writes; kubelet's RuntimeHelper.GetPodDNS); nil gives none,
+	// and the runtime's default applies.
+	PodDNS func(*v1.Pod) (*runtimeapi.DNSConfig, error)
 }
 
 // Manager is the kubelet's CRI client: it reads runtime state (GetPods,
@@ -77,6 +82,7 @@ type Manager struct {
 	startupManager   *results.Manager
 	// runner runs the containers' postStart and preStop hooks.
 	runner *lifecycle.HandlerRunner
+	podDNS func(*v1.Pod) (*runtimeapi.DNSConfig, error)
 
 	mu             sync.Mutex
 	runtimeName    string
@@ -103,6 +109,7 @@ func NewManager(conn grpc.ClientConnInterface, opts Options) *Manager {
 		recorder:         opts.Recorder,
 		livenessManager:  opts.LivenessManager,
 		startupManager:   opts.StartupManager,
+		podDNS:           opts.PodDNS,
 	}
 	if m.recorder == nil {
 		m.recorder = eventrecorder.Nop{}
@@ -166,6 +173,23 @@ func (m *Manager) Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error)
 		return nil, errors.New("CRI Status: runtime returned no status")
 	}
 	return resp.GetStatus(), nil
+}
+
+// UpdatePodCIDR hands the node's pod CIDR(s) (comma-separated, as kubelet
+// joins spec.podCIDRs) to the runtime with CRI UpdateRuntimeConfig, from
+// which it sets up pod networking: containerd writes its CNI config from its
+// conf_template, the sim runtime allocates its pod IPs there. Mirrors
+// kubeGenericRuntimeManager.UpdatePodCIDR.
+func (m *Manager) UpdatePodCIDR(ctx context.Context, podCIDR string) error {
+	cctx, cancel := m.callCtx(ctx)
+	defer cancel()
+	_, err := m.runtimeService.UpdateRuntimeConfig(cctx, &runtimeapi.UpdateRuntimeConfigRequest{
+		RuntimeConfig: &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: podCIDR}},
+	})
+	if err != nil {
+		return fmt.Errorf("CRI UpdateRuntimeConfig: %w", err)
+	}
+	return nil
 }
 
 // GetPods lists the runtime's pods: sandboxes and containers grouped by pod

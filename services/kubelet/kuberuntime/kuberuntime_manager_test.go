@@ -27,7 +27,10 @@ func TestCRITarget(t *testing.T) {
 		{"unix:///run/x.sock", "unix:///run/x.sock", false},
 		{"/run/x.sock", "unix:///run/x.sock", false},
 		{"x.sock", "unix:x.sock", false},
-		{"tcp://1.2.3.4:5", "", true},
+		{"tcp://1.2.3.4:5", "dns:///1.2.3.4:5", false},
+		{"tcp://localhost:2376", "dns:///localhost:2376", false},
+		{"tcp://1.2.3.4", "", true},
+		{"http://1.2.3.4:5", "", true},
 		{"", "", true},
 	}
 	for _, tt := range tests {

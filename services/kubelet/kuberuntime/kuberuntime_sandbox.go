@@ -37,9 +37,10 @@ func parsePodUIDFromLogsDirectory(name string) types.UID {
 }
 
 // generatePodSandboxConfig builds the RunPodSandbox request's config for
-// attempt. Mirrors kuberuntime's generatePodSandboxConfig (without DNS and
-// cgroup parent, which skiff does not manage).
-func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) *runtimeapi.PodSandboxConfig {
+// attempt. Errors: the pod's DNS config cannot be made. Mirrors kuberuntime's
+// generatePodSandboxConfig (without the cgroup parent, which skiff does not
+// manage: the runtime's default parent applies).
+func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name:      pod.Name,
@@ -55,6 +56,13 @@ func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) *runtime
 				NamespaceOptions: namespacesForPod(pod),
 			},
 		},
+	}
+	if m.podDNS != nil {
+		dns, err := m.podDNS(pod)
+		if err != nil {
+			return nil, err
+		}
+		cfg.DnsConfig = dns
 	}
 	if !container.IsHostNetworkPod(pod) {
 		// A host-network pod keeps the node's hostname.
@@ -73,7 +81,7 @@ func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) *runtime
 			})
 		}
 	}
-	return cfg
+	return cfg, nil
 }
 
 // podHostname is spec.hostname or the pod name, cut to the 63 characters a

@@ -224,7 +224,14 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 	// Step 4.
 	podIPs := slices.Clone(podStatus.IPs)
 	podSandboxID := changes.SandboxID
-	sandboxConfig := m.generatePodSandboxConfig(pod, changes.Attempt)
+	sandboxConfig, err := m.generatePodSandboxConfig(pod, changes.Attempt)
+	if err != nil {
+		msg := fmt.Sprintf("Failed to generate sandbox config for pod %q: %v", podRef(pod), err)
+		r := container.NewSyncResult(container.ConfigPodSandbox, podRef(pod))
+		result.AddSyncResult(r)
+		r.Fail(container.ErrConfigPodSandbox, msg)
+		return result
+	}
 	if changes.CreateSandbox {
 		r := container.NewSyncResult(container.CreatePodSandbox, podRef(pod))
 		result.AddSyncResult(r)

@@ -8,6 +8,7 @@ package kuberuntime
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"time"
@@ -22,7 +23,9 @@ import (
 const maxMsgSize = 16 * 1024 * 1024
 
 // Dial returns a gRPC client connection to the CRI runtime at endpoint, which
-// is "unix:///abs/path", "unix:rel/path" or a bare filesystem path. It does not
+// is "unix:///abs/path", "unix:rel/path", a bare filesystem path or
+// "tcp://host:port" (containerd may listen on TCP; the connection is plain
+// gRPC, as kubelet's, so it belongs on a trusted network). It does not
 // block: the connection is made on the first call, so the kubelet may start
 // before its runtime. Other schemes are refused with an error. opts are added
 // to the dial options (e.g. tracing.GRPCClientOption: a span per CRI call).
@@ -54,8 +57,14 @@ func criTarget(endpoint string) (string, error) {
 		return "", fmt.Errorf("empty CRI endpoint")
 	case strings.HasPrefix(endpoint, "unix:"):
 		return endpoint, nil
+	case strings.HasPrefix(endpoint, "tcp://"):
+		hostPort := strings.TrimPrefix(endpoint, "tcp://")
+		if _, _, err := net.SplitHostPort(hostPort); err != nil {
+			return "", fmt.Errorf("CRI endpoint %q: want tcp://host:port: %w", endpoint, err)
+		}
+		return "dns:///" + hostPort, nil
 	case strings.Contains(endpoint, "://"):
-		return "", fmt.Errorf("CRI endpoint %q: only unix sockets are supported", endpoint)
+		return "", fmt.Errorf("CRI endpoint %q: only unix:// and tcp:// are supported", endpoint)
 	case filepath.IsAbs(endpoint):
 		return "unix://" + endpoint, nil
 	default:
