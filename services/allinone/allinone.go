@@ -31,6 +31,7 @@ import (
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/certificate"
 	criruntime "skiff.dev/services/runtime"
+	"skiff.dev/services/runtime/containerd"
 	"skiff.dev/services/runtime/process"
 	"skiff.dev/services/runtime/sim"
 	"skiff.dev/services/scheduler"
@@ -43,7 +44,15 @@ type Runtime string
 const (
 	RuntimeProcess Runtime = "process"
 	RuntimeSim     Runtime = "sim"
+	// RuntimeContainerd runs real containers: a private containerd the
+	// all-in-one starts (package runtime/containerd), or the one at
+	// Config.RuntimeEndpoint.
+	RuntimeContainerd Runtime = "containerd"
 )
+
+// DefaultPodCIDR is the all-in-one node's pod range while no
+// controller-manager allocates one (the first /24 of kube's 10.244.0.0/16).
+const DefaultPodCIDR = "10.244.0.0/24"
 
 // Config is what the all-in-one runs.
 type Config struct {
@@ -56,8 +65,18 @@ type Config struct {
 	APIServerPort int
 	// EtcdPort is the embedded etcd's client port (2379); 0 picks a free one.
 	EtcdPort int
-	// Runtime is the built-in CRI runtime the kubelet uses.
+	// Runtime is the CRI runtime the kubelet uses.
 	Runtime Runtime
+	// RuntimeEndpoint, with RuntimeContainerd, is a containerd the user runs
+	// ("unix:///run/containerd/containerd.sock" or "tcp://host:port"); ""
+	// starts a private one under <DataDir>/containerd.
+	RuntimeEndpoint string
+	// SandboxImage is the private containerd's pod sandbox (pause) image;
+	// "" means containerd.DefaultSandboxImage.
+	SandboxImage string
+	// PodCIDR is the node's pod range while its spec.podCIDR is empty (the
+	// kubelet's --pod-cidr); "" means DefaultPodCIDR.
+	PodCIDR string
 	// NodeName is the kubelet's node; "" means the host name.
 	NodeName string
 	// ManualCSRApproval turns csr-signer's auto-approval off: every
@@ -93,8 +112,14 @@ type Cluster struct {
 // until ctx ends, and wait returns when all of them have stopped. Errors: an unusable
 // data directory, a port in use, an unknown runtime.
 func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error, err error) {
-	if cfg.Runtime != RuntimeProcess && cfg.Runtime != RuntimeSim {
-		return nil, nil, fmt.Errorf("unknown runtime %q: want %q or %q", cfg.Runtime, RuntimeProcess, RuntimeSim)
+	if cfg.Runtime != RuntimeProcess && cfg.Runtime != RuntimeSim && cfg.Runtime != RuntimeContainerd {
+		return nil, nil, fmt.Errorf("unknown runtime %q: want %q, %q or %q", cfg.Runtime, RuntimeProcess, RuntimeSim, RuntimeContainerd)
+	}
+	if cfg.RuntimeEndpoint != "" && cfg.Runtime != RuntimeContainerd {
+		return nil, nil, fmt.Errorf("a runtime endpoint is for runtime %q only", RuntimeContainerd)
+	}
+	if cfg.PodCIDR == "" {
+		cfg.PodCIDR = DefaultPodCIDR
 	}
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
@@ -259,7 +284,21 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
 		return nil, nil, err
 	}
+	runtimeEndpoint := "unix://" + socket
 	switch cfg.Runtime {
+	case RuntimeContainerd:
+		if cfg.RuntimeEndpoint != "" {
+			runtimeEndpoint = cfg.RuntimeEndpoint
+			break
+		}
+		d, err := containerd.Start(ctx, containerd.Config{Dir: filepath.Join(dataDir, "containerd"), SandboxImage: cfg.SandboxImage})
+		if err != nil {
+			return nil, nil, err
+		}
+		// Stopped after the kubelet (stops run in reverse): its pods,
+		// shims, mounts and bridge go with it.
+		stops = append(stops, d.Stop)
+		runtimeEndpoint = d.Endpoint()
 	case RuntimeProcess:
 		rt, err := process.New(filepath.Join(dataDir, "runtime"))
 		if err != nil {
@@ -322,7 +361,8 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		kl, err := kubelet.New(kubelet.Config{
 			NodeName:        cfg.NodeName,
 			Client:          nodeClient,
-			RuntimeEndpoint: "unix://" + socket,
+			RuntimeEndpoint: runtimeEndpoint,
+			PodCIDR:         cfg.PodCIDR,
 			RootDir:         kubeletDir,
 			NodeIP:          nodeIP,
 			ServerAddr:      kubeletAddr,

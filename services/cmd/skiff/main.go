@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"skiff.dev/services/allinone"
+	"skiff.dev/services/runtime/containerd"
 )
 
 func main() {
@@ -32,7 +33,10 @@ func main() {
 	flag.IntVar(&cfg.ExecProxyPort, "exec-proxy-port", 10443, "exec-proxy port, for kubectl exec/attach/port-forward/logs (0 = any free port)")
 	flag.IntVar(&cfg.KubeletPort, "kubelet-port", 10250, "kubelet API port (0 = any free port)")
 	flag.IntVar(&cfg.NATSPort, "nats-port", 4222, "embedded NATS port events travel through (0 = any free port, -1 = no NATS: events are POSTed)")
-	flag.StringVar(&runtimeName, "runtime", "process", "built-in CRI runtime: process (real host processes) or sim (simulated containers)")
+	flag.StringVar(&runtimeName, "runtime", "process", "CRI runtime: process (real host processes), sim (simulated containers) or containerd (real containers: a private containerd under --data-dir, or --container-runtime-endpoint)")
+	flag.StringVar(&cfg.RuntimeEndpoint, "container-runtime-endpoint", "", "with --runtime containerd: a containerd you run (unix:///run/containerd/containerd.sock or tcp://HOST:PORT); empty starts a private one")
+	flag.StringVar(&cfg.SandboxImage, "pod-infra-container-image", "", "the private containerd's pod sandbox (pause) image (default "+containerd.DefaultSandboxImage+")")
+	flag.StringVar(&cfg.PodCIDR, "pod-cidr", allinone.DefaultPodCIDR, "the node's pod IP range while its spec.podCIDR is empty")
 	flag.StringVar(&cfg.NodeName, "node-name", "", "the kubelet's node name (default: host name)")
 	csrAutoApprove := flag.Bool("csr-auto-approve", true, "let csr-signer approve kubelet certificate requests that pass its checks; false leaves every request to `kubectl certificate approve`")
 	flag.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
