@@ -7,7 +7,7 @@ GOTESTFLAGS ?= -count=1 -timeout 20m
 
 FUZZTIME  ?= 10s
 
-.PHONY: all build run test test-unit test-e2e test-fuzz bench vet fmt clean openapi
+.PHONY: all build run test test-unit test-e2e test-containerd test-fuzz bench vet fmt clean openapi
 
 all: build
 
@@ -16,7 +16,8 @@ build:
 	cd services && $(GO) build -o $(BIN)/ ./cmd/...
 
 ## run: start skiff (etcd, apiserver, scheduler, runtime, kubelet) in one process;
-##      RUNTIME=process (default) runs real host processes, RUNTIME=sim simulates them
+##      RUNTIME=process (default) runs real host processes, RUNTIME=sim simulates them,
+##      RUNTIME=containerd runs real containers in a private containerd (run as root)
 run:
 	cd services && $(GO) build -o $(BIN)/skiff ./cmd/skiff
 	$(BIN)/skiff --data-dir $(DATA_DIR) --runtime $(RUNTIME)
@@ -29,7 +30,12 @@ test-unit:
 	cd services && $(GO) test $(GOTESTFLAGS) ./...
 
 test-e2e:
-	cd tests && $(GO) test $(GOTESTFLAGS) ./...
+	cd tests && $(GO) test $(GOTESTFLAGS) $$($(GO) list ./... | grep -v /tests/containerd)
+
+## test-containerd: the real-container suite (tests/containerd): skiff on a private
+##                  containerd with CNI; as root, after scripts/install-containerd.sh
+test-containerd:
+	cd tests && $(GO) test $(GOTESTFLAGS) ./containerd/
 
 ## test-fuzz: run each fuzz target for FUZZTIME (request decoding, selectors, patches)
 test-fuzz:

@@ -361,7 +361,10 @@ state = "{{.Dir}}/state"
 `))
 
 // cniTemplate is containerd's conf_template: PodCIDRRanges and Routes are
-// filled in by containerd from the pod CIDR the kubelet gives.
+// filled in by containerd from the pod CIDR the kubelet gives. The firewall
+// plugin accepts the pods' traffic in FORWARD (chain CNI-FORWARD): a host
+// whose FORWARD policy is DROP (as Docker sets it) would otherwise drop
+// bridged pod-to-pod packets when bridge-nf-call-iptables is on.
 var cniTemplate = template.Must(template.New("cni").Delims("[[", "]]").Parse(`{
   "cniVersion": "0.4.0",
   "name": "skiff",
@@ -382,6 +385,9 @@ var cniTemplate = template.Must(template.New("cni").Delims("[[", "]]").Parse(`{
     {
       "type": "portmap",
       "capabilities": {"portMappings": true}
+    },
+    {
+      "type": "firewall"
     }
   ]
 }

@@ -212,9 +212,24 @@ func (s *Service) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeap
 	}, nil
 }
 
-// UpdateRuntimeConfig accepts and ignores the config (the pod CIDR): the
-// built-in runtimes have no CNI to tell.
-func (s *Service) UpdateRuntimeConfig(context.Context, *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
+// PodCIDRSetter is implemented by a Driver that allocates pod IPs from the
+// node's pod CIDR (the sim runtime).
+type PodCIDRSetter interface {
+	// SetPodCIDR takes the node's pod CIDR(s), comma-separated as in
+	// network_config.pod_cidr. Errors: a range the driver cannot use.
+	SetPodCIDR(cidr string) error
+}
+
+// UpdateRuntimeConfig hands the pod CIDR to a driver that is a
+// PodCIDRSetter (InvalidArgument if it refuses it); other drivers have no
+// pod network to configure and ignore it.
+func (s *Service) UpdateRuntimeConfig(_ context.Context, req *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
+	cidr := req.GetRuntimeConfig().GetNetworkConfig().GetPodCidr()
+	if setter, ok := s.driver.(PodCIDRSetter); ok && cidr != "" {
+		if err := setter.SetPodCIDR(cidr); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
 	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
 }
 

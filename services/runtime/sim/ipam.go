@@ -2,34 +2,50 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 )
 
-// PodCIDR is the range simulated pod IPs come from: containerd's and
+// errPoolExhausted is returned when every address of the pool is in use.
+var errPoolExhausted = errors.New("no free pod IP")
+
+// PodCIDR is the range simulated pod IPs come from until the kubelet hands
+// the node's pod CIDR over (CRI UpdateRuntimeConfig): containerd's and
 // podman's default bridge network.
 const PodCIDR = "10.88.0.0/16"
 
-// errPoolExhausted is returned when every address of the pool is in use.
-var errPoolExhausted = errors.New("no free pod IP in " + PodCIDR)
-
-// ipPool hands out the addresses of PodCIDR except the network address,
-// the gateway (.0.1) and the broadcast address. Like CNI's host-local IPAM it
-// continues after the last address handed out, so a released address is not
-// reused at once. Not safe for concurrent use.
+// ipPool hands out the addresses of an IPv4 prefix except the network
+// address, the gateway (network+1) and the broadcast address. Like CNI's
+// host-local IPAM it continues after the last address handed out, so a
+// released address is not reused at once. Not safe for concurrent use.
 type ipPool struct {
-	base netip.Addr
-	next uint32 // offset to try first
-	used map[netip.Addr]bool
+	prefix netip.Prefix
+	base   netip.Addr
+	last   uint32 // offset of the last usable address
+	next   uint32 // offset to try first
+	used   map[netip.Addr]bool
 }
 
-const (
-	firstOffset = 2         // .0.0 is the network, .0.1 the gateway
-	lastOffset  = 1<<16 - 2 // .255.255 is the broadcast address
-)
+const firstOffset = 2 // network+0 is the network, network+1 the gateway
 
 func newIPPool() *ipPool {
-	base := netip.MustParsePrefix(PodCIDR).Addr()
-	return &ipPool{base: base, next: firstOffset, used: map[netip.Addr]bool{}}
+	p, _ := newIPPoolFor(PodCIDR)
+	return p
+}
+
+// newIPPoolFor returns the pool of cidr. Errors: not an IPv4 prefix, or one
+// too small to hold a pod (narrower than /30).
+func newIPPoolFor(cidr string) (*ipPool, error) {
+	prefix, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return nil, fmt.Errorf("pod CIDR %q: %w", cidr, err)
+	}
+	if !prefix.Addr().Is4() || prefix.Bits() > 30 {
+		return nil, fmt.Errorf("pod CIDR %q: want an IPv4 range of at least /30", cidr)
+	}
+	prefix = prefix.Masked()
+	last := uint32(1)<<(32-prefix.Bits()) - 2 // the broadcast address is last+1
+	return &ipPool{prefix: prefix, base: prefix.Addr(), last: last, next: firstOffset, used: map[netip.Addr]bool{}}, nil
 }
 
 func (p *ipPool) addr(offset uint32) netip.Addr {
@@ -40,20 +56,20 @@ func (p *ipPool) addr(offset uint32) netip.Addr {
 }
 
 func (p *ipPool) allocate() (netip.Addr, error) {
-	const size = lastOffset - firstOffset + 1
+	size := p.last - firstOffset + 1
 	for i := uint32(0); i < size; i++ {
 		off := firstOffset + (p.next-firstOffset+i)%size
 		a := p.addr(off)
 		if !p.used[a] {
 			p.used[a] = true
 			p.next = off + 1
-			if p.next > lastOffset {
+			if p.next > p.last {
 				p.next = firstOffset
 			}
 			return a, nil
 		}
 	}
-	return netip.Addr{}, errPoolExhausted
+	return netip.Addr{}, fmt.Errorf("%w in %s", errPoolExhausted, p.prefix)
 }
 
 func (p *ipPool) release(a netip.Addr) { delete(p.used, a) }

@@ -23,6 +23,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -104,6 +105,32 @@ func (d *driver) RunSandbox(id string, cfg *runtimeapi.PodSandboxConfig) (string
 	}
 	d.ips[id] = ip
 	return ip.String(), nil
+}
+
+// SetPodCIDR makes cidr (the node's spec.podCIDR, from CRI
+// UpdateRuntimeConfig; the first range of a comma-separated list) the pool
+// new pod IPs come from, so pods of different nodes never share an IP.
+// Addresses in use stay reserved. Errors: not an IPv4 range of at least /30.
+func (d *driver) SetPodCIDR(cidr string) error {
+	if i := strings.IndexByte(cidr, ','); i >= 0 {
+		cidr = cidr[:i]
+	}
+	pool, err := newIPPoolFor(cidr)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if pool.prefix == d.pool.prefix {
+		return nil
+	}
+	for _, ip := range d.ips {
+		if pool.prefix.Contains(ip) {
+			pool.used[ip] = true
+		}
+	}
+	d.pool = pool
+	return nil
 }
 
 // StopSandbox releases the sandbox's pod IP.
