@@ -302,6 +302,7 @@ func New(cfg Config) (*Kubelet, error) {
 		LivenessManager:  kl.livenessManager,
 		StartupManager:   kl.startupManager,
 		KubeletVersion:   KubeletVersion,
+		PullSecrets:      kl.getPullSecretsForPod,
 		PodDNS: (&dns.Configurer{
 			ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolverConfig: cfg.ResolverConfig,
 		}).GetPodDNS,

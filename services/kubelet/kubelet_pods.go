@@ -1,6 +1,7 @@
 package kubelet
 
 import (
+	"context"
 	"slices"
 	"strings"
 
@@ -404,4 +405,24 @@ func getPodQOS(pod *v1.Pod) v1.PodQOSClass {
 		return v1.PodQOSGuaranteed
 	}
 	return v1.PodQOSBurstable
+}
+
+// getPullSecretsForPod reads the Secrets of pod.spec.imagePullSecrets from
+// the API server (the Node authorizer lets a node read those of its pods); a
+// Secret that cannot be read is logged and skipped, and the pull goes on with
+// the others. Mirrors Kubelet.getPullSecretsForPod.
+func (kl *Kubelet) getPullSecretsForPod(ctx context.Context, pod *v1.Pod) []v1.Secret {
+	var secrets []v1.Secret
+	for _, ref := range pod.Spec.ImagePullSecrets {
+		if ref.Name == "" {
+			continue
+		}
+		s, err := kl.kubeClient.CoreV1().Secrets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if err != nil {
+			kl.logger.Warn("unable to retrieve pull secret, the image pull may not succeed", "pod", pod.Namespace+"/"+pod.Name, "secret", ref.Name, "err", err)
+			continue
+		}
+		secrets = append(secrets, *s)
+	}
+	return secrets
 }

@@ -2,6 +2,7 @@ package kuberuntime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"skiff.dev/services/kubelet/container"
+	"skiff.dev/services/kubelet/credentialprovider"
 	"skiff.dev/services/kubelet/events"
 )
 
@@ -65,7 +67,7 @@ func (im *imageManager) EnsureImageExists(ctx context.Context, pod *v1.Pod, c *v
 	pullStart := time.Now()
 	// Pulls take as long as the image is big; only ctx bounds them, as in
 	// kubelet (which has no pull deadline by default).
-	resp, err := im.m.imageService.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandboxConfig})
+	resp, err := im.pull(ctx, pod, spec, sandboxConfig)
 	if err != nil {
 		im.backOff.Next(backOffKey, im.backOff.Clock.Now())
 		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, grpcMessage(err))
@@ -79,6 +81,33 @@ func (im *imageManager) EnsureImageExists(ctx context.Context, pod *v1.Pod, c *v
 		ref = image
 	}
 	return ref, "", nil
+}
+
+// pull pulls spec with the credentials the pod's imagePullSecrets hold for
+// its registry, trying each matching one in turn (most specific first) as
+// kubelet does, and anonymously when none matches.
+func (im *imageManager) pull(ctx context.Context, pod *v1.Pod, spec *runtimeapi.ImageSpec, sandboxConfig *runtimeapi.PodSandboxConfig) (*runtimeapi.PullImageResponse, error) {
+	var auths []*runtimeapi.AuthConfig
+	if len(pod.Spec.ImagePullSecrets) > 0 && im.m.pullSecrets != nil {
+		secrets := im.m.pullSecrets(ctx, pod)
+		keyring, err := credentialprovider.MakeKeyring(secrets)
+		if err != nil {
+			return nil, err
+		}
+		auths = keyring.Lookup(spec.GetImage())
+	}
+	if len(auths) == 0 {
+		return im.m.imageService.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandboxConfig})
+	}
+	var errs []error
+	for _, auth := range auths {
+		resp, err := im.m.imageService.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, Auth: auth, SandboxConfig: sandboxConfig})
+		if err == nil {
+			return resp, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
 }
 
 // imageRef returns the runtime's id of the image, "" if it is not present.

@@ -62,6 +62,11 @@ type Options struct {
 	// runtime writes; kubelet's RuntimeHelper.GetPodDNS); nil gives none,
 	// and the runtime's default applies.
 	PodDNS func(*v1.Pod) (*runtimeapi.DNSConfig, error)
+	// PullSecrets returns the Secrets named by a pod's imagePullSecrets
+	// that could be read (kubelet's getPullSecretsForPod: a missing one is
+	// skipped); their credentials go to PullImage as CRI AuthConfig. nil:
+	// every pull is anonymous.
+	PullSecrets func(context.Context, *v1.Pod) []v1.Secret
 }
 
 // Manager is the kubelet's CRI client: it reads runtime state (GetPods,
@@ -81,8 +86,9 @@ type Manager struct {
 	livenessManager  *results.Manager
 	startupManager   *results.Manager
 	// runner runs the containers' postStart and preStop hooks.
-	runner *lifecycle.HandlerRunner
-	podDNS func(*v1.Pod) (*runtimeapi.DNSConfig, error)
+	runner      *lifecycle.HandlerRunner
+	podDNS      func(*v1.Pod) (*runtimeapi.DNSConfig, error)
+	pullSecrets func(context.Context, *v1.Pod) []v1.Secret
 
 	mu             sync.Mutex
 	runtimeName    string
@@ -110,6 +116,7 @@ func NewManager(conn grpc.ClientConnInterface, opts Options) *Manager {
 		livenessManager:  opts.LivenessManager,
 		startupManager:   opts.StartupManager,
 		podDNS:           opts.PodDNS,
+		pullSecrets:      opts.PullSecrets,
 	}
 	if m.recorder == nil {
 		m.recorder = eventrecorder.Nop{}
