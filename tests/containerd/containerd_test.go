@@ -293,3 +293,34 @@ func TestDeleteRemovesContainersAndSandbox(t *testing.T) {
 		return err == nil && s == 0 && c == 0, fmt.Sprintf("%d sandboxes, %d containers, %v", s, c, err)
 	})
 }
+
+func TestHostPort(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostPort := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	manifest := fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"host-port"},"spec":{
+		"containers":[{"name":"c","image":%q,"imagePullPolicy":"IfNotPresent","command":["sh","-c",%q],
+		"ports":[{"containerPort":8080,"hostPort":%d}]}]}}`, busyboxImage, server, hostPort)
+	cmd := kubectlCmd(ctx, nil, "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(manifest)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	waitRunning(ctx, t, "host-port")
+	// The node's port reaches the pod (portmap's DNAT, loopback included).
+	eventually(t, 30*time.Second, func() (bool, string) {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", hostPort), 3*time.Second)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
+		got, err := bufio.NewReader(conn).ReadString('\n')
+		return got == "hello-from-host-port\n", fmt.Sprintf("%q %v", got, err)
+	})
+}
