@@ -36,12 +36,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"skiff.dev/services/internal/events"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet/config"
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/kuberuntime"
+	"skiff.dev/services/kubelet/logs"
 	"skiff.dev/services/kubelet/network/dns"
 	"skiff.dev/services/kubelet/nodelease"
 	"skiff.dev/services/kubelet/nodestatus"
@@ -156,6 +158,12 @@ type Config struct {
 	// ResolverConfig is the node's resolv.conf that dnsPolicy Default (and
 	// the search path of ClusterFirst) start from; "" means /etc/resolv.conf.
 	ResolverConfig string
+	// ContainerLogMaxSize is the size in bytes past which a running
+	// container's log is rotated (kube's containerLogMaxSize); 0 means 10 MiB.
+	ContainerLogMaxSize int64
+	// ContainerLogMaxFiles is how many log files a container keeps, the
+	// live one included (kube's containerLogMaxFiles); 0 means 5, else >= 2.
+	ContainerLogMaxFiles int
 }
 
 // Kubelet is one node's agent. Several may run in one process: a Kubelet
@@ -192,6 +200,7 @@ type Kubelet struct {
 	podConfig           *config.PodConfig
 	reasonCache         *ReasonCache
 	runtimeState        *runtimeState
+	containerLogManager *logs.ContainerLogManager
 	crashLoopBackOff    *flowcontrol.Backoff
 	nodeLeaseController *nodelease.Controller
 	setNodeStatusFuncs  []nodestatus.Setter
@@ -307,6 +316,16 @@ func New(cfg Config) (*Kubelet, error) {
 			ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolverConfig: cfg.ResolverConfig,
 		}).GetPodDNS,
 	})
+	kl.containerLogManager, err = logs.NewContainerLogManager(runtimeapi.NewRuntimeServiceClient(conn), logs.Config{
+		MaxSize: cfg.ContainerLogMaxSize, MaxFiles: cfg.ContainerLogMaxFiles, Logger: logger,
+	})
+	if err != nil {
+		conn.Close()
+		if serverListener != nil {
+			serverListener.Close()
+		}
+		return nil, fmt.Errorf("kubelet: %w", err)
+	}
 	kl.pleg = pleg.NewGenericPLEG(kl.containerRuntime, kl.podCache, pleg.RelistPeriod, logger)
 	kl.runtimeState.addHealthCheck("PLEG", kl.pleg.Healthy)
 	kl.statusManager = status.NewManager(cfg.Client, kl.podManager, kl, logger)
@@ -380,6 +399,7 @@ func (kl *Kubelet) run(ctx context.Context) error {
 	start(kl.updateRuntimeUpLoop)
 	start(kl.pleg.Run)
 	start(kl.podConfig.Run)
+	start(kl.containerLogManager.Run)
 	if kl.healthzAddr != "" {
 		start(kl.serveHealthz)
 	}

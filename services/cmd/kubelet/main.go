@@ -20,6 +20,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -43,6 +44,8 @@ func main() {
 	podCIDR := flag.String("pod-cidr", "", "pod IP range used while the Node's spec.podCIDR is empty (no controller-manager allocating ranges); the Node's wins when set")
 	clusterDNS := flag.String("cluster-dns", "", "comma-separated cluster DNS server IPs for dnsPolicy ClusterFirst pods; empty gives them the node's resolver")
 	clusterDomain := flag.String("cluster-domain", "cluster.local", "the cluster's DNS domain, in ClusterFirst pods' search path")
+	containerLogMaxSize := flag.String("container-log-max-size", "10Mi", "size past which a running container's log file is rotated (a quantity: 10Mi, 1Gi)")
+	containerLogMaxFiles := flag.Int("container-log-max-files", 5, "log files kept per container, the live one included (at least 2)")
 	resolvConf := flag.String("resolv-conf", "/etc/resolv.conf", "the node's resolver config, the base of dnsPolicy Default")
 	rootDir := flag.String("root-dir", kubelet.DefaultRootDir, "directory for kubelet state and pod logs")
 	nodeIP := flag.String("node-ip", "", "IP address reported for the node; empty picks the first non-loopback IPv4")
@@ -62,6 +65,11 @@ func main() {
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	slog.SetDefault(logger)
+	logMaxSize, err := resource.ParseQuantity(*containerLogMaxSize)
+	if err != nil || logMaxSize.Value() <= 0 {
+		logger.Error("--container-log-max-size: want a positive quantity such as 10Mi", "value", *containerLogMaxSize, "err", err)
+		os.Exit(2)
+	}
 	// The TLS bootstrap may wait for a person to approve the kubelet's CSR: a signal
 	// must end that wait too.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -75,7 +83,7 @@ func main() {
 	}
 
 	var restConfig *rest.Config
-	var err error
+
 	if *kubeconfig != "" && (*bootstrapKubeconfig != "" || *rotateCertificates) {
 		restConfig, _, err = certificate.NewClientConfig(ctx, certificate.ClientOptions{
 			NodeName: *nodeName, KubeconfigPath: *kubeconfig, BootstrapKubeconfigPath: *bootstrapKubeconfig,
@@ -155,6 +163,9 @@ func main() {
 		ClusterDNS:         splitList(*clusterDNS),
 		ClusterDomain:      *clusterDomain,
 		ResolverConfig:     *resolvConf,
+
+		ContainerLogMaxSize:  logMaxSize.Value(),
+		ContainerLogMaxFiles: *containerLogMaxFiles,
 	})
 	if err != nil {
 		logger.Error("create kubelet", "err", err)
