@@ -2,12 +2,14 @@ package kuberuntime
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -242,3 +244,28 @@ func TestGarbageCollectRemovesEverythingOfAGonePod(t *testing.T) {
 type gone bool
 
 func (g gone) ShouldPodContentBeRemoved(types.UID) bool { return bool(g) }
+
+// TestDialTCPEndpoint reaches a CRI runtime served on loopback TCP, as a
+// containerd listening on tcp://HOST:PORT is.
+func TestDialTCPEndpoint(t *testing.T) {
+	rt := sim.New()
+	t.Cleanup(rt.Close)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(srv, rt)
+	runtimeapi.RegisterImageServiceServer(srv, rt)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	conn, err := Dial("tcp://" + l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	m := NewManager(conn, Options{PodLogsDirectory: t.TempDir()})
+	if _, err := m.Version(context.Background()); err != nil {
+		t.Errorf("CRI Version over TCP: %v", err)
+	}
+}
