@@ -235,6 +235,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 			admission.NamespaceLifecycle{Namespaces: s.namespaces},
 			admission.ServiceAccount{ServiceAccounts: serviceAccounts},
 			admission.NodeRestriction{Pods: pods},
+			admission.DefaultTolerationSecondsPlugin{},
 		},
 		Ready: s.ready,
 	})
