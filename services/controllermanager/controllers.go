@@ -69,9 +69,10 @@ type InitFunc func(ctx context.Context, controllerCtx ControllerContext) error
 // NewControllerInitializers). Adding a controller is one line here.
 func NewControllerInitializers() map[string]InitFunc {
 	return map[string]InitFunc{
-		NodeLifecycleController: startNodeLifecycleController,
-		TaintEvictionController: startTaintEvictionController,
-		NodeIpamController:      startNodeIpamController,
+		NodeLifecycleController:       startNodeLifecycleController,
+		TaintEvictionController:       startTaintEvictionController,
+		NodeIpamController:            startNodeIpamController,
+		PodGarbageCollectorController: startPodGCController,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"skiff.dev/services/controllermanager/nodeipam"
 	"skiff.dev/services/controllermanager/nodelifecycle"
+	"skiff.dev/services/controllermanager/podgc"
 	"skiff.dev/services/controllermanager/tainteviction"
 )
 
@@ -62,5 +63,12 @@ func startNodeIpamController(ctx context.Context, cc ControllerContext) error {
 		return err
 	}
 	go c.Run(ctx)
+	return nil
+}
+
+func startPodGCController(ctx context.Context, cc ControllerContext) error {
+	gcc := podgc.New(cc.InformerFactory.Core().V1().Pods(), cc.InformerFactory.Core().V1().Nodes(), cc.Client,
+		cc.Options.TerminatedPodGCThreshold, cc.Clock)
+	go gcc.Run(ctx)
 	return nil
 }

@@ -31,6 +31,9 @@ func (p DefaultTolerationSecondsPlugin) Admit(_ context.Context, a Attributes) e
 	if a.Resource.Group != "" || a.Resource.Resource != "pods" || a.Subresource != "" || (a.Operation != Create && a.Operation != Update) {
 		return nil
 	}
+	if a.Object == nil {
+		return nil // an update admitted before its object is built: nothing to default
+	}
 	pod, ok := a.Object.(*corev1.Pod)
 	if !ok {
 		return apierrors.NewBadRequest(fmt.Sprintf("expected a Pod, got %T", a.Object))
