@@ -35,7 +35,7 @@ func startNodeLifecycleController(ctx context.Context, cc ControllerContext) err
 }
 
 func startTaintEvictionController(ctx context.Context, cc ControllerContext) error {
-	tc, err := tainteviction.New(cc.InformerFactory.Core().V1().Pods(), cc.InformerFactory.Core().V1().Nodes(), cc.Client, cc.Recorder, cc.Clock)
+	tc, err := tainteviction.New(cc.InformerFactory.Core().V1().Pods(), cc.InformerFactory.Core().V1().Nodes(), cc.Client, cc.Recorder, cc.Clock, cc.TracerProvider)
 	if err != nil {
 		return err
 	}

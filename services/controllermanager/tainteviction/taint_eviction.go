@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"skiff.dev/services/controllermanager/internal/nodepods"
+	"skiff.dev/services/internal/tracing"
 )
 
 // workers is how many goroutines handle updates and deletions (kube's UpdateWorkerSize).
@@ -47,6 +49,7 @@ type Controller struct {
 	client   kubernetes.Interface
 	recorder record.EventRecorder
 	clock    clock.WithTickerAndDelayedExecution
+	tracer   trace.Tracer
 	log      *slog.Logger
 
 	nodeLister  corelisters.NodeLister
@@ -66,12 +69,13 @@ type Controller struct {
 
 // New builds the controller on the shared informers; Run starts it.
 func New(podInformer coreinformers.PodInformer, nodeInformer coreinformers.NodeInformer, client kubernetes.Interface,
-	recorder record.EventRecorder, c clock.WithTickerAndDelayedExecution) (*Controller, error) {
+	recorder record.EventRecorder, c clock.WithTickerAndDelayedExecution, tp trace.TracerProvider) (*Controller, error) {
 	if err := nodepods.AddIndexer(podInformer.Informer()); err != nil {
 		return nil, fmt.Errorf("tainteviction: %w", err)
 	}
 	tc := &Controller{
 		client: client, recorder: recorder, clock: c,
+		tracer:       tp.Tracer("skiff.dev/services/controllermanager/tainteviction"),
 		log:          slog.Default().With("controller", "taint-eviction-controller"),
 		nodeLister:   nodeInformer.Lister(),
 		podLister:    podInformer.Lister(),
@@ -324,6 +328,11 @@ func (tc *Controller) addConditionAndDeletePod(ctx context.Context, key types.Na
 	if allTolerated, used := getMatchingTolerations(taints, pod.Spec.Tolerations); allTolerated && getMinTolerationTime(used) < 0 {
 		return nil
 	}
+	// The eviction is a span of its own, linked to the trace that created the pod; the
+	// status update and DELETE it makes are its children.
+	ctx, span := tc.tracer.Start(ctx, "TaintEviction", trace.WithSpanKind(trace.SpanKindInternal),
+		tracing.LinkToObjectTrace(pod), trace.WithAttributes(tracing.PodAttributes(pod)...))
+	defer span.End()
 	if !slices.ContainsFunc(pod.Status.Conditions, func(c v1.PodCondition) bool {
 		return c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue
 	}) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace/noop"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,7 +33,7 @@ func TestTaintEviction(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	clk := testingclock.NewFakeClock(time.Now())
-	tc, err := New(factory.Core().V1().Pods(), factory.Core().V1().Nodes(), client, record.NewFakeRecorder(100), clk)
+	tc, err := New(factory.Core().V1().Pods(), factory.Core().V1().Nodes(), client, record.NewFakeRecorder(100), clk, noop.NewTracerProvider())
 	if err != nil {
 		t.Fatal(err)
 	}
