@@ -44,11 +44,12 @@ const (
 	NodeUserPrefix     = "system:node:"
 	BootstrappersGroup = "system:bootstrappers"
 	SchedulerUser      = user.KubeScheduler // system:kube-scheduler
-	// ControllerManagerUser is kube-controller-manager.
-	ControllerManagerUser = user.KubeControllerManager // system:kube-controller-manager
-	CSRSignerUser         = "system:skiff:csr-signer"
-	ExecProxyUser         = "system:skiff:exec-proxy"
+	CSRSignerUser      = "system:skiff:csr-signer"
+	ExecProxyUser      = "system:skiff:exec-proxy"
 )
+
+// ControllerManagerUser is kube-controller-manager's identity.
+const ControllerManagerUser = user.KubeControllerManager // system:kube-controller-manager
 
 // Verb groups as RBAC rules name them.
 var (
