@@ -74,6 +74,7 @@ func main() {
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(recorder.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	controllermanager.RegisterWorkqueueMetrics(registry)
 	cm, err := controllermanager.New(controllermanager.Config{
 		Client: client, Recorder: recorder, Options: options, LeaderElection: election,
 		Registerer: registry, TracerProvider: tp,
