@@ -98,11 +98,15 @@ func (cm *ControllerManager) Healthz() error { return cm.elector.Check() }
 // or leaderelection.ErrLeaderElectionLost — the caller must exit, as kube's does, so it
 // never acts beside the next leader.
 func (cm *ControllerManager) Run(ctx context.Context) error {
+	// A controller that cannot start ends the campaign too, releasing the Lease.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	var startErr error
 	err := cm.elector.Run(ctx, func(ctx context.Context) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		if startErr = cm.StartControllers(ctx); startErr != nil {
+			stop()
 			return
 		}
 		<-ctx.Done()

@@ -142,9 +142,14 @@ func TestRunStopsWhenAControllerFailsToStart(t *testing.T) {
 	srv := apiservertest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	boom := errors.New("boom")
-	err := Run(context.Background(), Config{Client: client, Options: DefaultOptions(),
-		Initializers: map[string]InitFunc{"broken": func(context.Context, ControllerContext) error { return boom }}})
-	if !errors.Is(err, boom) {
-		t.Errorf("Run = %v, want %v", err, boom)
+	election := leaderelection.DefaultOptions(LeaseName)
+	election.RetryPeriod = 200 * time.Millisecond
+	for _, elect := range []bool{false, true} {
+		election.LeaderElect = elect
+		err := Run(context.Background(), Config{Client: client, Options: DefaultOptions(), LeaderElection: election,
+			Initializers: map[string]InitFunc{"broken": func(context.Context, ControllerContext) error { return boom }}})
+		if !errors.Is(err, boom) {
+			t.Errorf("Run with leader election %v = %v, want %v", elect, err, boom)
+		}
 	}
 }
