@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/apiserver/apiservertest"
@@ -43,13 +44,16 @@ func TestRunReturnsLostWhenTheLeaseIsTaken(t *testing.T) {
 	}
 	// Someone else takes the Lease, as a replica would once it expired.
 	leases := client.CoordinationV1().Leases(metav1.NamespaceSystem)
-	lease, err := leases.Get(context.Background(), "test-component", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lease.Spec.HolderIdentity = ptr.To("usurper")
-	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now().Add(time.Hour)}
-	if _, err := leases.Update(context.Background(), lease, metav1.UpdateOptions{}); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { // the leader renews meanwhile
+		lease, err := leases.Get(context.Background(), "test-component", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		lease.Spec.HolderIdentity = ptr.To("usurper")
+		lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now().Add(time.Hour)}
+		_, err = leases.Update(context.Background(), lease, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	select {
