@@ -22,11 +22,12 @@ declare -A needs=(
 	[skiff]="skiff"
 	[apiserver]="apiserver"
 	[scheduler]="scheduler"
+	[controller-manager]="controller-manager"
 	[csr-signer]="csr-signer"
 	[exec-proxy]="exec-proxy"
 	[kubelet]="kubelet runtime"
 )
-[ $# -gt 0 ] || set -- skiff apiserver scheduler csr-signer exec-proxy kubelet
+[ $# -gt 0 ] || set -- skiff apiserver scheduler controller-manager csr-signer exec-proxy kubelet
 
 mkdir -p "$bin"
 "$here/busybox.sh" "$bin/busybox"

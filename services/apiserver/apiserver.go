@@ -239,6 +239,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 			admission.NamespaceLifecycle{Namespaces: s.namespaces},
 			admission.ServiceAccount{ServiceAccounts: serviceAccounts},
 			admission.NodeRestriction{Pods: pods},
+			admission.DefaultTolerationSecondsPlugin{},
 		},
 		Ready: s.ready,
 		// Schemas of every served kind, for /openapi/v3 and server-side apply.

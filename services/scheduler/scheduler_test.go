@@ -461,3 +461,39 @@ func TestRunLeavesNoGoroutinesBehind(t *testing.T) {
 		return goruntime.NumGoroutine() <= before, nil
 	})
 }
+
+// TestUnreachableNodeGetsNoNewPods pins what the node lifecycle controller relies on: a
+// node tainted node.kubernetes.io/unreachable:NoSchedule takes no new pod, even one
+// carrying the default NoExecute tolerations admission adds, until the taint goes.
+func TestUnreachableNodeGetsNoNewPods(t *testing.T) {
+	unreachable := testNode("unreachable", "8") // the roomier node: the scorer would pick it
+	unreachable.Spec.Taints = []v1.Taint{
+		{Key: v1.TaintNodeUnreachable, Effect: v1.TaintEffectNoSchedule},
+		{Key: v1.TaintNodeUnreachable, Effect: v1.TaintEffectNoExecute},
+	}
+	client := newClient(t, unreachable, testNode("healthy", "2"), testPod("p", "1"))
+	startScheduler(t, client, "")
+	if node := waitBound(t, client, "p"); node != "healthy" {
+		t.Fatalf("pod bound to %q, want healthy", node)
+	}
+	if err := client.CoreV1().Nodes().Delete(context.Background(), "healthy", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Pods("default").Create(context.Background(), testPod("q", "1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUnschedulable(t, client, "q", "0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }.")
+
+	// The node comes back: the controller lifts the taints and the pod lands.
+	node, err := client.CoreV1().Nodes().Get(context.Background(), "unreachable", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.Taints = nil
+	if _, err := client.CoreV1().Nodes().Update(context.Background(), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if node := waitBound(t, client, "q"); node != "unreachable" {
+		t.Fatalf("pod bound to %q after recovery, want unreachable", node)
+	}
+}

@@ -47,7 +47,7 @@ const (
 // Images the stack runs: skiff's own (make images) and the third-party ones (make
 // offline-images here, pulled elsewhere).
 var (
-	skiffImages = []string{"skiff/skiff", "skiff/apiserver", "skiff/scheduler", "skiff/csr-signer", "skiff/exec-proxy", "skiff/kubelet"}
+	skiffImages = []string{"skiff/skiff", "skiff/apiserver", "skiff/scheduler", "skiff/controller-manager", "skiff/csr-signer", "skiff/exec-proxy", "skiff/kubelet"}
 	thirdParty  = []string{"quay.io/coreos/etcd:v3.6.16", "nats:2.15.2", "jaegertracing/jaeger:2.13.0"}
 )
 

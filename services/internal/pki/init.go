@@ -66,8 +66,11 @@ var (
 	FrontProxyClient = Identity{Name: "front-proxy-client", CommonName: "front-proxy-client"}
 )
 
+// ControllerManager is kube-controller-manager's identity.
+var ControllerManager = Identity{Name: "controller-manager", CommonName: "system:kube-controller-manager"}
+
 // Identities are the client identities Init issues, each with a kubeconfig.
-var Identities = []Identity{Admin, Scheduler, CSRSigner, ExecProxy, FrontProxyClient}
+var Identities = []Identity{Admin, Scheduler, ControllerManager, CSRSigner, ExecProxy, FrontProxyClient}
 
 // APIServerEtcdClient is the apiserver's identity toward etcd (kubeadm's
 // apiserver-etcd-client); it has no kubeconfig, etcd is not the API.
