@@ -47,7 +47,9 @@ func TestValidate(t *testing.T) {
 		}, "must be greater than 0 and less than 86400"},
 		{"externalTrafficPolicy on a ClusterIP service", func(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal }, "may only be set for externally-accessible services"},
 		{"ExternalName without a name", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeExternalName }, "spec.externalName: Required value"},
-		{"ExternalName", func(s *corev1.Service) { s.Spec.Type, s.Spec.ExternalName = corev1.ServiceTypeExternalName, "example.com" }, ""},
+		{"ExternalName", func(s *corev1.Service) {
+			s.Spec.Type, s.Spec.ExternalName = corev1.ServiceTypeExternalName, "example.com"
+		}, ""},
 		{"an invalid selector", func(s *corev1.Service) { s.Spec.Selector = map[string]string{"a b": "c"} }, "spec.selector"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
