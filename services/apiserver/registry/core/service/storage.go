@@ -59,6 +59,13 @@ func NewDescriptor(allocs Allocators) registry.Descriptor {
 				return nil, nil, errors.New("services: service IP and node port allocators are required")
 			}
 			r := &REST{Store: store, allocs: allocs}
+			// Every path that removes a Service (delete, delete-collection, namespace
+			// deletion, a last finalizer going) releases what it held.
+			store.AfterDelete = func(ctx context.Context, obj runtime.Object) {
+				if svc, ok := obj.(*corev1.Service); ok {
+					r.release(ctx, svc, nil)
+				}
+			}
 			return r, map[string]registry.Subresource{
 				"status": {Kind: "Service", Storage: store.WithStrategy(StatusStrategy{strategy})},
 			}, nil
@@ -155,25 +162,6 @@ func (r *REST) Update(ctx context.Context, namespace, name string, objInfo rest.
 		r.release(ctx, before, svc)
 	}
 	return out, created, nil
-}
-
-// Delete deletes the Service and, once it is gone, releases its clusterIPs and node
-// ports.
-func (r *REST) Delete(ctx context.Context, namespace, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
-	out, deleted, err := r.Store.Delete(ctx, namespace, name, opts)
-	if err != nil || !deleted || (opts != nil && len(opts.DryRun) > 0) {
-		return out, deleted, err
-	}
-	if svc, ok := out.(*corev1.Service); ok {
-		r.release(ctx, svc, nil)
-	}
-	return out, deleted, nil
-}
-
-// List lists services (the embedded Store's, named so REST satisfies the namespace
-// controller's Content with its own Delete).
-func (r *REST) List(ctx context.Context, namespace string, opts *metainternalversion.ListOptions) (runtime.Object, error) {
-	return r.Store.List(ctx, namespace, opts)
 }
 
 // release frees what old holds and current (nil: nothing) does not.

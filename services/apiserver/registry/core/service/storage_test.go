@@ -213,6 +213,25 @@ func TestServices(t *testing.T) {
 		}
 	})
 
+	t.Run("deleting a namespace releases its services' IPs", func(t *testing.T) {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gone"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cs.CoreV1().Services("gone").Create(ctx, clusterIPService("doomed", "10.96.0.20"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.CoreV1().Namespaces().Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := svcs.Create(ctx, clusterIPService("reborn", "10.96.0.20"), metav1.CreateOptions{})
+			return err == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("10.96.0.20 never came free: %v", err)
+		}
+	})
+
 	t.Run("status updates keep the spec", func(t *testing.T) {
 		svc, err := svcs.Get(ctx, "lb", metav1.GetOptions{})
 		if err != nil {
