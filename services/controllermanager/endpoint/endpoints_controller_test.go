@@ -19,17 +19,24 @@ import (
 )
 
 func TestEndpoints(t *testing.T) {
-	cfg := apiservertest.Start(t)
-	cfg.QPS = -1
-	cs, err := kubernetes.NewForConfig(cfg)
+	srv := apiservertest.StartServer(t)
+	srv.Config.QPS = -1
+	cs, err := kubernetes.NewForConfig(srv.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The controller acts as kube-controller-manager, whose RBAC roles must let it.
+	controllerConfig := srv.ClientConfig("system:kube-controller-manager")
+	controllerConfig.QPS = -1
+	controllerClient, err := kubernetes.NewForConfig(controllerConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	factory := informers.NewSharedInformerFactory(cs, 0)
-	c := NewController(factory.Core().V1().Pods(), factory.Core().V1().Services(), factory.Core().V1().Endpoints(), cs,
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: controllerClient.CoreV1().Events("")})
+	factory := informers.NewSharedInformerFactory(controllerClient, 0)
+	c := NewController(factory.Core().V1().Pods(), factory.Core().V1().Services(), factory.Core().V1().Endpoints(), controllerClient,
 		broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "endpoint-controller"}))
 	factory.Start(ctx.Done())
 	done := make(chan struct{})
