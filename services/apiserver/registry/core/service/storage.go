@@ -96,6 +96,10 @@ func (r *REST) Create(ctx context.Context, namespace string, obj runtime.Object,
 	if svc.Namespace == "" {
 		svc.Namespace = namespace
 	}
+	if svc.Name == "" && svc.GenerateName != "" {
+		// Named before validation and allocation, as kube's BeforeCreate does.
+		svc.Name = registry.GenerateName(svc.GenerateName)
+	}
 	if errs := r.Strategy.Validate(ctx, svc); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(serviceKind, svc.Name, errs)
 	}

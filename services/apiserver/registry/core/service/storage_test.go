@@ -168,6 +168,15 @@ func TestServices(t *testing.T) {
 		}
 	})
 
+	t.Run("generateName", func(t *testing.T) {
+		in := clusterIPService("", "")
+		in.GenerateName = "gen-"
+		svc, err := svcs.Create(ctx, in, metav1.CreateOptions{})
+		if err != nil || !strings.HasPrefix(svc.Name, "gen-") || svc.Spec.ClusterIP == "" {
+			t.Fatalf("generateName: %v %+v", err, svc)
+		}
+	})
+
 	t.Run("LoadBalancer without a cloud: node ports and a pending address", func(t *testing.T) {
 		lb := clusterIPService("lb", "")
 		lb.Spec.Type = corev1.ServiceTypeLoadBalancer
