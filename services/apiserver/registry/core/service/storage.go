@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/storage/names"
 
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/core/service/ipallocator"
@@ -98,7 +99,7 @@ func (r *REST) Create(ctx context.Context, namespace string, obj runtime.Object,
 	}
 	if svc.Name == "" && svc.GenerateName != "" {
 		// Named before validation and allocation, as kube's BeforeCreate does.
-		svc.Name = registry.GenerateName(svc.GenerateName)
+		svc.Name = names.SimpleNameGenerator.GenerateName(svc.GenerateName)
 	}
 	if errs := r.Strategy.Validate(ctx, svc); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(serviceKind, svc.Name, errs)
