@@ -14,19 +14,25 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilnetutils "k8s.io/utils/net"
 
 	"skiff.dev/services/apiserver/admission"
 	"skiff.dev/services/apiserver/authentication"
 	"skiff.dev/services/apiserver/authorization"
+	"skiff.dev/services/apiserver/controller/kubernetesservice"
 	namespacecontroller "skiff.dev/services/apiserver/controller/namespace"
 	"skiff.dev/services/apiserver/controller/rootcacertpublisher"
 	serviceaccountcontroller "skiff.dev/services/apiserver/controller/serviceaccount"
@@ -36,6 +42,9 @@ import (
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/core/namespace"
 	"skiff.dev/services/apiserver/registry/core/pod"
+	"skiff.dev/services/apiserver/registry/core/service"
+	"skiff.dev/services/apiserver/registry/core/service/ipallocator"
+	"skiff.dev/services/apiserver/registry/core/service/portallocator"
 	serviceaccountregistry "skiff.dev/services/apiserver/registry/core/serviceaccount"
 	"skiff.dev/services/apiserver/registry/rest"
 	"skiff.dev/services/apiserver/scheme"
@@ -91,7 +100,25 @@ type Config struct {
 	// APIAudiences are the audiences a token must name one of to authenticate here, and
 	// those a TokenRequest naming none gets (--api-audiences); nil means the issuer.
 	APIAudiences []string
+	// ServiceClusterIPRange is the CIDR Service ClusterIPs come from
+	// (--service-cluster-ip-range); "" means DefaultServiceClusterIPRange. Its first
+	// address is the kubernetes Service's.
+	ServiceClusterIPRange string
+	// ServiceNodePortRange is the range NodePorts come from (--service-node-port-range,
+	// e.g. "30000-32767"); "" means DefaultServiceNodePortRange.
+	ServiceNodePortRange string
+	// AdvertiseAddress is the address the kubernetes Service's Endpoints point at
+	// (--advertise-address); nil means the host's default-route interface address, as
+	// kube-apiserver chooses it. A loopback address is not advertised (Endpoints may not
+	// hold one): the Service is then written without endpoints.
+	AdvertiseAddress net.IP
 }
+
+// Defaults of the service ranges, as kube-apiserver's (kubeadm's service subnet).
+const (
+	DefaultServiceClusterIPRange = "10.96.0.0/12"
+	DefaultServiceNodePortRange  = "30000-32767"
+)
 
 // ConfigFromPKI is a Config over etcd with the serving certificate, client CA, bootstrap
 // tokens, front-proxy client certificate (for exec-proxy), NATS client certificate
@@ -139,6 +166,8 @@ type APIServer struct {
 	tlsConfig           *tls.Config
 	eventSink           *eventsink.Sink
 	rbac                *rbacAuthorization
+	services            *service.REST
+	kubernetesService   *kubernetesservice.Controller
 }
 
 // indexFields are the fields a strategy asks the watch cache to index by.
@@ -197,11 +226,15 @@ func New(cfg Config) (_ *APIServer, err error) {
 			s.stopCaches()
 		}
 	}()
+	serviceAllocators, err := newServiceAllocators(cfg)
+	if err != nil {
+		return nil, err
+	}
 	stores := storeSet{}
 	s.rbac = newRBACAuthorization(stores)
 	authorizer := authorization.New(storageLookup{stores: stores}, s.rbac.authorizer)
 	s.rbac.guard.Authorizer = authorizer
-	descriptors := resources(execProxy, authorizer, tokens, s.rbac.guard)
+	descriptors := resources(execProxy, authorizer, tokens, s.rbac.guard, serviceAllocators)
 	for i := range descriptors {
 		d := &descriptors[i]
 		if d.NewListFunc == nil {
@@ -222,6 +255,11 @@ func New(cfg Config) (_ *APIServer, err error) {
 	s.saController = &serviceaccountcontroller.Controller{Namespaces: s.namespaces, ServiceAccounts: serviceAccounts}
 	if len(cfg.RootCA) > 0 {
 		s.rootCAPublisher = &rootcacertpublisher.Publisher{RootCA: cfg.RootCA, Namespaces: s.namespaces, ConfigMaps: stores[corev1.Resource("configmaps")]}
+	}
+	s.kubernetesService = &kubernetesservice.Controller{
+		Services: s.services, Endpoints: stores[corev1.Resource("endpoints")],
+		EndpointSlices: stores[discoveryv1.Resource("endpointslices")],
+		ClusterIP:      firstIP(serviceAllocators.IPs.CIDR()), PublicIP: advertiseAddress(cfg.AdvertiseAddress),
 	}
 	secrets, events := stores[corev1.Resource("secrets")], stores[corev1.Resource("events")]
 	authenticator := authentication.Union{authentication.X509{}}
@@ -253,6 +291,60 @@ func New(cfg Config) (_ *APIServer, err error) {
 		}
 	}
 	return s, nil
+}
+
+// newServiceAllocators builds the ClusterIP and NodePort allocators of cfg's ranges over
+// their bitmaps in etcd.
+func newServiceAllocators(cfg Config) (service.Allocators, error) {
+	cidrText := cfg.ServiceClusterIPRange
+	if cidrText == "" {
+		cidrText = DefaultServiceClusterIPRange
+	}
+	_, cidr, err := net.ParseCIDR(cidrText)
+	if err != nil {
+		return service.Allocators{}, fmt.Errorf("apiserver: service cluster IP range %q: %w", cidrText, err)
+	}
+	portsText := cfg.ServiceNodePortRange
+	if portsText == "" {
+		portsText = DefaultServiceNodePortRange
+	}
+	ports, err := utilnet.ParsePortRange(portsText)
+	if err != nil {
+		return service.Allocators{}, fmt.Errorf("apiserver: service node port range %q: %w", portsText, err)
+	}
+	rangeStore := etcd3.New(cfg.Etcd, scheme.StorageCodec, func() runtime.Object { return &corev1.RangeAllocation{} })
+	ips, err := ipallocator.New(cidr, rangeStore)
+	if err != nil {
+		return service.Allocators{}, fmt.Errorf("apiserver: %w", err)
+	}
+	nodePorts, err := portallocator.New(*ports, rangeStore)
+	if err != nil {
+		return service.Allocators{}, fmt.Errorf("apiserver: %w", err)
+	}
+	return service.Allocators{IPs: ips, NodePorts: nodePorts}, nil
+}
+
+// firstIP is the first address after cidr's network address: the kubernetes Service's
+// ClusterIP (kube's ServiceIPRange first IP, 10.96.0.1 by default).
+func firstIP(cidr *net.IPNet) net.IP {
+	return utilnetutils.AddIPOffset(utilnetutils.BigForIP(cidr.IP), 1)
+}
+
+// advertiseAddress is ip, or the host's default-route address as kube-apiserver picks
+// it; nil when ip is loopback or unspecified, or no address is found.
+func advertiseAddress(ip net.IP) net.IP {
+	if ip == nil || ip.IsUnspecified() {
+		chosen, err := utilnet.ChooseHostInterface()
+		if err != nil {
+			slog.Warn("no advertise address: the kubernetes Service will have no endpoints", "err", err)
+			return nil
+		}
+		ip = chosen
+	}
+	if ip.IsLoopback() || ip.IsUnspecified() || ip.IsLinkLocalUnicast() {
+		return nil
+	}
+	return ip
 }
 
 // serviceAccountTokens reads the service-account keys: the signer TokenRequest uses and
@@ -335,12 +427,18 @@ func (s *APIServer) install(descriptors []registry.Descriptor, stores storeSet) 
 		if content, ok := storage.(namespacecontroller.Content); ok && d.Namespaced() && store != nil {
 			contents = append(contents, content)
 		}
-		if d.GroupResource() == corev1.Resource("namespaces") {
+		switch d.GroupResource() {
+		case corev1.Resource("namespaces"):
 			s.namespaces, _ = storage.(*namespace.REST)
+		case corev1.Resource("services"):
+			s.services, _ = storage.(*service.REST)
 		}
 	}
 	if s.namespaces == nil {
 		return nil, nil, errors.New("apiserver: the namespaces resource is not served")
+	}
+	if s.services == nil {
+		return nil, nil, errors.New("apiserver: the services resource is not served")
 	}
 	return groups, contents, nil
 }
@@ -387,11 +485,24 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
+	if _, port, err := net.SplitHostPort(l.Addr().String()); err == nil {
+		s.kubernetesService.Port, _ = strconv.Atoi(port)
+	}
+	kubernetesServiceDone := make(chan struct{})
 	go func() {
-		if err := s.EnsureSystemNamespaces(ctx); err != nil && ctx.Err() == nil {
-			slog.Error("creating system namespaces", "err", err)
+		defer close(kubernetesServiceDone)
+		if err := s.EnsureSystemNamespaces(ctx); err != nil {
+			if ctx.Err() == nil {
+				slog.Error("creating system namespaces", "err", err)
+			}
+			return
 		}
+		if err := s.services.Repair(ctx); err != nil && ctx.Err() == nil {
+			slog.Error("repairing service IP and node port allocations", "err", err)
+		}
+		s.kubernetesService.Run(ctx)
 	}()
+	defer func() { <-kubernetesServiceDone }()
 	defer s.stopCaches()
 	rbacDone := make(chan struct{})
 	go func() {

@@ -8,12 +8,15 @@ import (
 	"skiff.dev/services/apiserver/registry/certificates/certificatesigningrequest"
 	"skiff.dev/services/apiserver/registry/coordination/lease"
 	"skiff.dev/services/apiserver/registry/core/configmap"
+	"skiff.dev/services/apiserver/registry/core/endpoint"
 	"skiff.dev/services/apiserver/registry/core/event"
 	"skiff.dev/services/apiserver/registry/core/namespace"
 	"skiff.dev/services/apiserver/registry/core/node"
 	"skiff.dev/services/apiserver/registry/core/pod"
 	"skiff.dev/services/apiserver/registry/core/secret"
+	"skiff.dev/services/apiserver/registry/core/service"
 	"skiff.dev/services/apiserver/registry/core/serviceaccount"
+	"skiff.dev/services/apiserver/registry/discovery/endpointslice"
 	rbacregistry "skiff.dev/services/apiserver/registry/rbac"
 	"skiff.dev/services/apiserver/registry/rbac/clusterrole"
 	"skiff.dev/services/apiserver/registry/rbac/clusterrolebinding"
@@ -23,17 +26,20 @@ import (
 
 // resources lists every resource the apiserver serves: the one place a new resource is
 // registered. Its order is discovery's order within a group version.
-func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer, tokens serviceaccount.TokenConfig, rbacGuard *rbacregistry.Guard) []registry.Descriptor {
+func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer, tokens serviceaccount.TokenConfig, rbacGuard *rbacregistry.Guard, serviceAllocators service.Allocators) []registry.Descriptor {
 	return []registry.Descriptor{
 		configmap.Descriptor,
+		endpoint.Descriptor,
 		event.Descriptor,
 		namespace.Descriptor,
 		node.Descriptor,
 		pod.NewDescriptor(execProxy),
 		secret.Descriptor,
+		service.NewDescriptor(serviceAllocators),
 		serviceaccount.NewDescriptor(tokens),
 		lease.Descriptor,
 		certificatesigningrequest.Descriptor,
+		endpointslice.Descriptor,
 		authenticationregistry.Descriptor,
 		authorizationregistry.NewSelfSubjectAccessReviewDescriptor(authorizer),
 		authorizationregistry.NewSelfSubjectRulesReviewDescriptor(authorizer),

@@ -52,6 +52,10 @@ type Store struct {
 	// DeleteCollectionWorkers is how many deletes DeleteCollection runs at once; 0 means
 	// DefaultDeleteCollectionWorkers. Mirrors kube-apiserver's --delete-collection-workers.
 	DeleteCollectionWorkers int
+	// AfterDelete, when set, runs after an object is really gone (not when it is only
+	// marked for deletion, nor on a dry run) with the last stored state: services release
+	// their ClusterIPs and NodePorts there. Mirrors the generic Store's AfterDelete hook.
+	AfterDelete func(ctx context.Context, obj runtime.Object)
 }
 
 // DefaultDeleteCollectionWorkers is DeleteCollection's parallelism when the Store sets
@@ -287,9 +291,13 @@ func (e *Store) Update(ctx context.Context, namespace, name string, objInfo rest
 		// The last finalizer of an object being deleted is gone: finish the delete.
 		rv := m.GetResourceVersion()
 		deleted := e.NewFunc()
-		if err := e.Storage.Delete(ctx, key, deleted, &storage.Preconditions{ResourceVersion: &rv}); err != nil && !storage.IsNotFound(err) {
+		if err := e.Storage.Delete(ctx, key, deleted, &storage.Preconditions{ResourceVersion: &rv}); err != nil {
+			if storage.IsNotFound(err) {
+				return deleted, false, nil
+			}
 			return nil, false, e.InterpretError(err, name)
 		}
+		e.afterDelete(ctx, deleted)
 		return deleted, false, nil
 	}
 	return out, false, nil
@@ -384,6 +392,7 @@ func (e *Store) Delete(ctx context.Context, namespace, name string, opts *metav1
 		}
 		return nil, false, e.InterpretError(err, name)
 	}
+	e.afterDelete(ctx, out)
 	return out, true, nil
 }
 
@@ -465,6 +474,13 @@ func (e *Store) deleteItem(ctx context.Context, item runtime.Object, deleteValid
 		return err
 	}
 	return nil
+}
+
+// afterDelete runs the AfterDelete hook, if any.
+func (e *Store) afterDelete(ctx context.Context, obj runtime.Object) {
+	if e.AfterDelete != nil {
+		e.AfterDelete(ctx, obj)
+	}
 }
 
 // markForDeletion sets deletionTimestamp = now + grace and deletionGracePeriodSeconds,

@@ -10,6 +10,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,12 +52,14 @@ var ServedGroupVersions = []schema.GroupVersion{
 	coordinationv1.SchemeGroupVersion,
 	certificatesv1.SchemeGroupVersion,
 	rbacv1.SchemeGroupVersion,
+	discoveryv1.SchemeGroupVersion,
 }
 
 func init() {
 	utilruntime.Must(corev1.AddToScheme(Scheme))
 	utilruntime.Must(coordinationv1.AddToScheme(Scheme))
 	utilruntime.Must(certificatesv1.AddToScheme(Scheme))
+	utilruntime.Must(discoveryv1.AddToScheme(Scheme))
 	utilruntime.Must(authorizationv1.AddToScheme(Scheme))
 	utilruntime.Must(authenticationv1.AddToScheme(Scheme))
 	utilruntime.Must(rbacv1.AddToScheme(Scheme))

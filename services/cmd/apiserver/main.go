@@ -44,6 +44,9 @@ func main() {
 	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
 	saIssuer := flag.String("service-account-issuer", "", "iss of the service-account tokens the apiserver issues (default https://kubernetes.default.svc.cluster.local)")
 	apiAudiences := flag.String("api-audiences", "", "comma-separated audiences a service-account token must name one of, and the default of a TokenRequest (default: the issuer)")
+	serviceClusterIPRange := flag.String("service-cluster-ip-range", apiserver.DefaultServiceClusterIPRange, "CIDR Service ClusterIPs are allocated from; its first address is the kubernetes Service's")
+	serviceNodePortRange := flag.String("service-node-port-range", apiserver.DefaultServiceNodePortRange, "port range NodePorts are allocated from, e.g. 30000-32767")
+	advertiseAddress := flag.String("advertise-address", "", "IP the kubernetes Service's endpoints point at (default: the host's default-route address)")
 	flag.Parse()
 
 	var level slog.Level
@@ -77,13 +80,21 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	serviceAccounts := func(cfg *apiserver.Config) {
+	var advertiseIP net.IP
+	if *advertiseAddress != "" {
+		if advertiseIP = net.ParseIP(*advertiseAddress); advertiseIP == nil {
+			fmt.Fprintf(os.Stderr, "apiserver: --advertise-address %q is not an IP\n", *advertiseAddress)
+			os.Exit(2)
+		}
+	}
+	configure := func(cfg *apiserver.Config) {
+		cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange, cfg.AdvertiseAddress = *serviceClusterIPRange, *serviceNodePortRange, advertiseIP
 		cfg.ServiceAccountIssuer = *saIssuer
 		if *apiAudiences != "" {
 			cfg.APIAudiences = strings.Split(*apiAudiences, ",")
 		}
 	}
-	if err := run(ctx, *etcdServers, etcdTLS, net.JoinHostPort(*bindAddress, strconv.Itoa(*securePort)), *pkiDir, *natsURL, natsTLS, *execProxyURL, serviceAccounts); err != nil {
+	if err := run(ctx, *etcdServers, etcdTLS, net.JoinHostPort(*bindAddress, strconv.Itoa(*securePort)), *pkiDir, *natsURL, natsTLS, *execProxyURL, configure); err != nil {
 		logger.Error("apiserver stopped", "err", err)
 		os.Exit(1)
 	}

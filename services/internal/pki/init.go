@@ -82,8 +82,10 @@ var APIServerNATSClient = Identity{Name: "apiserver-nats-client", CommonName: "k
 
 // DefaultAPIServerHosts are the apiserver serving certificate's SANs besides those
 // InitOptions adds: how it is reached locally, in compose (service name apiserver) and
-// by Kubernetes' in-cluster names.
-var DefaultAPIServerHosts = []string{"localhost", "127.0.0.1", "::1", "apiserver", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}
+// by Kubernetes' in-cluster names and the kubernetes Service's ClusterIP (the first
+// address of the default --service-cluster-ip-range, 10.96.0.0/12).
+var DefaultAPIServerHosts = []string{"localhost", "127.0.0.1", "::1", "apiserver", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+	"kubernetes.default.svc.cluster.local", "10.96.0.1"}
 
 // DefaultExecProxyHosts are exec-proxy's serving certificate SANs.
 var DefaultExecProxyHosts = []string{"localhost", "127.0.0.1", "::1", "exec-proxy"}
