@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
@@ -57,6 +58,25 @@ type Options struct {
 	// KubeletVersion, e.g. "v1.32.4", makes httpGet lifecycle hooks'
 	// User-Agent "kube-lifecycle/1.32".
 	KubeletVersion string
+	// RuntimeHelper resolves each container's environment and mounts and
+	// each pod's cgroup parent (the kubelet); nil means plain env values
+	// only, no volumes and no cgroup parent.
+	RuntimeHelper RuntimeHelper
+	// MemoryCapacity is the node's memory in bytes, which scales a
+	// Burstable container's oom_score_adj; 0 gives Burstable containers 999.
+	MemoryCapacity int64
+}
+
+// RuntimeHelper is what the kubelet resolves for the runtime manager.
+// Mirrors kubecontainer.RuntimeHelper.
+type RuntimeHelper interface {
+	// GenerateRunContainerOptions returns c's environment and mounts; an
+	// error (a missing ConfigMap key, a volume not mounted) is a
+	// CreateContainerConfigError with the error's text as message.
+	GenerateRunContainerOptions(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) (*container.RunContainerOptions, error)
+	// GetPodCgroupParent returns the cgroup the pod's sandbox and containers
+	// go under (the sandbox's linux.cgroup_parent).
+	GetPodCgroupParent(pod *v1.Pod) string
 }
 
 // Manager is the kubelet's CRI client: it reads runtime state (GetPods,
@@ -76,7 +96,9 @@ type Manager struct {
 	livenessManager  *results.Manager
 	startupManager   *results.Manager
 	// runner runs the containers' postStart and preStop hooks.
-	runner *lifecycle.HandlerRunner
+	runner         *lifecycle.HandlerRunner
+	runtimeHelper  RuntimeHelper
+	memoryCapacity int64
 
 	mu             sync.Mutex
 	runtimeName    string
@@ -103,6 +125,11 @@ func NewManager(conn grpc.ClientConnInterface, opts Options) *Manager {
 		recorder:         opts.Recorder,
 		livenessManager:  opts.LivenessManager,
 		startupManager:   opts.StartupManager,
+		runtimeHelper:    opts.RuntimeHelper,
+		memoryCapacity:   opts.MemoryCapacity,
+	}
+	if m.runtimeHelper == nil {
+		m.runtimeHelper = plainRuntimeHelper{}
 	}
 	if m.recorder == nil {
 		m.recorder = eventrecorder.Nop{}

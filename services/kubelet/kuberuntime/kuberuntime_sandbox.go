@@ -37,8 +37,8 @@ func parsePodUIDFromLogsDirectory(name string) types.UID {
 }
 
 // generatePodSandboxConfig builds the RunPodSandbox request's config for
-// attempt. Mirrors kuberuntime's generatePodSandboxConfig (without DNS and
-// cgroup parent, which skiff does not manage).
+// attempt, with the pod's cgroup parent from the RuntimeHelper. Mirrors
+// kuberuntime's generatePodSandboxConfig (without DNS).
 func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) *runtimeapi.PodSandboxConfig {
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
@@ -51,6 +51,7 @@ func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) *runtime
 		Labels:       newPodLabels(pod),
 		Annotations:  newPodAnnotations(pod),
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: m.runtimeHelper.GetPodCgroupParent(pod),
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 				NamespaceOptions: namespacesForPod(pod),
 			},
