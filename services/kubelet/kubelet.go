@@ -50,7 +50,9 @@ import (
 	"skiff.dev/services/kubelet/prober"
 	proberesults "skiff.dev/services/kubelet/prober/results"
 	"skiff.dev/services/kubelet/status"
+	"skiff.dev/services/kubelet/token"
 	kubetypes "skiff.dev/services/kubelet/types"
+	"skiff.dev/services/kubelet/volumemanager"
 )
 
 // KubeletVersion is the version the kubelet reports in
@@ -180,6 +182,11 @@ type Kubelet struct {
 	crashLoopBackOff    *flowcontrol.Backoff
 	nodeLeaseController *nodelease.Controller
 	setNodeStatusFuncs  []nodestatus.Setter
+	volumeManager       *volumemanager.VolumeManager
+	tokenManager        *token.Manager
+	// nodeAllocatable is what the downward API reports for limits a
+	// container does not set.
+	nodeAllocatable v1.ResourceList
 
 	// nodeStatusUpdateCh asks for an immediate node status update.
 	nodeStatusUpdateCh chan struct{}
@@ -273,6 +280,21 @@ func New(cfg Config) (*Kubelet, error) {
 		kl.recorder = events.Nop{}
 	}
 	kl.tracer = tracing.Tracer(cfg.TracerProvider, "skiff.dev/services/kubelet")
+	machine := nodestatus.ReadMachine(cfg.RootDir)
+	kl.nodeAllocatable = machine.Capacity(cfg.Capacity)
+	kl.tokenManager = token.NewManager(cfg.Client)
+	kl.volumeManager, err = volumemanager.New(volumemanager.Config{
+		PodsDir:         kl.podLogsDir,
+		Client:          cfg.Client,
+		Tokens:          kl.tokenManager,
+		NodeAllocatable: kl.nodeAllocatable,
+		Recorder:        kl.recorder,
+		Logger:          logger,
+	})
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("kubelet: %w", err)
+	}
 	kl.containerRuntime = kuberuntime.NewManager(conn, kuberuntime.Options{
 		PodLogsDirectory: kl.podLogsDir,
 		Logger:           logger,
@@ -280,6 +302,8 @@ func New(cfg Config) (*Kubelet, error) {
 		LivenessManager:  kl.livenessManager,
 		StartupManager:   kl.startupManager,
 		KubeletVersion:   KubeletVersion,
+		RuntimeHelper:    kl,
+		MemoryCapacity:   machine.MemoryCapacity,
 	})
 	kl.pleg = pleg.NewGenericPLEG(kl.containerRuntime, kl.podCache, pleg.RelistPeriod, logger)
 	kl.runtimeState.addHealthCheck("PLEG", kl.pleg.Healthy)
@@ -302,10 +326,9 @@ func New(cfg Config) (*Kubelet, error) {
 	kl.mirrorPodClient = kubepod.NewMirrorClient(cfg.Client, cfg.NodeName)
 	kl.nodeLeaseController = nodelease.NewController(cfg.Client, cfg.NodeName, cfg.LeaseDuration, cfg.LeaseDuration/4, logger)
 
-	machine := nodestatus.ReadMachine(cfg.RootDir)
 	kl.setNodeStatusFuncs = []nodestatus.Setter{
 		nodestatus.NodeAddress(kl.nodeIP, kl.nodeName),
-		nodestatus.MachineInfo(machine, machine.Capacity(cfg.Capacity)),
+		nodestatus.MachineInfo(machine, kl.nodeAllocatable),
 		nodestatus.VersionInfo(machine, KubeletVersion, kl.runtimeVersion),
 		nodestatus.DaemonEndpoints(kubeletPort),
 		nodestatus.GoRuntime(),
@@ -354,6 +377,8 @@ func (kl *Kubelet) run(ctx context.Context) error {
 	start(kl.updateRuntimeUpLoop)
 	start(kl.pleg.Run)
 	start(kl.podConfig.Run)
+	start(kl.volumeManager.Run)
+	start(kl.tokenManager.Run)
 	if kl.healthzAddr != "" {
 		start(kl.serveHealthz)
 	}
@@ -657,6 +682,12 @@ func (kl *Kubelet) HandlePodCleanups(ctx context.Context) error {
 		})
 	}
 
+	// Pods whose directories are left over (force-deleted, or from a
+	// previous kubelet) but which nothing keeps: their volumes go.
+	if err := kl.volumeManager.CleanupOrphanedPodDirs(keep); err != nil && ctx.Err() == nil {
+		kl.logger.Error("failed cleaning up orphaned pod directories", "err", err)
+	}
+
 	if err := kl.containerRuntime.GarbageCollect(ctx, kl.podWorkers, true); err != nil && ctx.Err() == nil {
 		kl.logger.Error("container garbage collection failed", "err", err)
 	}
@@ -745,6 +776,14 @@ func (kl *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodTyp
 
 	if err := kl.runtimeState.networkErrors(); err != nil && !container.IsHostNetworkPod(pod) {
 		return false, fmt.Errorf("network is not ready: %w", err)
+	}
+
+	// Volumes are ready before the sandbox and the containers are created.
+	if err := kl.volumeManager.WaitForAttachAndMount(ctx, pod); err != nil {
+		if ctx.Err() == nil {
+			kl.recorder.Eventf(pod, v1.EventTypeWarning, volumemanager.FailedMountVolume, "Unable to attach or mount volumes: %v", err)
+		}
+		return false, err
 	}
 
 	// The cached status is shared; the runtime manager gets its own copy
@@ -845,6 +884,10 @@ func (kl *Kubelet) SyncTerminatingRuntimePod(ctx context.Context, runningPod *co
 // API server. Mirrors Kubelet.SyncTerminatedPod.
 func (kl *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus *container.PodStatus) error {
 	kl.statusManager.SetPodStatus(pod, kl.generateAPIPodStatus(pod, podStatus, true))
+	// Every container has stopped: the volumes can go.
+	if err := kl.volumeManager.WaitForUnmount(ctx, pod); err != nil {
+		return fmt.Errorf("unmount volumes of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
 	kl.statusManager.TerminatePod(pod)
 	kl.logger.Info("pod terminated", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID)
 	return nil
