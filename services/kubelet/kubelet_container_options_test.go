@@ -23,7 +23,7 @@ func TestMakeEnvironmentVariables(t *testing.T) {
 	ctx := context.Background()
 	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, &v1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "app"},
-		Data:       map[string]string{"LEVEL": "debug", "PORT": "8080", "1bad=name": "x"},
+		Data:       map[string]string{"LEVEL": "debug", "PORT": "8080"},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,11 @@ func TestMakeEnvironmentVariables(t *testing.T) {
 			env: []v1.EnvVar{{Name: "A", ValueFrom: cmKey("nope", "k", &optional)}, {Name: "B", ValueFrom: cmKey("app", "MISSING", &optional)},
 				{Name: "C", ValueFrom: secretKey("nope", "k", &optional)}, {Name: "D", Value: "kept"}},
 			want: []container.EnvVar{{Name: "D", Value: "kept"}}},
-		{name: "envFrom with prefix; env replaces envFrom; invalid names skipped with an event",
+		{name: "envFrom names that are no valid variable names are skipped with an event",
+			envFrom: []v1.EnvFromSource{{Prefix: "A=", ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "app"}}}},
+			want:    []container.EnvVar{},
+			event:   "Warning InvalidEnvironmentVariableNames Keys [A=LEVEL, A=PORT] from the EnvFrom configMap default/app were skipped"},
+		{name: "envFrom with prefix; env replaces envFrom",
 			envFrom: []v1.EnvFromSource{
 				{Prefix: "CFG_", ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "app"}}},
 				{SecretRef: &v1.SecretEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "creds"}}},
@@ -90,8 +94,7 @@ func TestMakeEnvironmentVariables(t *testing.T) {
 			},
 			env: []v1.EnvVar{{Name: "CFG_PORT", Value: "9090"}, {Name: "URL", Value: "http://$(USER)@host:$(CFG_PORT)"}},
 			want: []container.EnvVar{{Name: "CFG_LEVEL", Value: "debug"}, {Name: "CFG_PORT", Value: "9090"},
-				{Name: "USER", Value: "admin"}, {Name: "password", Value: "hunter2"}, {Name: "URL", Value: "http://admin@host:9090"}},
-			event: "Warning InvalidEnvironmentVariableNames Keys [CFG_1bad=name] from the EnvFrom configMap default/app were skipped"},
+				{Name: "USER", Value: "admin"}, {Name: "password", Value: "hunter2"}, {Name: "URL", Value: "http://admin@host:9090"}}},
 		{name: "envFrom a missing ConfigMap",
 			envFrom: []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "nope"}}}},
 			wantErr: `configmaps "nope" not found`},
