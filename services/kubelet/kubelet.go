@@ -41,6 +41,7 @@ import (
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet/config"
 	"skiff.dev/services/kubelet/container"
+	"skiff.dev/services/kubelet/eviction"
 	"skiff.dev/services/kubelet/kuberuntime"
 	"skiff.dev/services/kubelet/nodelease"
 	"skiff.dev/services/kubelet/nodestatus"
@@ -132,6 +133,10 @@ type Config struct {
 	// Killing, BackOff, Unhealthy, FailedPostStartHook, FailedPreStopHook, NodeReady,
 	// RegisteredNode); nil records none.
 	Recorder record.EventRecorder
+	// EvictionHard are the thresholds below which the node reports
+	// MemoryPressure, DiskPressure or PIDPressure (pods are not evicted);
+	// nil means eviction.DefaultEvictionHard, empty none.
+	EvictionHard []eviction.Threshold
 	// TracerProvider traces SyncPod and every CRI call inside the pod's trace;
 	// nil means the global provider.
 	TracerProvider trace.TracerProvider
@@ -183,6 +188,7 @@ type Kubelet struct {
 	nodeLeaseController *nodelease.Controller
 	setNodeStatusFuncs  []nodestatus.Setter
 	volumeManager       *volumemanager.VolumeManager
+	evictionManager     *eviction.Manager
 	tokenManager        *token.Manager
 	// nodeAllocatable is what the downward API reports for limits a
 	// container does not set.
@@ -326,15 +332,22 @@ func New(cfg Config) (*Kubelet, error) {
 	kl.mirrorPodClient = kubepod.NewMirrorClient(cfg.Client, cfg.NodeName)
 	kl.nodeLeaseController = nodelease.NewController(cfg.Client, cfg.NodeName, cfg.LeaseDuration, cfg.LeaseDuration/4, logger)
 
+	evictionHard := cfg.EvictionHard
+	if evictionHard == nil {
+		if evictionHard, err = eviction.ParseThresholds(eviction.DefaultEvictionHard); err != nil {
+			return nil, fmt.Errorf("kubelet: %w", err)
+		}
+	}
+	kl.evictionManager = eviction.NewManager(evictionHard, cfg.RootDir)
 	kl.setNodeStatusFuncs = []nodestatus.Setter{
 		nodestatus.NodeAddress(kl.nodeIP, kl.nodeName),
 		nodestatus.MachineInfo(machine, kl.nodeAllocatable),
 		nodestatus.VersionInfo(machine, KubeletVersion, kl.runtimeVersion),
 		nodestatus.DaemonEndpoints(kubeletPort),
 		nodestatus.GoRuntime(),
-		nodestatus.MemoryPressureCondition(time.Now),
-		nodestatus.DiskPressureCondition(time.Now),
-		nodestatus.PIDPressureCondition(time.Now),
+		nodestatus.MemoryPressureCondition(time.Now, kl.evictionManager.IsUnderMemoryPressure),
+		nodestatus.DiskPressureCondition(time.Now, kl.evictionManager.IsUnderDiskPressure),
+		nodestatus.PIDPressureCondition(time.Now, kl.evictionManager.IsUnderPIDPressure),
 		// Ready last, after capacity, as in kubelet.
 		nodestatus.ReadyCondition(time.Now, kl.readinessErrors),
 	}
@@ -378,6 +391,9 @@ func (kl *Kubelet) run(ctx context.Context) error {
 	start(kl.pleg.Run)
 	start(kl.podConfig.Run)
 	start(kl.volumeManager.Run)
+	start(func(ctx context.Context) {
+		kl.evictionManager.Run(ctx, func(err error) { kl.logger.Error("observing node resources", "err", err) })
+	})
 	start(kl.tokenManager.Run)
 	if kl.healthzAddr != "" {
 		start(kl.serveHealthz)
