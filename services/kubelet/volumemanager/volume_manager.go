@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -444,4 +445,23 @@ func unescapeMountPath(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// UnmountAll detaches every mount beneath podsDir (the tmpfs of secret,
+// projected and memory-backed emptyDir volumes), deepest first, leaving the
+// directories. For a node that stops with its containers, as the all-in-one
+// does on Ctrl-C, so nothing stays mounted in its data directory; the next
+// kubelet sets the volumes up again for the pods it still runs.
+func UnmountAll(podsDir string) error {
+	mounts, err := mountsUnder(podsDir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, mp := range slices.Backward(mounts) {
+		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", mp, err))
+		}
+	}
+	return errors.Join(errs...)
 }

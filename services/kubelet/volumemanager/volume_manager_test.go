@@ -186,3 +186,20 @@ func TestCleanupOrphanedPodDirs(t *testing.T) {
 		t.Errorf("mounts left: %v", mounts)
 	}
 }
+
+func TestUnmountAllLeavesNoMount(t *testing.T) {
+	vm, _, _ := newTestManager(t)
+	mem := v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}
+	if err := vm.WaitForAttachAndMount(context.Background(), testPod("uid-u", mem)); err != nil {
+		t.Fatal(err)
+	}
+	if mounts, _ := mountsUnder(vm.podsDir); len(mounts) != 1 {
+		t.Fatalf("mounts before = %v, want the tmpfs", mounts)
+	}
+	if err := UnmountAll(vm.podsDir); err != nil {
+		t.Fatal(err)
+	}
+	if mounts, _ := mountsUnder(vm.podsDir); len(mounts) != 0 {
+		t.Errorf("mounts left: %v", mounts)
+	}
+}
