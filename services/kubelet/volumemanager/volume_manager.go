@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -207,8 +208,8 @@ func (vm *VolumeManager) remountAll(ctx context.Context) {
 }
 
 // WaitForAttachAndMount sets up every volume of pod that is not set up yet
-// (and, when the pod object changed, rewrites its remountable volumes, e.g.
-// for new labels in a downwardAPI volume). It returns an error naming the
+// (and, when the pod's labels or annotations changed, rewrites its
+// remountable volumes, for a downwardAPI volume). It returns an error naming the
 // volumes that could not be set up; each failure is also a FailedMount
 // event on the pod. Call it before creating the pod's sandbox. Mirrors
 // VolumeManager.WaitForAttachAndMount, synchronous.
@@ -226,7 +227,9 @@ func (vm *VolumeManager) WaitForAttachAndMount(ctx context.Context, pod *v1.Pod)
 
 	pv.mu.Lock()
 	defer pv.mu.Unlock()
-	podChanged := pv.pod != nil && pv.pod.ResourceVersion != pod.ResourceVersion
+	// Only labels and annotations of a pod change what a volume holds (the
+	// downward API); the kubelet's own status writes must not cost a reread.
+	podChanged := pv.pod != nil && (!maps.Equal(pv.pod.Labels, pod.Labels) || !maps.Equal(pv.pod.Annotations, pod.Annotations))
 	pv.pod, pv.removed = pod, false
 	return vm.mountPod(ctx, pv, pod, podChanged)
 }
