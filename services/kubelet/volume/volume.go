@@ -43,6 +43,10 @@ type Attributes struct {
 	// the volumeMount says (the API data volumes: configMap, secret,
 	// downwardAPI, projected).
 	ReadOnly bool
+	// Managed volumes belong to the pod (emptyDir and the API data
+	// volumes): the kubelet gives their files the pod's fsGroup. A hostPath
+	// is the node's and is left alone.
+	Managed bool
 }
 
 // Mounter makes one volume of one pod ready on the host.

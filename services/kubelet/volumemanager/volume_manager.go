@@ -248,6 +248,9 @@ func (vm *VolumeManager) mountPod(ctx context.Context, pv *podVolumes, pod *v1.P
 		if err == nil {
 			err = mounter.SetUp(ctx)
 		}
+		if err == nil {
+			err = setOwnership(pod, mounter)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -269,6 +272,22 @@ func (vm *VolumeManager) mountPod(ctx context.Context, pv *podVolumes, pod *v1.P
 		return fmt.Errorf("unmounted volumes=[%s]: %w", strings.Join(unmounted, " "), errors.Join(errs...))
 	}
 	return nil
+}
+
+// setOwnership gives a pod-owned volume the pod's fsGroup. The API data
+// volumes are re-grouped whole every time (their files are rewritten);
+// fsGroupChangePolicy applies to the others, as in kube.
+func setOwnership(pod *v1.Pod, mounter volume.Mounter) error {
+	sc := pod.Spec.SecurityContext
+	attrs := mounter.GetAttributes()
+	if sc == nil || sc.FSGroup == nil || !attrs.Managed {
+		return nil
+	}
+	policy := sc.FSGroupChangePolicy
+	if attrs.ReadOnly {
+		policy = nil
+	}
+	return volume.SetVolumeOwnership(mounter.GetPath(), *sc.FSGroup, attrs.ReadOnly, policy)
 }
 
 func (vm *VolumeManager) newMounter(spec *v1.Volume, pod *v1.Pod) (volume.Plugin, volume.Mounter, error) {

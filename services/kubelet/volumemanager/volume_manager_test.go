@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -201,5 +202,41 @@ func TestUnmountAllLeavesNoMount(t *testing.T) {
 	}
 	if mounts, _ := mountsUnder(vm.podsDir); len(mounts) != 0 {
 		t.Errorf("mounts left: %v", mounts)
+	}
+}
+
+func TestPodFSGroupOwnsItsVolumes(t *testing.T) {
+	vm, client, _ := newTestManager(t)
+	ctx := context.Background()
+	if _, err := client.CoreV1().Secrets("default").Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "g"}, Data: map[string][]byte{"k": []byte("v")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := testPod("uid-g",
+		v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		v1.Volume{Name: "creds", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "g"}}},
+		v1.Volume{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: t.TempDir()}}},
+	)
+	fsGroup := int64(5151)
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: &fsGroup}
+	if err := vm.WaitForAttachAndMount(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = vm.WaitForUnmount(ctx, pod) })
+	vols := vm.GetMountedVolumesForPod(pod.UID)
+	gid := func(path string) uint32 {
+		info, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Sys().(*syscall.Stat_t).Gid
+	}
+	if g := gid(vols["scratch"].Path); g != 5151 {
+		t.Errorf("emptyDir group = %d, want the fsGroup", g)
+	}
+	if g := gid(filepath.Join(vols["creds"].Path, "k")); g != 5151 {
+		t.Errorf("secret file group = %d, want the fsGroup", g)
+	}
+	if g := gid(vols["host"].Path); g == 5151 {
+		t.Error("a hostPath was re-grouped: it is the node's, not the pod's")
 	}
 }

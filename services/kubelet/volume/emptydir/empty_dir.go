@@ -96,7 +96,7 @@ type mounter struct {
 }
 
 func (m *mounter) GetPath() string                  { return m.path }
-func (m *mounter) GetAttributes() volume.Attributes { return volume.Attributes{} }
+func (m *mounter) GetAttributes() volume.Attributes { return volume.Attributes{Managed: true} }
 
 func (m *mounter) SetUp(context.Context) error {
 	if m.medium == v1.StorageMediumMemory {

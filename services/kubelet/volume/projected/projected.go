@@ -80,7 +80,7 @@ type mounter struct {
 func (m *mounter) GetPath() string { return m.path }
 
 // GetAttributes: API data volumes are read-only in every container.
-func (m *mounter) GetAttributes() volume.Attributes { return volume.Attributes{ReadOnly: true} }
+func (m *mounter) GetAttributes() volume.Attributes { return volume.Attributes{ReadOnly: true, Managed: true} }
 
 func (m *mounter) SetUp(ctx context.Context) error {
 	payload, err := m.collectData(ctx)
@@ -154,7 +154,13 @@ func (m *mounter) collectData(ctx context.Context) (map[string]atomicwriter.File
 				errs = append(errs, err)
 				continue
 			}
-			payload[filepath.Clean(s.ServiceAccountToken.Path)] = atomicwriter.FileProjection{Data: []byte(token), Mode: mode}
+			tokenMode := mode
+			if sc := m.pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+				// Readable by the owner and, once re-grouped, the fsGroup:
+				// never by everyone.
+				tokenMode = 0o600
+			}
+			payload[filepath.Clean(s.ServiceAccountToken.Path)] = atomicwriter.FileProjection{Data: []byte(token), Mode: tokenMode}
 		}
 	}
 	return payload, errors.Join(errs...)
