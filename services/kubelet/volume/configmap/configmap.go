@@ -57,7 +57,9 @@ type mounter struct {
 func (m *mounter) GetPath() string { return m.path }
 
 // GetAttributes: API data volumes are read-only in every container.
-func (m *mounter) GetAttributes() volume.Attributes { return volume.Attributes{ReadOnly: true, Managed: true} }
+func (m *mounter) GetAttributes() volume.Attributes {
+	return volume.Attributes{ReadOnly: true, Managed: true}
+}
 
 // SetUp reads the ConfigMap and writes its payload; a missing ConfigMap is
 // an error unless the volume is optional (then the directory is empty).

@@ -80,7 +80,9 @@ type mounter struct {
 func (m *mounter) GetPath() string { return m.path }
 
 // GetAttributes: API data volumes are read-only in every container.
-func (m *mounter) GetAttributes() volume.Attributes { return volume.Attributes{ReadOnly: true, Managed: true} }
+func (m *mounter) GetAttributes() volume.Attributes {
+	return volume.Attributes{ReadOnly: true, Managed: true}
+}
 
 func (m *mounter) SetUp(ctx context.Context) error {
 	payload, err := m.collectData(ctx)

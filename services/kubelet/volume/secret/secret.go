@@ -57,7 +57,9 @@ type mounter struct {
 func (m *mounter) GetPath() string { return m.path }
 
 // GetAttributes: API data volumes are read-only in every container.
-func (m *mounter) GetAttributes() volume.Attributes { return volume.Attributes{ReadOnly: true, Managed: true} }
+func (m *mounter) GetAttributes() volume.Attributes {
+	return volume.Attributes{ReadOnly: true, Managed: true}
+}
 
 // SetUp reads the Secret and writes its payload on a tmpfs; a missing Secret
 // is an error unless the volume is optional (then the directory is empty).
