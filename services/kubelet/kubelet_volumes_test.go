@@ -22,7 +22,7 @@ import (
 func TestKubeletMountsVolumesAndResolvesEnv(t *testing.T) {
 	client := startAPIServer(t)
 	cri := startSim(t)
-	rootDir := t.TempDir()
+	rootDir := rootDir(t)
 	runKubelet(t, client, cri.Socket, rootDir)
 	ctx := context.Background()
 	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, &v1.ConfigMap{
