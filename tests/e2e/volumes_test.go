@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // TestVolumesAndEnv runs pods with configMap, secret and emptyDir volumes and env from a
@@ -68,6 +72,30 @@ func TestVolumesAndEnv(t *testing.T) {
 			return out == "color=red", fmt.Sprintf("app.conf = %q", out)
 		})
 		t.Logf("the update reached the mounted file after %s", time.Since(start).Round(time.Second))
+	})
+
+	t.Run("the service account token, CA and namespace at the projected kube-api-access volume", func(t *testing.T) {
+		const dir = "/var/run/secrets/kubernetes.io/serviceaccount/"
+		if got := exec(t, "mounts", "main", "cat", dir+"namespace"); got != "default" {
+			t.Errorf("namespace = %q", got)
+		}
+		if got := exec(t, "mounts", "main", "cat", dir+"ca.crt"); !strings.HasPrefix(got, "-----BEGIN CERTIFICATE-----") {
+			t.Errorf("ca.crt = %q", got)
+		}
+		token := exec(t, "mounts", "main", "cat", dir+"token")
+		if strings.Count(token, ".") != 2 {
+			t.Fatalf("token = %q, want a JWT", token)
+		}
+		// The token authenticates as the pod's service account.
+		admin, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asPod := &rest.Config{Host: admin.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: admin.CAData, CAFile: admin.CAFile}}
+		review, err := kubernetes.NewForConfigOrDie(asPod).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil || review.Status.UserInfo.Username != "system:serviceaccount:default:default" {
+			t.Errorf("whoami with the mounted token: %v, %v", review, err)
+		}
 	})
 
 	t.Run("emptyDir shared by two containers of one pod", func(t *testing.T) {
