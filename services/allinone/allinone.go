@@ -32,6 +32,7 @@ import (
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/certificate"
+	"skiff.dev/services/kubelet/volumemanager"
 	criruntime "skiff.dev/services/runtime"
 	"skiff.dev/services/runtime/containerd"
 	"skiff.dev/services/runtime/process"
@@ -343,6 +344,10 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	if err := os.MkdirAll(staticPodPath, 0o755); err != nil {
 		return nil, nil, err
 	}
+	// Stopping stops every container (the runtime's Close, run after this), so the
+	// tmpfs volumes of their pods are taken down too rather than left mounted in the
+	// data directory.
+	stops = append(stops, func() { _ = volumemanager.UnmountAll(filepath.Join(kubeletDir, "pods")) })
 	kubeletAddr, nodeIP := kubeletServer(cfg.BindAddress, cfg.KubeletPort)
 	// The kubeconfig a restart reuses names this start's apiserver URL; a new port makes
 	// it stale, and the kubelet bootstraps again.

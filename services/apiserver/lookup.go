@@ -81,3 +81,23 @@ func (l storageLookup) NodeRunsServiceAccount(ctx context.Context, namespace, na
 	}
 	return false, nil
 }
+
+// NodePodsUse implements authorization.Lookup: whether a pod in namespace bound to node
+// satisfies uses, from the watch cache's node index and, when none does, from etcd.
+func (l storageLookup) NodePodsUse(ctx context.Context, namespace, node string, uses func(*corev1.Pod) bool) (bool, error) {
+	pods := l.stores.Store(corev1.Resource("pods"))
+	selector := fields.OneTermEqualSelector("spec.nodeName", node)
+	for _, rv := range []string{"0", ""} {
+		obj, err := pods.List(ctx, namespace, &metainternalversion.ListOptions{FieldSelector: selector, ResourceVersion: rv})
+		if err != nil {
+			return false, err
+		}
+		list := obj.(*corev1.PodList)
+		for i := range list.Items {
+			if uses(&list.Items[i]) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,6 +35,7 @@ import (
 	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/execproxy"
 	"skiff.dev/services/kubelet"
+	"skiff.dev/services/kubelet/volumemanager"
 	"skiff.dev/services/runtime/critest"
 	"skiff.dev/services/runtime/process"
 )
@@ -102,8 +104,11 @@ func startCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Unmounted after the kubelet stops: the pods' projected token volumes are tmpfs.
+	kubeletDir := t.TempDir()
+	t.Cleanup(func() { _ = volumemanager.UnmountAll(filepath.Join(kubeletDir, "pods")) })
 	kl, err := kubelet.New(kubelet.Config{
-		NodeName: nodeName, Client: c.client, RuntimeEndpoint: cri.Socket, RootDir: t.TempDir(), NodeIP: "127.0.0.1",
+		NodeName: nodeName, Client: c.client, RuntimeEndpoint: cri.Socket, RootDir: kubeletDir, NodeIP: "127.0.0.1",
 		ServerAddr: "127.0.0.1:0",
 		ServerTLS:  &tls.Config{Certificates: []tls.Certificate{keyPair(t, serving.CertPEM, serving.KeyPEM)}, ClientCAs: ca.CertPool()},
 	})

@@ -42,6 +42,7 @@ import (
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet/config"
 	"skiff.dev/services/kubelet/container"
+	"skiff.dev/services/kubelet/eviction"
 	"skiff.dev/services/kubelet/kuberuntime"
 	"skiff.dev/services/kubelet/logs"
 	"skiff.dev/services/kubelet/network/dns"
@@ -53,7 +54,9 @@ import (
 	"skiff.dev/services/kubelet/prober"
 	proberesults "skiff.dev/services/kubelet/prober/results"
 	"skiff.dev/services/kubelet/status"
+	"skiff.dev/services/kubelet/token"
 	kubetypes "skiff.dev/services/kubelet/types"
+	"skiff.dev/services/kubelet/volumemanager"
 )
 
 // KubeletVersion is the version the kubelet reports in
@@ -133,6 +136,10 @@ type Config struct {
 	// Killing, BackOff, Unhealthy, FailedPostStartHook, FailedPreStopHook, NodeReady,
 	// RegisteredNode); nil records none.
 	Recorder record.EventRecorder
+	// EvictionHard are the thresholds below which the node reports
+	// MemoryPressure, DiskPressure or PIDPressure (pods are not evicted);
+	// nil means eviction.DefaultEvictionHard, empty none.
+	EvictionHard []eviction.Threshold
 	// TracerProvider traces SyncPod and every CRI call inside the pod's trace;
 	// nil means the global provider.
 	TracerProvider trace.TracerProvider
@@ -204,6 +211,12 @@ type Kubelet struct {
 	crashLoopBackOff    *flowcontrol.Backoff
 	nodeLeaseController *nodelease.Controller
 	setNodeStatusFuncs  []nodestatus.Setter
+	volumeManager       *volumemanager.VolumeManager
+	evictionManager     *eviction.Manager
+	tokenManager        *token.Manager
+	// nodeAllocatable is what the downward API reports for limits a
+	// container does not set.
+	nodeAllocatable v1.ResourceList
 
 	// podCIDRFallback is Config.PodCIDR; podCIDR is the range last handed
 	// to the runtime (guarded by podCIDRMu).
@@ -304,6 +317,21 @@ func New(cfg Config) (*Kubelet, error) {
 		kl.recorder = events.Nop{}
 	}
 	kl.tracer = tracing.Tracer(cfg.TracerProvider, "skiff.dev/services/kubelet")
+	machine := nodestatus.ReadMachine(cfg.RootDir)
+	kl.nodeAllocatable = machine.Capacity(cfg.Capacity)
+	kl.tokenManager = token.NewManager(cfg.Client)
+	kl.volumeManager, err = volumemanager.New(volumemanager.Config{
+		PodsDir:         kl.podLogsDir,
+		Client:          cfg.Client,
+		Tokens:          kl.tokenManager,
+		NodeAllocatable: kl.nodeAllocatable,
+		Recorder:        kl.recorder,
+		Logger:          logger,
+	})
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("kubelet: %w", err)
+	}
 	kl.containerRuntime = kuberuntime.NewManager(conn, kuberuntime.Options{
 		PodLogsDirectory: kl.podLogsDir,
 		Logger:           logger,
@@ -315,6 +343,9 @@ func New(cfg Config) (*Kubelet, error) {
 		PodDNS: (&dns.Configurer{
 			ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolverConfig: cfg.ResolverConfig,
 		}).GetPodDNS,
+
+		RuntimeHelper:  kl,
+		MemoryCapacity: machine.MemoryCapacity,
 	})
 	kl.containerLogManager, err = logs.NewContainerLogManager(runtimeapi.NewRuntimeServiceClient(conn), logs.Config{
 		MaxSize: cfg.ContainerLogMaxSize, MaxFiles: cfg.ContainerLogMaxFiles, Logger: logger,
@@ -347,16 +378,22 @@ func New(cfg Config) (*Kubelet, error) {
 	kl.mirrorPodClient = kubepod.NewMirrorClient(cfg.Client, cfg.NodeName)
 	kl.nodeLeaseController = nodelease.NewController(cfg.Client, cfg.NodeName, cfg.LeaseDuration, cfg.LeaseDuration/4, logger)
 
-	machine := nodestatus.ReadMachine(cfg.RootDir)
+	evictionHard := cfg.EvictionHard
+	if evictionHard == nil {
+		if evictionHard, err = eviction.ParseThresholds(eviction.DefaultEvictionHard); err != nil {
+			return nil, fmt.Errorf("kubelet: %w", err)
+		}
+	}
+	kl.evictionManager = eviction.NewManager(evictionHard, cfg.RootDir)
 	kl.setNodeStatusFuncs = []nodestatus.Setter{
 		nodestatus.NodeAddress(kl.nodeIP, kl.nodeName),
-		nodestatus.MachineInfo(machine, machine.Capacity(cfg.Capacity)),
+		nodestatus.MachineInfo(machine, kl.nodeAllocatable),
 		nodestatus.VersionInfo(machine, KubeletVersion, kl.runtimeVersion),
 		nodestatus.DaemonEndpoints(kubeletPort),
 		nodestatus.GoRuntime(),
-		nodestatus.MemoryPressureCondition(time.Now),
-		nodestatus.DiskPressureCondition(time.Now),
-		nodestatus.PIDPressureCondition(time.Now),
+		nodestatus.MemoryPressureCondition(time.Now, kl.evictionManager.IsUnderMemoryPressure),
+		nodestatus.DiskPressureCondition(time.Now, kl.evictionManager.IsUnderDiskPressure),
+		nodestatus.PIDPressureCondition(time.Now, kl.evictionManager.IsUnderPIDPressure),
 		// Ready last, after capacity, as in kubelet.
 		nodestatus.ReadyCondition(time.Now, kl.readinessErrors),
 	}
@@ -400,6 +437,12 @@ func (kl *Kubelet) run(ctx context.Context) error {
 	start(kl.pleg.Run)
 	start(kl.podConfig.Run)
 	start(kl.containerLogManager.Run)
+
+	start(kl.volumeManager.Run)
+	start(func(ctx context.Context) {
+		kl.evictionManager.Run(ctx, func(err error) { kl.logger.Error("observing node resources", "err", err) })
+	})
+	start(kl.tokenManager.Run)
 	if kl.healthzAddr != "" {
 		start(kl.serveHealthz)
 	}
@@ -703,6 +746,12 @@ func (kl *Kubelet) HandlePodCleanups(ctx context.Context) error {
 		})
 	}
 
+	// Pods whose directories are left over (force-deleted, or from a
+	// previous kubelet) but which nothing keeps: their volumes go.
+	if err := kl.volumeManager.CleanupOrphanedPodDirs(keep); err != nil && ctx.Err() == nil {
+		kl.logger.Error("failed cleaning up orphaned pod directories", "err", err)
+	}
+
 	if err := kl.containerRuntime.GarbageCollect(ctx, kl.podWorkers, true); err != nil && ctx.Err() == nil {
 		kl.logger.Error("container garbage collection failed", "err", err)
 	}
@@ -791,6 +840,14 @@ func (kl *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodTyp
 
 	if err := kl.runtimeState.networkErrors(); err != nil && !container.IsHostNetworkPod(pod) {
 		return false, fmt.Errorf("network is not ready: %w", err)
+	}
+
+	// Volumes are ready before the sandbox and the containers are created.
+	if err := kl.volumeManager.WaitForAttachAndMount(ctx, pod); err != nil {
+		if ctx.Err() == nil {
+			kl.recorder.Eventf(pod, v1.EventTypeWarning, volumemanager.FailedMountVolume, "Unable to attach or mount volumes: %v", err)
+		}
+		return false, err
 	}
 
 	// The cached status is shared; the runtime manager gets its own copy
@@ -891,6 +948,10 @@ func (kl *Kubelet) SyncTerminatingRuntimePod(ctx context.Context, runningPod *co
 // API server. Mirrors Kubelet.SyncTerminatedPod.
 func (kl *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus *container.PodStatus) error {
 	kl.statusManager.SetPodStatus(pod, kl.generateAPIPodStatus(pod, podStatus, true))
+	// Every container has stopped: the volumes can go.
+	if err := kl.volumeManager.WaitForUnmount(ctx, pod); err != nil {
+		return fmt.Errorf("unmount volumes of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
 	kl.statusManager.TerminatePod(pod)
 	kl.logger.Info("pod terminated", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID)
 	return nil

@@ -21,6 +21,7 @@ import (
 
 	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/kubelet"
+	"skiff.dev/services/kubelet/volumemanager"
 	skiffruntime "skiff.dev/services/runtime"
 	"skiff.dev/services/runtime/critest"
 	"skiff.dev/services/runtime/sim"
@@ -47,6 +48,21 @@ func startSim(t *testing.T) *critest.Clients {
 	rt := sim.New()
 	t.Cleanup(rt.Close)
 	return critest.Start(t, rt, rt)
+}
+
+// rootDir is a kubelet root directory for the test. The tmpfs volumes the
+// kubelet mounts there (every pod's projected service account token) are
+// unmounted when the test ends, after the kubelet stopped, so the directory
+// can be removed.
+func rootDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		if err := volumemanager.UnmountAll(filepath.Join(dir, "pods")); err != nil {
+			t.Error(err)
+		}
+	})
+	return dir
 }
 
 // runKubelet runs a kubelet for nodeName; the returned func stops it and
@@ -116,7 +132,7 @@ func newPod(name string, restart v1.RestartPolicy, annotations map[string]string
 func TestKubeletRunsPodsAgainstAPIServer(t *testing.T) {
 	client := startAPIServer(t)
 	cri := startSim(t)
-	runKubelet(t, client, cri.Socket, t.TempDir())
+	runKubelet(t, client, cri.Socket, rootDir(t))
 	ctx := context.Background()
 
 	t.Run("node registers and becomes Ready", func(t *testing.T) {
@@ -353,7 +369,7 @@ func TestRestartedKubeletAdoptsItsPodsAndCleansUpOrphans(t *testing.T) {
 	ctx := context.Background()
 	client := startAPIServer(t)
 	cri := startSim(t)
-	rootDir := t.TempDir()
+	rootDir := rootDir(t)
 
 	stop := runKubelet(t, client, cri.Socket, rootDir)
 	create(t, client, newPod("keep", v1.RestartPolicyAlways, nil))
@@ -416,7 +432,7 @@ func TestKubeletWaitsForALateRuntime(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	socket := filepath.Join(dir, "cri.sock")
-	runKubelet(t, client, socket, t.TempDir())
+	runKubelet(t, client, socket, rootDir(t))
 	create(t, client, newPod("early", v1.RestartPolicyAlways, nil))
 
 	nodeReady := func() (v1.ConditionStatus, error) {

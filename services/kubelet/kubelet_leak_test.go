@@ -24,7 +24,7 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 	pod.UID = "uid-web"
 	client := fake.NewClientset(pod)
 	kl, err := kubelet.New(kubelet.Config{
-		NodeName: nodeName, Client: client, RuntimeEndpoint: cri.Socket, RootDir: t.TempDir(), NodeIP: "10.1.2.3",
+		NodeName: nodeName, Client: client, RuntimeEndpoint: cri.Socket, RootDir: rootDir(t), NodeIP: "10.1.2.3",
 		HealthzAddr: "127.0.0.1:0",
 	})
 	if err != nil {

@@ -6,10 +6,10 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"skiff.dev/services/kubelet/container"
+	"skiff.dev/services/kubelet/qos"
 	"skiff.dev/services/kubelet/status"
 )
 
@@ -200,7 +200,7 @@ func (kl *Kubelet) convertStatusToAPIStatus(pod *v1.Pod, podStatus *container.Po
 	if len(s.PodIPs) > 0 {
 		s.PodIP = s.PodIPs[0].IP
 	}
-	s.QOSClass = getPodQOS(pod)
+	s.QOSClass = qos.GetPodQOS(pod)
 	hasInit := len(pod.Spec.InitContainers) > 0
 	s.ContainerStatuses = kl.convertToAPIContainerStatuses(pod, podStatus, oldPodStatus.ContainerStatuses, pod.Spec.Containers, hasInit, false)
 	if hasInit {
@@ -360,51 +360,6 @@ func (kl *Kubelet) convertToAPIContainerStatuses(pod *v1.Pod, podStatus *contain
 		slices.SortStableFunc(out, func(a, b v1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return out
-}
-
-// getPodQOS returns the pod's QoS class: the API's if set, else computed
-// from requests and limits of CPU and memory: BestEffort with none,
-// Guaranteed when every container limits both and the summed requests equal
-// the limits, Burstable otherwise. Mirrors v1qos.GetPodQOS.
-func getPodQOS(pod *v1.Pod) v1.PodQOSClass {
-	if pod.Status.QOSClass != "" {
-		return pod.Status.QOSClass
-	}
-	requests, limits := v1.ResourceList{}, v1.ResourceList{}
-	isGuaranteed := true
-	add := func(list v1.ResourceList, name v1.ResourceName, q resource.Quantity) {
-		sum := list[name]
-		sum.Add(q)
-		list[name] = sum
-	}
-	for _, c := range append(append([]v1.Container{}, pod.Spec.Containers...), pod.Spec.InitContainers...) {
-		for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-			if q, ok := c.Resources.Requests[name]; ok && q.Sign() > 0 {
-				add(requests, name, q)
-			}
-			q, ok := c.Resources.Limits[name]
-			if ok && q.Sign() > 0 {
-				add(limits, name, q)
-			} else {
-				isGuaranteed = false
-			}
-		}
-	}
-	if len(requests) == 0 && len(limits) == 0 {
-		return v1.PodQOSBestEffort
-	}
-	if isGuaranteed {
-		for name, req := range requests {
-			if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
-				isGuaranteed = false
-				break
-			}
-		}
-	}
-	if isGuaranteed && len(requests) == len(limits) {
-		return v1.PodQOSGuaranteed
-	}
-	return v1.PodQOSBurstable
 }
 
 // getPullSecretsForPod reads the Secrets of pod.spec.imagePullSecrets from

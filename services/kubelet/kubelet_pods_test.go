@@ -5,7 +5,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -367,36 +366,3 @@ func wantCondition(t *testing.T, s v1.PodStatus, ct v1.PodConditionType, want v1
 	}
 	t.Errorf("no condition %s in %v", ct, s.Conditions)
 }
-
-func TestGetPodQOS(t *testing.T) {
-	res := func(req, lim string) v1.ResourceRequirements {
-		r := v1.ResourceRequirements{}
-		if req != "" {
-			r.Requests = v1.ResourceList{v1.ResourceCPU: mustParse(req), v1.ResourceMemory: mustParse("64Mi")}
-		}
-		if lim != "" {
-			r.Limits = v1.ResourceList{v1.ResourceCPU: mustParse(lim), v1.ResourceMemory: mustParse("64Mi")}
-		}
-		return r
-	}
-	tests := []struct {
-		name string
-		res  v1.ResourceRequirements
-		want v1.PodQOSClass
-	}{
-		{"no requests or limits is BestEffort", v1.ResourceRequirements{}, v1.PodQOSBestEffort},
-		{"limits equal to requests is Guaranteed", res("100m", "100m"), v1.PodQOSGuaranteed},
-		{"requests below limits is Burstable", res("100m", "200m"), v1.PodQOSBurstable},
-		{"requests only is Burstable", res("100m", ""), v1.PodQOSBurstable},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a", Resources: tt.res}}}}
-			if got := getPodQOS(pod); got != tt.want {
-				t.Errorf("getPodQOS = %s, want %s", got, tt.want)
-			}
-		})
-	}
-}
-
-func mustParse(s string) resource.Quantity { return resource.MustParse(s) }

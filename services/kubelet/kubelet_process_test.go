@@ -28,7 +28,7 @@ func TestKubeletRunsRealProcesses(t *testing.T) {
 	}
 	t.Cleanup(rt.Close)
 	cri := critest.Start(t, rt, rt)
-	rootDir := t.TempDir()
+	rootDir := rootDir(t)
 	runKubelet(t, client, cri.Socket, rootDir)
 
 	failing := newPod("failing", v1.RestartPolicyNever, nil)

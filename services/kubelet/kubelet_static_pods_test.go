@@ -50,7 +50,7 @@ func TestStaticPodsRunFromFilesWithMirrorPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	kl, err := kubelet.New(kubelet.Config{
-		NodeName: nodeName, Client: nodeClient, RuntimeEndpoint: cri.Socket, RootDir: t.TempDir(),
+		NodeName: nodeName, Client: nodeClient, RuntimeEndpoint: cri.Socket, RootDir: rootDir(t),
 		NodeIP: "10.1.2.3", PodManifestPath: manifests, FileCheckFrequency: 100 * time.Millisecond,
 	})
 	if err != nil {

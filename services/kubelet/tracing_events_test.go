@@ -44,7 +44,7 @@ func TestSyncPodContinuesThePodTraceAndRecordsEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	kl, err := kubelet.New(kubelet.Config{
-		NodeName: nodeName, Client: client, RuntimeEndpoint: cri.Socket, RootDir: t.TempDir(),
+		NodeName: nodeName, Client: client, RuntimeEndpoint: cri.Socket, RootDir: rootDir(t),
 		Recorder: recorder, TracerProvider: tp,
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"slices"
 	"strings"
 
@@ -44,6 +45,10 @@ type Lookup interface {
 	// NodeRunsServiceAccount reports whether a pod bound to node in namespace runs as
 	// service account name.
 	NodeRunsServiceAccount(ctx context.Context, namespace, name, node string) (bool, error)
+	// NodePodsUse reports whether a pod bound to node in namespace satisfies uses (it
+	// refers to some object); a lookup that answers from a cache confirms a no before
+	// it is used to deny.
+	NodePodsUse(ctx context.Context, namespace, node string, uses func(*corev1.Pod) bool) (bool, error)
 }
 
 // Identities and groups the authorizers single out (DESIGN.md "Identities").

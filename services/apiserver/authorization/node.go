@@ -13,8 +13,9 @@ import (
 // nodes, writes only its own Node and Lease, reads only the pods bound to it (a list or
 // watch must select spec.nodeName=<node>), writes those pods' status and deletes them,
 // creates pods (the NodeRestriction admission plugin lets through only its own mirror
-// pods), events and CertificateSigningRequests, and creates tokens (serviceaccounts/token)
-// for the service accounts its pods run as. Anything else, and anyone else, gets no
+// pods), events and CertificateSigningRequests, creates tokens (serviceaccounts/token)
+// for the service accounts its pods run as, and gets the Secrets and ConfigMaps its pods
+// use. Anything else, and anyone else, gets no
 // opinion (with the reason, when the object is another node's), as in kube, so RBAC
 // decides next.
 func (z *chain) authorizeNode(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
@@ -56,6 +57,11 @@ func (z *chain) authorizeNode(ctx context.Context, a authorizer.Attributes) (aut
 			}
 			return authorizer.DecisionNoOpinion, noRelationship, nil
 		}
+	case "/secrets", "/configmaps":
+		// The kubelet reads the Secrets and ConfigMaps its pods use (volumes, env).
+		if sub == "" && verb == "get" {
+			return z.nodePodsReference(ctx, node, a, noRelationship)
+		}
 	case "/serviceaccounts":
 		// A node asks for the tokens of the service accounts its pods run as; the
 		// NodeRestriction admission plugin checks that the token is bound to such a pod.
@@ -92,4 +98,74 @@ func (z *chain) authorizeNode(ctx context.Context, a authorizer.Attributes) (aut
 		}
 	}
 	return authorizer.DecisionNoOpinion, "", nil
+}
+
+// nodePodsReference allows the request when a pod bound to node in the request's
+// namespace refers to the object it names (kube's Node authorizer graph: pod → secret,
+// configmap).
+func (z *chain) nodePodsReference(ctx context.Context, node string, a authorizer.Attributes, noRelationship string) (authorizer.Decision, string, error) {
+	if a.GetName() == "" {
+		return authorizer.DecisionNoOpinion, "can only get individual resources of this type", nil
+	}
+	uses, err := z.lookup.NodePodsUse(ctx, a.GetNamespace(), node, func(pod *corev1.Pod) bool {
+		return podReferences(pod, a.GetResource(), a.GetName())
+	})
+	if err != nil {
+		return authorizer.DecisionNoOpinion, "", err
+	}
+	if uses {
+		return authorizer.DecisionAllow, "", nil
+	}
+	return authorizer.DecisionNoOpinion, noRelationship, nil
+}
+
+// podReferences reports whether pod uses the secret or configmap name: through volumes
+// (projected ones too), env and envFrom of any container, or image pull secrets. Mirrors podutil.VisitPodSecretNames and
+// VisitPodConfigmapNames.
+func podReferences(pod *corev1.Pod, resource, name string) bool {
+	spec := &pod.Spec
+	if resource == "secrets" {
+		for _, s := range spec.ImagePullSecrets {
+			if s.Name == name {
+				return true
+			}
+		}
+	}
+	for _, v := range spec.Volumes {
+		switch {
+		case resource == "secrets" && v.Secret != nil && v.Secret.SecretName == name,
+			resource == "configmaps" && v.ConfigMap != nil && v.ConfigMap.Name == name:
+			return true
+		case v.Projected != nil:
+			for _, src := range v.Projected.Sources {
+				if (resource == "secrets" && src.Secret != nil && src.Secret.Name == name) ||
+					(resource == "configmaps" && src.ConfigMap != nil && src.ConfigMap.Name == name) {
+					return true
+				}
+			}
+		}
+	}
+	var containers []corev1.Container
+	containers = append(append(containers, spec.InitContainers...), spec.Containers...)
+	for _, c := range spec.EphemeralContainers {
+		containers = append(containers, corev1.Container{Env: c.Env, EnvFrom: c.EnvFrom})
+	}
+	for _, c := range containers {
+		for _, from := range c.EnvFrom {
+			if (resource == "secrets" && from.SecretRef != nil && from.SecretRef.Name == name) ||
+				(resource == "configmaps" && from.ConfigMapRef != nil && from.ConfigMapRef.Name == name) {
+				return true
+			}
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom == nil {
+				continue
+			}
+			if (resource == "secrets" && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == name) ||
+				(resource == "configmaps" && e.ValueFrom.ConfigMapKeyRef != nil && e.ValueFrom.ConfigMapKeyRef.Name == name) {
+				return true
+			}
+		}
+	}
+	return false
 }

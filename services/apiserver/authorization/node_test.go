@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
@@ -23,6 +24,11 @@ func (p podsByNode) PodNodeName(_ context.Context, namespace, name, _ string) (s
 
 func (podsByNode) CSRRequester(context.Context, string, string) (string, bool, error) {
 	return "", false, nil
+}
+
+// NodePodsUse: the table says nothing about Secrets and ConfigMaps.
+func (podsByNode) NodePodsUse(context.Context, string, string, func(*corev1.Pod) bool) (bool, error) {
+	return false, nil
 }
 
 func (p podsByNode) NodeRunsServiceAccount(_ context.Context, namespace, name, node string) (bool, error) {

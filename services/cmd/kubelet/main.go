@@ -29,6 +29,7 @@ import (
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/certificate"
+	"skiff.dev/services/kubelet/eviction"
 	"skiff.dev/services/kubelet/nodestatus"
 )
 
@@ -61,6 +62,7 @@ func main() {
 	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: the --nats-cert-file file, which then holds both)")
 	podManifestPath := flag.String("pod-manifest-path", "", "directory (or file) of static pod manifests the kubelet runs on its own and mirrors into the API server; empty means none")
 	fileCheckFrequency := flag.Duration("file-check-frequency", 20*time.Second, "how often --pod-manifest-path is read again")
+	evictionHard := flag.String("eviction-hard", eviction.DefaultEvictionHard, "thresholds (signal<quantity or percentage, comma-separated; signals memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available) below which the node reports MemoryPressure, DiskPressure or PIDPressure; pods are not evicted")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -74,6 +76,11 @@ func main() {
 	// must end that wait too.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	thresholds, err := eviction.ParseThresholds(*evictionHard)
+	if err != nil {
+		logger.Error("--eviction-hard", "err", err)
+		os.Exit(2)
+	}
 	if *certDir == "" {
 		*certDir = filepath.Join(*rootDir, "pki")
 	}
@@ -149,6 +156,7 @@ func main() {
 		Client:          client,
 		RuntimeEndpoint: *endpoint,
 		RootDir:         *rootDir,
+		EvictionHard:    thresholds,
 		NodeIP:          *nodeIP,
 		HealthzAddr:     *healthzAddr,
 		ServerAddr:      serverAddr,

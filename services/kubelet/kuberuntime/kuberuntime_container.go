@@ -18,6 +18,8 @@ import (
 
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/events"
+	"skiff.dev/services/kubelet/expansion"
+	"skiff.dev/services/kubelet/qos"
 )
 
 // startSpec is a container to start: its spec and whether it is an init
@@ -51,7 +53,7 @@ func (m *Manager) startContainer(ctx context.Context, podSandboxID string, sandb
 		restartCount = calcRestartCountByLogDir(logDir)
 	}
 
-	cfg, err := m.generateContainerConfig(c, pod, restartCount, imageRef, podIPs)
+	cfg, err := m.generateContainerConfig(ctx, c, pod, restartCount, imageRef, podIPs)
 	if err != nil {
 		m.recordContainerEvent(pod, c, v1.EventTypeWarning, events.FailedToCreateContainer, "Error: %v", err)
 		return err.Error(), container.ErrCreateContainerConfig
@@ -113,29 +115,41 @@ func calcRestartCountByLogDir(dir string) int {
 }
 
 // generateContainerConfig builds the CreateContainer config for attempt
-// restartCount. Mirrors kuberuntime's generateContainerConfig (without
-// volumes, devices and security contexts beyond namespaces).
-func (m *Manager) generateContainerConfig(c *v1.Container, pod *v1.Pod, restartCount int, imageRef string, podIPs []string) (*runtimeapi.ContainerConfig, error) {
+// restartCount: the environment and mounts the RuntimeHelper resolves,
+// command and args with $(VAR) expanded from that environment, and the
+// cgroup resources and oom_score_adj of the container's requests, limits
+// and QoS class. Mirrors kuberuntime's generateContainerConfig (without
+// devices and security contexts beyond namespaces).
+func (m *Manager) generateContainerConfig(ctx context.Context, c *v1.Container, pod *v1.Pod, restartCount int, imageRef string, podIPs []string) (*runtimeapi.ContainerConfig, error) {
+	opts, err := m.runtimeHelper.GenerateRunContainerOptions(ctx, pod, c, podIPs)
+	if err != nil {
+		return nil, err
+	}
 	logDir := BuildContainerLogsDirectory(m.podLogsDirectory, pod.Namespace, pod.Name, pod.UID, c.Name)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create container log directory %q: %w", logDir, err)
 	}
-	envs, err := makeEnvironmentVariables(pod, c, podIPs)
+	envs := make([]*runtimeapi.KeyValue, len(opts.Envs))
+	envMap := make(map[string]string, len(opts.Envs))
+	for i, e := range opts.Envs {
+		envs[i] = &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)}
+		envMap[e.Name] = e.Value
+	}
+	mounts, err := makeMounts(opts.Mounts, isPrivileged(c))
 	if err != nil {
 		return nil, err
 	}
-	envMap := make(map[string]string, len(envs))
-	for _, e := range envs {
-		envMap[e.GetKey()] = string(e.GetValue())
-	}
+	mapping := expansion.MappingFuncFor(envMap)
 	command := make([]string, len(c.Command))
 	for i, s := range c.Command {
-		command[i] = expandEnv(s, envMap)
+		command[i] = expansion.Expand(s, mapping)
 	}
 	args := make([]string, len(c.Args))
 	for i, s := range c.Args {
-		args[i] = expandEnv(s, envMap)
+		args[i] = expansion.Expand(s, mapping)
 	}
+	resources := calculateLinuxResources(c)
+	resources.OomScoreAdj = int64(qos.GetContainerOOMScoreAdjust(pod, c, m.memoryCapacity))
 	return &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
@@ -143,6 +157,7 @@ func (m *Manager) generateContainerConfig(c *v1.Container, pod *v1.Pod, restartC
 		Args:        args,
 		WorkingDir:  c.WorkingDir,
 		Envs:        envs,
+		Mounts:      mounts,
 		Labels:      newContainerLabels(c, pod),
 		Annotations: newContainerAnnotations(c, pod, restartCount),
 		LogPath:     filepath.Join(c.Name, fmt.Sprintf("%d.log", restartCount)),
@@ -150,7 +165,7 @@ func (m *Manager) generateContainerConfig(c *v1.Container, pod *v1.Pod, restartC
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources: linuxResources(c),
+			Resources: resources,
 			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
 				NamespaceOptions: namespacesForPod(pod),
 			},
@@ -158,26 +173,72 @@ func (m *Manager) generateContainerConfig(c *v1.Container, pod *v1.Pod, restartC
 	}, nil
 }
 
-// linuxResources maps requests and limits onto cgroup settings as kubelet
-// does: CPU shares from the request, CFS quota from the limit (100 ms
-// period), memory limit in bytes.
-func linuxResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
-	const (
-		minShares     = 2
-		sharesPerCPU  = 1024
-		quotaPeriodUs = 100000
-	)
-	r := &runtimeapi.LinuxContainerResources{CpuShares: minShares}
-	if req, ok := c.Resources.Requests[v1.ResourceCPU]; ok {
-		r.CpuShares = max(req.MilliValue()*sharesPerCPU/1000, minShares)
-	} else if lim, ok := c.Resources.Limits[v1.ResourceCPU]; ok {
-		// The API server defaults a missing request to the limit; be as
-		// generous when it did not.
-		r.CpuShares = max(lim.MilliValue()*sharesPerCPU/1000, minShares)
+// makeMounts turns the resolved mounts into CRI mounts: SELinux relabelling
+// off, propagation private unless the volumeMount asks for HostToContainer
+// or (privileged containers only) Bidirectional. Mirrors kuberuntime's
+// makeMounts and translateMountPropagation.
+func makeMounts(mounts []container.Mount, privileged bool) ([]*runtimeapi.Mount, error) {
+	out := make([]*runtimeapi.Mount, 0, len(mounts))
+	for _, mt := range mounts {
+		propagation := runtimeapi.MountPropagation_PROPAGATION_PRIVATE
+		if mt.Propagation != nil {
+			switch *mt.Propagation {
+			case v1.MountPropagationNone:
+			case v1.MountPropagationHostToContainer:
+				propagation = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+			case v1.MountPropagationBidirectional:
+				if !privileged {
+					return nil, fmt.Errorf("volume %q: Bidirectional mount propagation is available only to privileged containers", mt.Name)
+				}
+				propagation = runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+			default:
+				return nil, fmt.Errorf("volume %q: invalid MountPropagation mode: %q", mt.Name, *mt.Propagation)
+			}
+		}
+		out = append(out, &runtimeapi.Mount{
+			ContainerPath:  mt.ContainerPath,
+			HostPath:       mt.HostPath,
+			Readonly:       mt.ReadOnly,
+			SelinuxRelabel: false,
+			Propagation:    propagation,
+		})
 	}
-	if lim, ok := c.Resources.Limits[v1.ResourceCPU]; ok {
-		r.CpuPeriod = quotaPeriodUs
-		r.CpuQuota = max(lim.MilliValue()*quotaPeriodUs/1000, 1000)
+	return out, nil
+}
+
+func isPrivileged(c *v1.Container) bool {
+	return c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
+}
+
+// CFS and cpu.shares constants, kube's (pkg/kubelet/cm).
+const (
+	minShares     = 2
+	sharesPerCPU  = 1024
+	milliCPUToCPU = 1000
+	// quotaPeriod is the CFS period in microseconds (100 ms).
+	quotaPeriod = 100000
+	// minQuotaPeriod is the smallest CFS quota in microseconds (1 ms).
+	minQuotaPeriod = 1000
+)
+
+// calculateLinuxResources maps requests and limits onto cgroup settings:
+// cpu_shares from the CPU request (the limit when only a limit is set; 2
+// with neither), cpu_period 100 ms with cpu_quota from the CPU limit (0: no
+// quota), and memory_limit_in_bytes from the memory limit (0: none).
+// Mirrors kuberuntime's calculateLinuxResources.
+func calculateLinuxResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
+	cpuRequest, hasRequest := c.Resources.Requests[v1.ResourceCPU]
+	cpuLimit, hasLimit := c.Resources.Limits[v1.ResourceCPU]
+	r := &runtimeapi.LinuxContainerResources{CpuPeriod: quotaPeriod}
+	if (!hasRequest || cpuRequest.IsZero()) && hasLimit && !cpuLimit.IsZero() {
+		// The API server defaults a missing request to the limit; do the
+		// same for pods it did not default.
+		r.CpuShares = milliCPUToShares(cpuLimit.MilliValue())
+	} else {
+		r.CpuShares = milliCPUToShares(cpuRequest.MilliValue())
+	}
+	if hasLimit {
+		r.CpuQuota = milliCPUToQuota(cpuLimit.MilliValue(), quotaPeriod)
 	}
 	if lim, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
 		r.MemoryLimitInBytes = lim.Value()
@@ -185,104 +246,48 @@ func linuxResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
 	return r
 }
 
-// makeEnvironmentVariables resolves the container's env: plain values, and
-// valueFrom.fieldRef for the pod fields kubelet knows locally. Values may
-// refer to earlier variables as $(NAME). ConfigMap and Secret references are
-// refused with an error (CreateContainerConfigError), since skiff's kubelet
-// does not read those objects yet.
-func makeEnvironmentVariables(pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.KeyValue, error) {
-	var out []*runtimeapi.KeyValue
-	resolved := map[string]string{}
+// milliCPUToShares converts millicores to cpu.shares (1 core = 1024),
+// never below 2. Mirrors cm.MilliCPUToShares.
+func milliCPUToShares(milliCPU int64) int64 {
+	if milliCPU == 0 {
+		return minShares
+	}
+	return max(milliCPU*sharesPerCPU/milliCPUToCPU, minShares)
+}
+
+// milliCPUToQuota converts millicores to a CFS quota for period (µs): 0 for
+// no limit, never below 1 ms. Mirrors cm.MilliCPUToQuota.
+func milliCPUToQuota(milliCPU, period int64) int64 {
+	if milliCPU == 0 {
+		return 0
+	}
+	return max(milliCPU*period/milliCPUToCPU, minQuotaPeriod)
+}
+
+// plainRuntimeHelper serves a Manager used without a kubelet: env values
+// with $(VAR) expansion only; valueFrom, envFrom and volume mounts are
+// refused, since resolving them needs the kubelet.
+type plainRuntimeHelper struct{}
+
+func (plainRuntimeHelper) GenerateRunContainerOptions(_ context.Context, _ *v1.Pod, c *v1.Container, _ []string) (*container.RunContainerOptions, error) {
+	if len(c.EnvFrom) > 0 || len(c.VolumeMounts) > 0 {
+		return nil, fmt.Errorf("container %q: envFrom and volumeMounts need the kubelet's RuntimeHelper", c.Name)
+	}
+	opts := &container.RunContainerOptions{}
+	vars := map[string]string{}
+	mapping := expansion.MappingFuncFor(vars)
 	for _, e := range c.Env {
-		value := e.Value
-		switch {
-		case e.ValueFrom == nil:
-			value = expandEnv(value, resolved)
-		case e.ValueFrom.FieldRef != nil:
-			v, err := podFieldValue(pod, e.ValueFrom.FieldRef.FieldPath, podIPs)
-			if err != nil {
-				return nil, fmt.Errorf("env %s: %w", e.Name, err)
-			}
-			value = v
-		case e.ValueFrom.ResourceFieldRef != nil:
-			return nil, fmt.Errorf("env %s: resourceFieldRef is not supported", e.Name)
-		default:
-			return nil, fmt.Errorf("env %s: configMapKeyRef and secretKeyRef are not supported", e.Name)
+		if e.ValueFrom != nil {
+			return nil, fmt.Errorf("env %s: valueFrom needs the kubelet's RuntimeHelper", e.Name)
 		}
-		resolved[e.Name] = value
-		out = append(out, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(value)})
+		v := expansion.Expand(e.Value, mapping)
+		vars[e.Name] = v
+		opts.Envs = append(opts.Envs, container.EnvVar{Name: e.Name, Value: v})
 	}
-	return out, nil
+	return opts, nil
 }
 
-// podFieldValue answers the downward-API field paths kubelet resolves
-// itself.
-func podFieldValue(pod *v1.Pod, path string, podIPs []string) (string, error) {
-	switch path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "spec.nodeName":
-		return pod.Spec.NodeName, nil
-	case "spec.serviceAccountName":
-		return pod.Spec.ServiceAccountName, nil
-	case "status.hostIP":
-		return pod.Status.HostIP, nil
-	case "status.podIP":
-		if len(podIPs) > 0 {
-			return podIPs[0], nil
-		}
-		return pod.Status.PodIP, nil
-	case "status.podIPs":
-		return strings.Join(podIPs, ","), nil
-	}
-	if key, ok := strings.CutPrefix(path, "metadata.labels['"); ok {
-		return pod.Labels[strings.TrimSuffix(key, "']")], nil
-	}
-	if key, ok := strings.CutPrefix(path, "metadata.annotations['"); ok {
-		return pod.Annotations[strings.TrimSuffix(key, "']")], nil
-	}
-	return "", fmt.Errorf("unsupported fieldRef %q", path)
-}
-
-// expandEnv replaces $(NAME) with vars[NAME] when defined and "$$" with "$",
-// leaving unknown references as written, like Kubernetes' expansion package.
-func expandEnv(s string, vars map[string]string) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := vars[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
-			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
-}
+func (plainRuntimeHelper) GetPodCgroupParent(*v1.Pod) string { return "" }
 
 // killContainer stops one container, giving it the pod's grace period (the
 // deletion grace period once the pod is being deleted, else

@@ -67,6 +67,26 @@ type Options struct {
 	// skipped); their credentials go to PullImage as CRI AuthConfig. nil:
 	// every pull is anonymous.
 	PullSecrets func(context.Context, *v1.Pod) []v1.Secret
+
+	// RuntimeHelper resolves each container's environment and mounts and
+	// each pod's cgroup parent (the kubelet); nil means plain env values
+	// only, no volumes and no cgroup parent.
+	RuntimeHelper RuntimeHelper
+	// MemoryCapacity is the node's memory in bytes, which scales a
+	// Burstable container's oom_score_adj; 0 gives Burstable containers 999.
+	MemoryCapacity int64
+}
+
+// RuntimeHelper is what the kubelet resolves for the runtime manager.
+// Mirrors kubecontainer.RuntimeHelper.
+type RuntimeHelper interface {
+	// GenerateRunContainerOptions returns c's environment and mounts; an
+	// error (a missing ConfigMap key, a volume not mounted) is a
+	// CreateContainerConfigError with the error's text as message.
+	GenerateRunContainerOptions(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) (*container.RunContainerOptions, error)
+	// GetPodCgroupParent returns the cgroup the pod's sandbox and containers
+	// go under (the sandbox's linux.cgroup_parent).
+	GetPodCgroupParent(pod *v1.Pod) string
 }
 
 // Manager is the kubelet's CRI client: it reads runtime state (GetPods,
@@ -86,9 +106,11 @@ type Manager struct {
 	livenessManager  *results.Manager
 	startupManager   *results.Manager
 	// runner runs the containers' postStart and preStop hooks.
-	runner      *lifecycle.HandlerRunner
-	podDNS      func(*v1.Pod) (*runtimeapi.DNSConfig, error)
-	pullSecrets func(context.Context, *v1.Pod) []v1.Secret
+	runner         *lifecycle.HandlerRunner
+	podDNS         func(*v1.Pod) (*runtimeapi.DNSConfig, error)
+	pullSecrets    func(context.Context, *v1.Pod) []v1.Secret
+	runtimeHelper  RuntimeHelper
+	memoryCapacity int64
 
 	mu             sync.Mutex
 	runtimeName    string
@@ -117,6 +139,12 @@ func NewManager(conn grpc.ClientConnInterface, opts Options) *Manager {
 		startupManager:   opts.StartupManager,
 		podDNS:           opts.PodDNS,
 		pullSecrets:      opts.PullSecrets,
+
+		runtimeHelper:  opts.RuntimeHelper,
+		memoryCapacity: opts.MemoryCapacity,
+	}
+	if m.runtimeHelper == nil {
+		m.runtimeHelper = plainRuntimeHelper{}
 	}
 	if m.recorder == nil {
 		m.recorder = eventrecorder.Nop{}

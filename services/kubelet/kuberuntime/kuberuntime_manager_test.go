@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
@@ -58,54 +61,116 @@ func TestApplyDefaultImageTag(t *testing.T) {
 	}
 }
 
-func TestExpandEnv(t *testing.T) {
-	vars := map[string]string{"A": "x", "B": "y"}
-	tests := map[string]string{
-		"plain":        "plain",
-		"$(A)-$(B)":    "x-y",
-		"$(MISSING)":   "$(MISSING)",
-		"$$(A)":        "$(A)",
-		"cost $5":      "cost $5",
-		"unclosed $(A": "unclosed $(A",
-	}
-	for in, want := range tests {
-		if got := expandEnv(in, vars); got != want {
-			t.Errorf("expandEnv(%q) = %q, want %q", in, got, want)
+func TestGenerateContainerConfigResourcesByQoS(t *testing.T) {
+	const memoryCapacity = 4 << 30
+	res := func(cpuReq, memReq, cpuLim, memLim string) v1.ResourceRequirements {
+		list := func(cpu, mem string) v1.ResourceList {
+			l := v1.ResourceList{}
+			if cpu != "" {
+				l[v1.ResourceCPU] = resource.MustParse(cpu)
+			}
+			if mem != "" {
+				l[v1.ResourceMemory] = resource.MustParse(mem)
+			}
+			return l
 		}
+		return v1.ResourceRequirements{Requests: list(cpuReq, memReq), Limits: list(cpuLim, memLim)}
+	}
+	tests := []struct {
+		name string
+		res  v1.ResourceRequirements
+		want *runtimeapi.LinuxContainerResources
+	}{
+		{"BestEffort: minimum shares, no quota, no memory limit, first to be OOM-killed", res("", "", "", ""),
+			&runtimeapi.LinuxContainerResources{CpuShares: 2, CpuPeriod: 100000, OomScoreAdj: 1000}},
+		{"Guaranteed: shares and quota from one core, memory limit, last to be OOM-killed", res("1", "1Gi", "1", "1Gi"),
+			&runtimeapi.LinuxContainerResources{CpuShares: 1024, CpuPeriod: 100000, CpuQuota: 100000, MemoryLimitInBytes: 1 << 30, OomScoreAdj: -997}},
+		{"Burstable: shares from the request, quota from the limit, OOM score from the memory request", res("250m", "1Gi", "500m", "2Gi"),
+			&runtimeapi.LinuxContainerResources{CpuShares: 256, CpuPeriod: 100000, CpuQuota: 50000, MemoryLimitInBytes: 2 << 30, OomScoreAdj: 750}},
+		{"only a CPU limit: shares from the limit", res("", "", "100m", ""),
+			&runtimeapi.LinuxContainerResources{CpuShares: 102, CpuPeriod: 100000, CpuQuota: 10000, OomScoreAdj: 999}},
+		{"a tiny CPU limit still gets the 1 ms minimum quota", res("1m", "", "1m", ""),
+			&runtimeapi.LinuxContainerResources{CpuShares: 2, CpuPeriod: 100000, CpuQuota: 1000, OomScoreAdj: 999}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &Manager{runtimeHelper: plainRuntimeHelper{}, memoryCapacity: memoryCapacity, podLogsDirectory: t.TempDir()}
+			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+				Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: tt.res}}}}
+			cfg, err := m.generateContainerConfig(context.Background(), &pod.Spec.Containers[0], pod, 0, "img", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.GetLinux().GetResources(); !proto.Equal(got, tt.want) {
+				t.Errorf("resources = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
 
-func TestMakeEnvironmentVariables(t *testing.T) {
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", Labels: map[string]string{"app": "web"}},
-		Spec:       v1.PodSpec{NodeName: "n1"},
-	}
-	c := &v1.Container{Env: []v1.EnvVar{
-		{Name: "PLAIN", Value: "v"},
-		{Name: "NAME", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-		{Name: "NS", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
-		{Name: "IP", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
-		{Name: "APP", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}}},
-		{Name: "BOTH", Value: "$(NAME).$(NS)"},
-	}}
-	envs, err := makeEnvironmentVariables(pod, c, []string{"10.0.0.7"})
+func TestGenerateContainerConfigMountsAndExpansion(t *testing.T) {
+	bidirectional, hostToContainer := v1.MountPropagationBidirectional, v1.MountPropagationHostToContainer
+	helper := &recordingHelper{opts: &container.RunContainerOptions{
+		Envs: []container.EnvVar{{Name: "GREETING", Value: "hello"}, {Name: "WHO", Value: "world"}},
+		Mounts: []container.Mount{
+			{Name: "cfg", ContainerPath: "/etc/app", HostPath: "/var/lib/kubelet/pods/u/volumes/kubernetes.io~configmap/cfg", ReadOnly: true},
+			{Name: "scratch", ContainerPath: "/tmp/s", HostPath: "/var/lib/kubelet/pods/u/volumes/kubernetes.io~empty-dir/scratch", Propagation: &hostToContainer},
+		},
+	}, cgroupParent: "/kubepods/besteffort/podu"}
+	m := &Manager{runtimeHelper: helper, podLogsDirectory: t.TempDir()}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Command: []string{"echo", "$(GREETING)"}, Args: []string{"$(WHO)", "$$(WHO)", "$(NOPE)"}}}}}
+	cfg, err := m.generateContainerConfig(context.Background(), &pod.Spec.Containers[0], pod, 0, "img", []string{"10.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]string{}
-	for _, e := range envs {
-		got[e.GetKey()] = string(e.GetValue())
+	if got := strings.Join(append(cfg.GetCommand(), cfg.GetArgs()...), " "); got != "echo hello world $(WHO) $(NOPE)" {
+		t.Errorf("command and args = %q", got)
 	}
-	want := map[string]string{"PLAIN": "v", "NAME": "p", "NS": "ns", "IP": "10.0.0.7", "APP": "web", "BOTH": "p.ns"}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("env %s = %q, want %q", k, got[k], v)
+	want := []*runtimeapi.Mount{
+		{ContainerPath: "/etc/app", HostPath: "/var/lib/kubelet/pods/u/volumes/kubernetes.io~configmap/cfg", Readonly: true, Propagation: runtimeapi.MountPropagation_PROPAGATION_PRIVATE},
+		{ContainerPath: "/tmp/s", HostPath: "/var/lib/kubelet/pods/u/volumes/kubernetes.io~empty-dir/scratch", Propagation: runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER},
+	}
+	if len(cfg.GetMounts()) != len(want) {
+		t.Fatalf("mounts = %v", cfg.GetMounts())
+	}
+	for i := range want {
+		if !proto.Equal(cfg.GetMounts()[i], want[i]) {
+			t.Errorf("mount %d = %v, want %v", i, cfg.GetMounts()[i], want[i])
 		}
 	}
+	if sc, err := m.generatePodSandboxConfig(pod, 0); err != nil || sc.GetLinux().GetCgroupParent() != "/kubepods/besteffort/podu" {
+		t.Errorf("sandbox cgroup_parent = %q", sc.GetLinux().GetCgroupParent())
+	}
 
-	secret := &v1.Container{Env: []v1.EnvVar{{Name: "S", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{Key: "k"}}}}}
-	if _, err := makeEnvironmentVariables(pod, secret, nil); err == nil {
-		t.Error("secretKeyRef should be refused")
+	helper.opts.Mounts[1].Propagation = &bidirectional
+	if _, err := m.generateContainerConfig(context.Background(), &pod.Spec.Containers[0], pod, 0, "img", nil); err == nil || !strings.Contains(err.Error(), "only to privileged containers") {
+		t.Errorf("Bidirectional propagation in an unprivileged container: err = %v", err)
+	}
+}
+
+// recordingHelper is a RuntimeHelper returning fixed options, standing in
+// for the kubelet, which owns the real one.
+type recordingHelper struct {
+	opts         *container.RunContainerOptions
+	cgroupParent string
+}
+
+func (h *recordingHelper) GenerateRunContainerOptions(context.Context, *v1.Pod, *v1.Container, []string) (*container.RunContainerOptions, error) {
+	return h.opts, nil
+}
+
+func (h *recordingHelper) GetPodCgroupParent(*v1.Pod) string { return h.cgroupParent }
+
+func TestPlainRuntimeHelperRefusesWhatNeedsTheKubelet(t *testing.T) {
+	c := &v1.Container{Name: "c", Env: []v1.EnvVar{{Name: "A", Value: "x"}, {Name: "B", Value: "$(A)-y"}}}
+	opts, err := plainRuntimeHelper{}.GenerateRunContainerOptions(context.Background(), &v1.Pod{}, c, nil)
+	if err != nil || len(opts.Envs) != 2 || opts.Envs[1].Value != "x-y" {
+		t.Fatalf("plain env: %+v, %v", opts, err)
+	}
+	c.Env = append(c.Env, v1.EnvVar{Name: "S", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{Key: "k"}}})
+	if _, err := (plainRuntimeHelper{}).GenerateRunContainerOptions(context.Background(), &v1.Pod{}, c, nil); err == nil {
+		t.Error("valueFrom was accepted without the kubelet")
 	}
 }
 

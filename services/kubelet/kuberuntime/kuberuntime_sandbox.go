@@ -37,9 +37,8 @@ func parsePodUIDFromLogsDirectory(name string) types.UID {
 }
 
 // generatePodSandboxConfig builds the RunPodSandbox request's config for
-// attempt. Errors: the pod's DNS config cannot be made. Mirrors kuberuntime's
-// generatePodSandboxConfig (without the cgroup parent, which skiff does not
-// manage: the runtime's default parent applies).
+// attempt, with the pod's cgroup parent from the RuntimeHelper. Errors: the pod's DNS
+// config cannot be made. Mirrors kuberuntime's generatePodSandboxConfig.
 func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
@@ -52,6 +51,7 @@ func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) (*runtim
 		Labels:       newPodLabels(pod),
 		Annotations:  newPodAnnotations(pod),
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: m.runtimeHelper.GetPodCgroupParent(pod),
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 				NamespaceOptions: namespacesForPod(pod),
 			},

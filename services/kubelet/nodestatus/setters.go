@@ -120,31 +120,39 @@ func ReadyCondition(now func() time.Time, runtimeErrors func() error) Setter {
 	}
 }
 
-// MemoryPressureCondition reports no memory pressure: skiff has no eviction
-// manager, so there is nothing that could relieve it. Mirrors
-// nodestatus.MemoryPressureCondition.
-func MemoryPressureCondition(now func() time.Time) Setter {
-	return falseCondition(now, v1.NodeMemoryPressure, "KubeletHasSufficientMemory", "kubelet has sufficient memory available")
+// MemoryPressureCondition sets MemoryPressure from pressure (the eviction
+// manager's IsUnderMemoryPressure): True "KubeletHasInsufficientMemory" or
+// False "KubeletHasSufficientMemory". Mirrors nodestatus.MemoryPressureCondition.
+func MemoryPressureCondition(now func() time.Time, pressure func() bool) Setter {
+	return pressureCondition(now, pressure, v1.NodeMemoryPressure,
+		"KubeletHasInsufficientMemory", "kubelet has insufficient memory available",
+		"KubeletHasSufficientMemory", "kubelet has sufficient memory available")
 }
 
-// DiskPressureCondition reports no disk pressure. Mirrors
-// nodestatus.DiskPressureCondition.
-func DiskPressureCondition(now func() time.Time) Setter {
-	return falseCondition(now, v1.NodeDiskPressure, "KubeletHasNoDiskPressure", "kubelet has no disk pressure")
+// DiskPressureCondition sets DiskPressure from pressure (nodefs or imagefs
+// below its threshold). Mirrors nodestatus.DiskPressureCondition.
+func DiskPressureCondition(now func() time.Time, pressure func() bool) Setter {
+	return pressureCondition(now, pressure, v1.NodeDiskPressure,
+		"KubeletHasDiskPressure", "kubelet has disk pressure",
+		"KubeletHasNoDiskPressure", "kubelet has no disk pressure")
 }
 
-// PIDPressureCondition reports no PID pressure. Mirrors
-// nodestatus.PIDPressureCondition.
-func PIDPressureCondition(now func() time.Time) Setter {
-	return falseCondition(now, v1.NodePIDPressure, "KubeletHasSufficientPID", "kubelet has sufficient PID available")
+// PIDPressureCondition sets PIDPressure from pressure (pid.available below
+// its threshold). Mirrors nodestatus.PIDPressureCondition.
+func PIDPressureCondition(now func() time.Time, pressure func() bool) Setter {
+	return pressureCondition(now, pressure, v1.NodePIDPressure,
+		"KubeletHasInsufficientPID", "kubelet has insufficient PID available",
+		"KubeletHasSufficientPID", "kubelet has sufficient PID available")
 }
 
-func falseCondition(now func() time.Time, t v1.NodeConditionType, reason, message string) Setter {
+func pressureCondition(now func() time.Time, pressure func() bool, t v1.NodeConditionType, trueReason, trueMessage, falseReason, falseMessage string) Setter {
 	return func(_ context.Context, node *v1.Node) error {
 		currentTime := metav1.NewTime(now())
-		setCondition(node, v1.NodeCondition{
-			Type: t, Status: v1.ConditionFalse, Reason: reason, Message: message, LastHeartbeatTime: currentTime,
-		}, currentTime)
+		cond := v1.NodeCondition{Type: t, Status: v1.ConditionFalse, Reason: falseReason, Message: falseMessage, LastHeartbeatTime: currentTime}
+		if pressure() {
+			cond.Status, cond.Reason, cond.Message = v1.ConditionTrue, trueReason, trueMessage
+		}
+		setCondition(node, cond, currentTime)
 		return nil
 	}
 }

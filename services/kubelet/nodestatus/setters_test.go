@@ -81,25 +81,33 @@ func TestReadyConditionKeepsTransitionTimeWhileUnchanged(t *testing.T) {
 	}
 }
 
-func TestPressureConditionsAreFalse(t *testing.T) {
-	node := &v1.Node{}
+func TestPressureConditions(t *testing.T) {
 	now := func() time.Time { return time.Unix(1, 0) }
-	for _, set := range []Setter{MemoryPressureCondition(now), DiskPressureCondition(now), PIDPressureCondition(now)} {
-		_ = set(context.Background(), node)
+	tests := []struct {
+		pressure bool
+		status   v1.ConditionStatus
+		reasons  map[v1.NodeConditionType]string
+	}{
+		{false, v1.ConditionFalse, map[v1.NodeConditionType]string{
+			v1.NodeMemoryPressure: "KubeletHasSufficientMemory", v1.NodeDiskPressure: "KubeletHasNoDiskPressure", v1.NodePIDPressure: "KubeletHasSufficientPID"}},
+		{true, v1.ConditionTrue, map[v1.NodeConditionType]string{
+			v1.NodeMemoryPressure: "KubeletHasInsufficientMemory", v1.NodeDiskPressure: "KubeletHasDiskPressure", v1.NodePIDPressure: "KubeletHasInsufficientPID"}},
 	}
-	want := map[v1.NodeConditionType]string{
-		v1.NodeMemoryPressure: "KubeletHasSufficientMemory",
-		v1.NodeDiskPressure:   "KubeletHasNoDiskPressure",
-		v1.NodePIDPressure:    "KubeletHasSufficientPID",
-	}
-	for _, c := range node.Status.Conditions {
-		if c.Status != v1.ConditionFalse || c.Reason != want[c.Type] {
-			t.Errorf("%s = %s %s", c.Type, c.Status, c.Reason)
+	for _, tt := range tests {
+		node := &v1.Node{}
+		pressure := func() bool { return tt.pressure }
+		for _, set := range []Setter{MemoryPressureCondition(now, pressure), DiskPressureCondition(now, pressure), PIDPressureCondition(now, pressure)} {
+			_ = set(context.Background(), node)
 		}
-		delete(want, c.Type)
-	}
-	if len(want) != 0 {
-		t.Errorf("missing conditions %v", want)
+		for _, c := range node.Status.Conditions {
+			if c.Status != tt.status || c.Reason != tt.reasons[c.Type] {
+				t.Errorf("pressure %v: %s = %s %s", tt.pressure, c.Type, c.Status, c.Reason)
+			}
+			delete(tt.reasons, c.Type)
+		}
+		if len(tt.reasons) != 0 {
+			t.Errorf("missing conditions %v", tt.reasons)
+		}
 	}
 }
 

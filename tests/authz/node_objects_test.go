@@ -1,0 +1,80 @@
+package authz
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestNodeReadsOnlyTheObjectsItsPodsUse pins the Node authorizer's graph rules for
+// Secrets and ConfigMaps: a kubelet gets those its pods use (volumes, env, envFrom),
+// nothing else, and never lists them.
+func TestNodeReadsOnlyTheObjectsItsPodsUse(t *testing.T) {
+	c := setup(t)
+	ctx := context.Background()
+	for _, name := range []string{"vol-secret", "env-secret", "other-secret"} {
+		if _, err := c.admin.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"projected-cm", "envfrom-cm", "other-cm"} {
+		if _, err := c.admin.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "uses-objects"}, Spec: corev1.PodSpec{
+		NodeName: "node-a",
+		Volumes: []corev1.Volume{
+			{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "vol-secret"}}},
+			{Name: "p", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "projected-cm"}}},
+			}}}},
+		},
+		Containers: []corev1.Container{{Name: "c", Image: "busybox",
+			Env: []corev1.EnvVar{{Name: "PW", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "env-secret"}, Key: "k"}}}},
+			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "envfrom-cm"}}}},
+		}},
+	}}
+	if _, err := c.admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	getSecret := func(node, name string) error {
+		if node == "a" {
+			_, err := c.nodeA.CoreV1().Secrets("default").Get(ctx, name, metav1.GetOptions{})
+			return err
+		}
+		_, err := c.nodeB.CoreV1().Secrets("default").Get(ctx, name, metav1.GetOptions{})
+		return err
+	}
+	getConfigMap := func(node, name string) error {
+		if node == "a" {
+			_, err := c.nodeA.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{})
+			return err
+		}
+		_, err := c.nodeB.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{})
+		return err
+	}
+	tests := []struct {
+		name string
+		err  func() error
+		code int32
+	}{
+		{"node A gets a Secret its pod mounts", func() error { return getSecret("a", "vol-secret") }, 0},
+		{"node A gets a Secret its pod's env reads", func() error { return getSecret("a", "env-secret") }, 0},
+		{"node A gets a ConfigMap of its pod's projected volume", func() error { return getConfigMap("a", "projected-cm") }, 0},
+		{"node A gets a ConfigMap of its pod's envFrom", func() error { return getConfigMap("a", "envfrom-cm") }, 0},
+		{"node A gets a Secret no pod of it uses: 403", func() error { return getSecret("a", "other-secret") }, 403},
+		{"node A gets a ConfigMap no pod of it uses: 403", func() error { return getConfigMap("a", "other-cm") }, 403},
+		{"node B gets a Secret only node A's pod uses: 403", func() error { return getSecret("b", "vol-secret") }, 403},
+		{"node A lists Secrets: 403", func() error {
+			_, err := c.nodeA.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
+			return err
+		}, 403},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { wantCode(t, tt.err(), tt.code) })
+	}
+}
