@@ -91,7 +91,18 @@ type Config struct {
 	// APIAudiences are the audiences a token must name one of to authenticate here, and
 	// those a TokenRequest naming none gets (--api-audiences); nil means the issuer.
 	APIAudiences []string
+	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound the read-only and the
+	// mutating requests served at once (kube's --max-requests-inflight and
+	// --max-mutating-requests-inflight); beyond, 429 TooManyRequests with Retry-After.
+	// 0 means unlimited; ConfigFromPKI sets kube's defaults, 400 and 200.
+	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
 }
+
+// Kube-apiserver's defaults of --max-requests-inflight and --max-mutating-requests-inflight.
+const (
+	DefaultMaxRequestsInFlight         = 400
+	DefaultMaxMutatingRequestsInFlight = 200
+)
 
 // ConfigFromPKI is a Config over etcd with the serving certificate, client CA, bootstrap
 // tokens, front-proxy client certificate (for exec-proxy), NATS client certificate
@@ -124,6 +135,9 @@ func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 
 		ServiceAccountSigningKeyFile: filepath.Join(dir, pki.ServiceAccountKeyFile),
 		ServiceAccountKeyFile:        filepath.Join(dir, pki.ServiceAccountPublicKeyFile),
+
+		MaxRequestsInFlight:         DefaultMaxRequestsInFlight,
+		MaxMutatingRequestsInFlight: DefaultMaxMutatingRequestsInFlight,
 	}, nil
 }
 
@@ -240,7 +254,9 @@ func New(cfg Config) (_ *APIServer, err error) {
 			admission.ServiceAccount{ServiceAccounts: serviceAccounts},
 			admission.NodeRestriction{Pods: pods},
 		},
-		Ready: s.ready,
+		Ready:                       s.ready,
+		MaxRequestsInFlight:         cfg.MaxRequestsInFlight,
+		MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
 		// Schemas of every served kind, for /openapi/v3 and server-side apply.
 		OpenAPIDefinitions: openapi.GetOpenAPIDefinitions,
 	})

@@ -44,6 +44,8 @@ func main() {
 	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
 	saIssuer := flag.String("service-account-issuer", "", "iss of the service-account tokens the apiserver issues (default https://kubernetes.default.svc.cluster.local)")
 	apiAudiences := flag.String("api-audiences", "", "comma-separated audiences a service-account token must name one of, and the default of a TokenRequest (default: the issuer)")
+	maxInflight := flag.Int("max-requests-inflight", apiserver.DefaultMaxRequestsInFlight, "read-only requests (get, list) served at once; beyond, 429 (0 = unlimited; watches, streams, nodes and the control plane are not counted)")
+	maxMutatingInflight := flag.Int("max-mutating-requests-inflight", apiserver.DefaultMaxMutatingRequestsInFlight, "mutating requests served at once; beyond, 429 (0 = unlimited)")
 	flag.Parse()
 
 	var level slog.Level
@@ -77,13 +79,14 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	serviceAccounts := func(cfg *apiserver.Config) {
+	configure := func(cfg *apiserver.Config) {
 		cfg.ServiceAccountIssuer = *saIssuer
+		cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight = *maxInflight, *maxMutatingInflight
 		if *apiAudiences != "" {
 			cfg.APIAudiences = strings.Split(*apiAudiences, ",")
 		}
 	}
-	if err := run(ctx, *etcdServers, etcdTLS, net.JoinHostPort(*bindAddress, strconv.Itoa(*securePort)), *pkiDir, *natsURL, natsTLS, *execProxyURL, serviceAccounts); err != nil {
+	if err := run(ctx, *etcdServers, etcdTLS, net.JoinHostPort(*bindAddress, strconv.Itoa(*securePort)), *pkiDir, *natsURL, natsTLS, *execProxyURL, configure); err != nil {
 		logger.Error("apiserver stopped", "err", err)
 		os.Exit(1)
 	}
