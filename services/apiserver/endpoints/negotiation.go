@@ -52,13 +52,15 @@ func decodeBody(r *http.Request, defaultGVK schema.GroupVersionKind, into runtim
 	if len(body) == 0 {
 		return nil, nil, apierrors.NewBadRequest("request body is empty")
 	}
+	// As kube-apiserver's NegotiateInputSerializer: no Content-Type means JSON; a media
+	// type no serializer handles (text/plain, */*) is 415.
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mediaType, _, err := mime.ParseMediaType(ct)
 		if err != nil {
 			return nil, nil, unsupportedMediaType(ct)
 		}
 		switch mediaType {
-		case "application/json", "application/yaml", "application/vnd.kubernetes.protobuf", "*/*", "text/plain":
+		case "application/json", "application/yaml", "application/vnd.kubernetes.protobuf":
 		default:
 			return nil, nil, unsupportedMediaType(ct)
 		}
