@@ -97,7 +97,11 @@ func decodeBody(r *http.Request, defaultGVK schema.GroupVersionKind, into runtim
 }
 
 // readBody reads at most maxRequestBodyBytes (413 beyond).
+// A declared Content-Length over the limit is refused before reading anything.
 func readBody(r *http.Request) ([]byte, error) {
+	if r.ContentLength > maxRequestBodyBytes {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", maxRequestBodyBytes))
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxRequestBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
