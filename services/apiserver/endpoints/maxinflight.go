@@ -18,10 +18,11 @@ var longRunningSubresources = map[string]bool{"attach": true, "exec": true, "por
 // WithMaxInFlightLimit exempts only system:masters; skiff has no API Priority and Fairness,
 // so as its simplification of APF's exempt and system/leader-election priority levels it
 // also exempts the nodes (kubelets' Lease renewals and status updates) and the
-// control-plane identities, so that a flood from one user cannot starve them.
+// control-plane identities (the scheduler, the controller-manager, and skiff's csr-signer,
+// which signs the kubelets' certificates), so that a flood from one user cannot starve them.
 var (
 	inflightExemptGroups = map[string]bool{user.SystemPrivilegedGroup: true, user.NodesGroup: true}
-	inflightExemptUsers  = map[string]bool{user.KubeScheduler: true, user.KubeControllerManager: true}
+	inflightExemptUsers  = map[string]bool{user.KubeScheduler: true, user.KubeControllerManager: true, "system:skiff:csr-signer": true}
 )
 
 // maxInFlight bounds the requests served at once, as kube-apiserver's

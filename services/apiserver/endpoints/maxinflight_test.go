@@ -56,6 +56,7 @@ func TestMaxInFlightRejectsBeyondTheLimitAndExemptsTheControlPlane(t *testing.T)
 		{"system:masters gets through", "POST", "/api/v1/namespaces", &user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}}, http.StatusOK},
 		{"the scheduler gets through", "POST", "/api/v1/namespaces/default/pods/p/binding", &user.DefaultInfo{Name: user.KubeScheduler}, http.StatusOK},
 		{"the controller-manager gets through", "POST", "/api/v1/namespaces/default/pods", &user.DefaultInfo{Name: user.KubeControllerManager}, http.StatusOK},
+		{"the csr-signer gets through", "PUT", "/apis/certificates.k8s.io/v1/certificatesigningrequests/c/status", &user.DefaultInfo{Name: "system:skiff:csr-signer"}, http.StatusOK},
 		{"exec is long-running and not counted", "POST", "/api/v1/namespaces/default/pods/p/exec", alice, http.StatusOK},
 		{"a configmap named exec is counted", "POST", "/api/v1/namespaces/default/configmaps/exec", alice, http.StatusTooManyRequests},
 	}
