@@ -112,12 +112,20 @@ type Config struct {
 	// kube-apiserver chooses it. A loopback address is not advertised (Endpoints may not
 	// hold one): the Service is then written without endpoints.
 	AdvertiseAddress net.IP
+	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound the read-only and the
+	// mutating requests served at once (kube's --max-requests-inflight and
+	// --max-mutating-requests-inflight); beyond, 429 TooManyRequests with Retry-After.
+	// 0 means unlimited; ConfigFromPKI sets kube's defaults, 400 and 200.
+	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
 }
 
-// Defaults of the service ranges, as kube-apiserver's (kubeadm's service subnet).
+// Defaults of the service ranges, as kube-apiserver's (kubeadm's service subnet), and
+// kube-apiserver's defaults of --max-requests-inflight and --max-mutating-requests-inflight.
 const (
-	DefaultServiceClusterIPRange = "10.96.0.0/12"
-	DefaultServiceNodePortRange  = "30000-32767"
+	DefaultServiceClusterIPRange       = "10.96.0.0/12"
+	DefaultServiceNodePortRange        = "30000-32767"
+	DefaultMaxRequestsInFlight         = 400
+	DefaultMaxMutatingRequestsInFlight = 200
 )
 
 // ConfigFromPKI is a Config over etcd with the serving certificate, client CA, bootstrap
@@ -151,6 +159,9 @@ func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 
 		ServiceAccountSigningKeyFile: filepath.Join(dir, pki.ServiceAccountKeyFile),
 		ServiceAccountKeyFile:        filepath.Join(dir, pki.ServiceAccountPublicKeyFile),
+
+		MaxRequestsInFlight:         DefaultMaxRequestsInFlight,
+		MaxMutatingRequestsInFlight: DefaultMaxMutatingRequestsInFlight,
 	}, nil
 }
 
@@ -279,7 +290,9 @@ func New(cfg Config) (_ *APIServer, err error) {
 			admission.NodeRestriction{Pods: pods},
 			admission.DefaultTolerationSecondsPlugin{},
 		},
-		Ready: s.ready,
+		Ready:                       s.ready,
+		MaxRequestsInFlight:         cfg.MaxRequestsInFlight,
+		MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
 		// Schemas of every served kind, for /openapi/v3 and server-side apply.
 		OpenAPIDefinitions: openapi.GetOpenAPIDefinitions,
 	})

@@ -52,13 +52,15 @@ func decodeBody(r *http.Request, defaultGVK schema.GroupVersionKind, into runtim
 	if len(body) == 0 {
 		return nil, nil, apierrors.NewBadRequest("request body is empty")
 	}
+	// As kube-apiserver's NegotiateInputSerializer: no Content-Type means JSON; a media
+	// type no serializer handles (text/plain, */*) is 415.
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mediaType, _, err := mime.ParseMediaType(ct)
 		if err != nil {
 			return nil, nil, unsupportedMediaType(ct)
 		}
 		switch mediaType {
-		case "application/json", "application/yaml", "application/vnd.kubernetes.protobuf", "*/*", "text/plain":
+		case "application/json", "application/yaml", "application/vnd.kubernetes.protobuf":
 		default:
 			return nil, nil, unsupportedMediaType(ct)
 		}
@@ -95,7 +97,11 @@ func decodeBody(r *http.Request, defaultGVK schema.GroupVersionKind, into runtim
 }
 
 // readBody reads at most maxRequestBodyBytes (413 beyond).
+// A declared Content-Length over the limit is refused before reading anything.
 func readBody(r *http.Request) ([]byte, error) {
+	if r.ContentLength > maxRequestBodyBytes {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", maxRequestBodyBytes))
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxRequestBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError

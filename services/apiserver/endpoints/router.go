@@ -56,6 +56,12 @@ type Config struct {
 	// Ready reports whether the apiserver can serve (its storage is reachable); /readyz
 	// answers 500 with the error otherwise.
 	Ready func() error
+	// MaxRequestsInFlight bounds the read-only requests (get, list) served at once and
+	// MaxMutatingRequestsInFlight the others, as kube-apiserver's --max-requests-inflight
+	// (400) and --max-mutating-requests-inflight (200); beyond, 429 with Retry-After: 1.
+	// Watches and streams are not counted; see maxInFlight for who is exempt. 0 means
+	// unlimited.
+	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
 }
 
 // NewHandler returns the apiserver's HTTP handler: /version, /healthz, /livez, /readyz,
@@ -76,7 +82,8 @@ func NewHandler(cfg Config) http.Handler {
 	if cfg.OpenAPIDefinitions == nil {
 		panic("endpoints: Config.OpenAPIDefinitions is required")
 	}
-	r.Use(recoverPanics, logRequests, withAuthentication(cfg.Authenticator), withImpersonation(cfg.Authorizer), withNonResourceAuthorization(cfg.Authorizer))
+	inflight := newMaxInFlight(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, cfg.Metrics)
+	r.Use(recoverPanics, logRequests, withAuthentication(cfg.Authenticator), withImpersonation(cfg.Authorizer), inflight.filter, withNonResourceAuthorization(cfg.Authorizer))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, notFoundPath(r.URL.Path)) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apierrors.NewMethodNotSupported(metav1.SchemeGroupVersion.WithResource("").GroupResource(), r.Method))

@@ -47,6 +47,8 @@ func main() {
 	serviceClusterIPRange := flag.String("service-cluster-ip-range", apiserver.DefaultServiceClusterIPRange, "CIDR Service ClusterIPs are allocated from; its first address is the kubernetes Service's")
 	serviceNodePortRange := flag.String("service-node-port-range", apiserver.DefaultServiceNodePortRange, "port range NodePorts are allocated from, e.g. 30000-32767")
 	advertiseAddress := flag.String("advertise-address", "", "IP the kubernetes Service's endpoints point at (default: the host's default-route address)")
+	maxInflight := flag.Int("max-requests-inflight", apiserver.DefaultMaxRequestsInFlight, "read-only requests (get, list) served at once; beyond, 429 (0 = unlimited; watches, streams, nodes and the control plane are not counted)")
+	maxMutatingInflight := flag.Int("max-mutating-requests-inflight", apiserver.DefaultMaxMutatingRequestsInFlight, "mutating requests served at once; beyond, 429 (0 = unlimited)")
 	flag.Parse()
 
 	var level slog.Level
@@ -90,6 +92,7 @@ func main() {
 	configure := func(cfg *apiserver.Config) {
 		cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange, cfg.AdvertiseAddress = *serviceClusterIPRange, *serviceNodePortRange, advertiseIP
 		cfg.ServiceAccountIssuer = *saIssuer
+		cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight = *maxInflight, *maxMutatingInflight
 		if *apiAudiences != "" {
 			cfg.APIAudiences = strings.Split(*apiAudiences, ",")
 		}

@@ -1,0 +1,122 @@
+package endpoints
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/authentication/user"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// longRunningSubresources are the streaming subresources that hold a connection for as
+// long as the client wants, as kube-apiserver's BasicLongRunningRequestCheck's set.
+var longRunningSubresources = map[string]bool{"attach": true, "exec": true, "portforward": true, "log": true, "proxy": true}
+
+// inflightExemptGroups and inflightExemptUsers bypass the max-in-flight limit. kube's
+// WithMaxInFlightLimit exempts only system:masters; skiff has no API Priority and Fairness,
+// so as its simplification of APF's exempt and system/leader-election priority levels it
+// also exempts the nodes (kubelets' Lease renewals and status updates) and the
+// control-plane identities (the scheduler, the controller-manager, and skiff's csr-signer,
+// which signs the kubelets' certificates), so that a flood from one user cannot starve them.
+var (
+	inflightExemptGroups = map[string]bool{user.SystemPrivilegedGroup: true, user.NodesGroup: true}
+	inflightExemptUsers  = map[string]bool{user.KubeScheduler: true, user.KubeControllerManager: true, "system:skiff:csr-signer": true}
+)
+
+// maxInFlight bounds the requests served at once, as kube-apiserver's
+// --max-requests-inflight and --max-mutating-requests-inflight do
+// (k8s.io/apiserver/pkg/server/filters/maxinflight.go): one semaphore for the read-only
+// verbs (GET, HEAD: get and list) and one for the mutating ones (everything else).
+// Long-running requests (watches, pods/exec, attach, portforward, log, proxy) and exempt
+// users are not counted. A request finding its semaphore full is answered at once with
+// 429 TooManyRequests and Retry-After: 1; it never queues.
+type maxInFlight struct {
+	readOnly, mutating chan struct{} // nil: unlimited
+	current            *prometheus.GaugeVec
+}
+
+func newMaxInFlight(readOnly, mutating int, reg prometheus.Registerer) *maxInFlight {
+	m := &maxInFlight{current: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "apiserver_current_inflight_requests",
+		Help: "Maximal number of currently used inflight request limit of this apiserver per request kind.",
+	}, []string{"request_kind"})}
+	reg.MustRegister(m.current)
+	if readOnly > 0 {
+		m.readOnly = make(chan struct{}, readOnly)
+	}
+	if mutating > 0 {
+		m.mutating = make(chan struct{}, mutating)
+	}
+	return m
+}
+
+// filter is the middleware; it runs after authentication, which put the user in the
+// request's context.
+func (m *maxInFlight) filter(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isLongRunning(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if u, ok := genericapirequest.UserFrom(r.Context()); ok && inflightExempt(u) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sem, kind := m.mutating, "mutating"
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			sem, kind = m.readOnly, "readOnly"
+		}
+		if sem != nil {
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			default:
+				w.Header().Set("Retry-After", "1")
+				writeError(w, apierrors.NewTooManyRequests("Too many requests, please try again later.", 1))
+				return
+			}
+		}
+		g := m.current.WithLabelValues(kind)
+		g.Inc()
+		defer g.Dec()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func inflightExempt(u user.Info) bool {
+	if inflightExemptUsers[u.GetName()] {
+		return true
+	}
+	for _, g := range u.GetGroups() {
+		if inflightExemptGroups[g] {
+			return true
+		}
+	}
+	return false
+}
+
+// isLongRunning reports a watch (?watch=true or the legacy /watch/ path) or a streaming
+// subresource (.../pods/<name>/exec and the like), from the URL alone.
+func isLongRunning(r *http.Request) bool {
+	if r.Method == http.MethodGet && isWatch(r) {
+		return true
+	}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	var rest []string // the path after the group version
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		rest = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		rest = parts[3:]
+	default:
+		return false
+	}
+	if len(rest) > 0 && rest[0] == "watch" {
+		return true
+	}
+	// <resource>/<name>/<sub> or namespaces/<ns>/<resource>/<name>/<sub>
+	n := len(rest)
+	return (n == 3 || n == 5 && rest[0] == "namespaces") && longRunningSubresources[rest[n-1]]
+}
