@@ -53,9 +53,9 @@ type ScheduleResult struct {
 // can be scheduled against a cache that already counts this one. Mirrors
 // kube-scheduler's ScheduleOne.
 func (s *Scheduler) scheduleOne(ctx context.Context) {
-	pInfo, err := s.queue.Pop()
+	pInfo, err := s.queue.Pop(ctx)
 	if err != nil {
-		return // closed: Run is stopping
+		return // closed or ctx done: Run is stopping
 	}
 	podCycle := s.queue.SchedulingCycle()
 	pod := pInfo.Pod
