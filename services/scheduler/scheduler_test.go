@@ -476,14 +476,35 @@ func TestNewRequiresAClient(t *testing.T) {
 }
 
 func TestSchedulerWaitsOutAnUnreachableAPIServer(t *testing.T) {
-	client, srv := newServer(t, testNode("n1", "2"), testPod("p", "1"))
+	_, srv := newServer(t, testNode("n1", "2"), testPod("p", "1"))
+	var failed atomic.Int64
+	cfg := rest.CopyConfig(srv.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				failed.Add(1)
+			}
+			return resp, err
+		})
+	})
+	client := kubernetes.NewForConfigOrDie(cfg)
 	srv.StopAPIServer()
 	startScheduler(t, client, "")
-	// The informers fail against the stopped apiserver for a while, then it returns.
-	time.Sleep(time.Second)
+	// The informers' lists fail against the stopped apiserver, then it returns.
+	eventually(t, "requests failing against the stopped apiserver", func() (bool, error) {
+		return failed.Load() >= 3, nil // each of the three informers' lists
+	})
+	if pod, err := getPod(kubernetes.NewForConfigOrDie(srv.Config), "p"); err == nil {
+		t.Fatalf("apiserver answered while stopped: pod %s", pod.Name)
+	}
 	srv.RestartAPIServer()
 	waitBound(t, client, "p")
 }
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 func registryWith(t *testing.T, c prometheus.Collector) *prometheus.Registry {
 	t.Helper()
