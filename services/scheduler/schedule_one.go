@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,7 +11,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -48,9 +53,9 @@ type ScheduleResult struct {
 // can be scheduled against a cache that already counts this one. Mirrors
 // kube-scheduler's ScheduleOne.
 func (s *Scheduler) scheduleOne(ctx context.Context) {
-	pInfo, err := s.queue.Pop()
+	pInfo, err := s.queue.Pop(ctx)
 	if err != nil {
-		return // closed: Run is stopping
+		return // closed or ctx done: Run is stopping
 	}
 	podCycle := s.queue.SchedulingCycle()
 	pod := pInfo.Pod
@@ -326,56 +331,69 @@ func (s *Scheduler) handleSchedulingFailure(ctx context.Context, logger *slog.Lo
 		Message:            msg,
 		ObservedGeneration: cached.Generation,
 	}
-	if err := s.updatePodCondition(ctx, cached, cond); err != nil {
+	if err := s.patchPodScheduledCondition(ctx, cached, cond); err != nil {
 		logger.Error("updating pod condition", "err", err)
 	}
 }
 
-// updatePodCondition writes cond into the pod's status with UpdateStatus,
-// retrying on conflict with a fresh copy. It writes nothing if the condition
-// is already there, and stops if the pod was recreated or bound meanwhile.
-// kube-scheduler patches pods/status with a strategic-merge patch; skiff's
-// apiserver guarantees only update, hence read-modify-write.
-func (s *Scheduler) updatePodCondition(ctx context.Context, pod *v1.Pod, cond *v1.PodCondition) error {
+// patchPodScheduledCondition records cond in the pod's status with a
+// strategic-merge PATCH of pods/status computed against the cached pod, so it
+// sends only the changed condition and needs no resourceVersion (no conflict
+// loop). It writes nothing if the condition is already there. Mirrors
+// kube-scheduler's updatePod in pkg/scheduler/schedule_one.go.
+func (s *Scheduler) patchPodScheduledCondition(ctx context.Context, pod *v1.Pod, cond *v1.PodCondition) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.apiTimeout)
 	defer cancel()
-	pods := s.client.CoreV1().Pods(pod.Namespace)
-	current := pod
-	first := true
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		if !first {
-			fresh, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			current = fresh
-		}
-		first = false
-		if current.UID != pod.UID || current.Spec.NodeName != "" {
-			return nil
-		}
-		status := current.Status.DeepCopy()
-		if !updatePodCondition(status, cond.DeepCopy()) {
-			return nil
-		}
-		updated := current.DeepCopy()
-		updated.Status = *status
-		_, err := pods.UpdateStatus(ctx, updated, metav1.UpdateOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
+	status := pod.Status.DeepCopy()
+	if !setPodCondition(status, cond.DeepCopy()) {
+		return nil
+	}
+	err := patchPodStatus(ctx, s.client, pod.Name, pod.Namespace, &pod.Status, status)
+	if apierrors.IsNotFound(err) {
+		return nil // deleted meanwhile: nothing to record
+	}
+	return err
+}
+
+// patchPodStatus sends the strategic-merge patch that turns oldStatus into
+// newStatus to pods/status, retrying while the apiserver is unreachable or
+// answers 500/503. An empty patch sends nothing. Mirrors kube-scheduler's
+// util.PatchPodStatus (pkg/scheduler/util/utils.go).
+func patchPodStatus(ctx context.Context, client kubernetes.Interface, name, namespace string, oldStatus, newStatus *v1.PodStatus) error {
+	oldData, err := json.Marshal(v1.Pod{Status: *oldStatus})
+	if err != nil {
+		return fmt.Errorf("marshalling old status of pod %s/%s: %w", namespace, name, err)
+	}
+	newData, err := json.Marshal(v1.Pod{Status: *newStatus})
+	if err != nil {
+		return fmt.Errorf("marshalling new status of pod %s/%s: %w", namespace, name, err)
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(oldData, newData, &v1.Pod{})
+	if err != nil {
+		return fmt.Errorf("computing status patch of pod %s/%s: %w", namespace, name, err)
+	}
+	if string(patch) == "{}" {
+		return nil
+	}
+	return retry.OnError(retry.DefaultBackoff, retriable, func() error {
+		_, err := client.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 		return err
 	})
 }
 
-// updatePodCondition sets condition in status, keeping the old
+// retriable reports whether an API call may succeed if tried again: the
+// apiserver was unreachable or failed internally. Mirrors kube-scheduler's
+// util.Retriable.
+func retriable(err error) bool {
+	return apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) ||
+		utilnet.IsConnectionRefused(err)
+}
+
+// setPodCondition sets condition in status, keeping the old
 // lastTransitionTime if the condition's status did not change, and reports
 // whether anything changed. Mirrors k8s.io/kubernetes/pkg/api/v1/pod
 // UpdatePodCondition.
-func updatePodCondition(status *v1.PodStatus, condition *v1.PodCondition) bool {
+func setPodCondition(status *v1.PodStatus, condition *v1.PodCondition) bool {
 	condition.LastTransitionTime = metav1.Now()
 	for i := range status.Conditions {
 		old := &status.Conditions[i]

@@ -127,8 +127,8 @@ func defaultOptions() options {
 }
 
 // New builds a scheduler with the default plugins (NodeUnschedulable,
-// NodeAffinity, TaintToleration, NodeResourcesFit,
-// NodeResourcesLeastAllocated, DefaultBinder) and its informers. It does not
+// NodeAffinity, TaintToleration, NodeResourcesFit scoring LeastAllocated,
+// DefaultBinder) and its informers. It does not
 // contact the apiserver; Run does. It fails if cfg.Client is nil.
 func New(cfg Config) (*Scheduler, error) {
 	return newScheduler(cfg)

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net/http"
 	goruntime "runtime"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,7 +57,13 @@ func fastOptions(t testing.TB) option {
 // that Run returns.
 func startScheduler(t *testing.T, client kubernetes.Interface, name string) *Scheduler {
 	t.Helper()
-	s, err := newScheduler(Config{Client: client, SchedulerName: name}, fastOptions(t))
+	return startSchedulerWith(t, Config{Client: client, SchedulerName: name})
+}
+
+// startSchedulerWith is startScheduler for a whole Config.
+func startSchedulerWith(t *testing.T, cfg Config) *Scheduler {
+	t.Helper()
+	s, err := newScheduler(cfg, fastOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,13 +396,60 @@ func TestPodsOfOtherSchedulersAreLeftAlone(t *testing.T) {
 	}
 }
 
+// scheduledRecorder keeps the names of the pods for which its scheduler
+// recorded the Scheduled event, which it records only after its own binding
+// succeeded.
+type scheduledRecorder struct {
+	mu        sync.Mutex
+	scheduled []string
+}
+
+func (r *scheduledRecorder) Event(obj runtime.Object, eventtype, reason, message string) {
+	if reason != "Scheduled" {
+		return
+	}
+	if pod, ok := obj.(*v1.Pod); ok {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.scheduled = append(r.scheduled, pod.Name)
+	}
+}
+
+func (r *scheduledRecorder) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	r.Event(obj, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func (r *scheduledRecorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	r.Eventf(obj, eventtype, reason, messageFmt, args...)
+}
+
+func (r *scheduledRecorder) pods() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Sorted(slices.Values(r.scheduled))
+}
+
+// TestSecondSchedulerServesOnlyItsName runs the default and a named scheduler
+// side by side and pins which one bound each pod: the Scheduled event is
+// recorded by the scheduler whose binding succeeded, and a pod binds once.
 func TestSecondSchedulerServesOnlyItsName(t *testing.T) {
 	custom := testPod("custom", "1")
 	custom.Spec.SchedulerName = "custom-scheduler"
-	client := newClient(t, testNode("n1", "2"), custom)
-	startScheduler(t, client, "")
-	startScheduler(t, client, "custom-scheduler")
+	client := newClient(t, testNode("n1", "2"), custom, testPod("plain", "1"))
+	defaultEvents, customEvents := &scheduledRecorder{}, &scheduledRecorder{}
+	startSchedulerWith(t, Config{Client: client, Recorder: defaultEvents})
+	startSchedulerWith(t, Config{Client: client, SchedulerName: "custom-scheduler", Recorder: customEvents})
 	waitBound(t, client, "custom")
+	waitBound(t, client, "plain")
+	eventually(t, "both Scheduled events", func() (bool, error) {
+		return len(defaultEvents.pods())+len(customEvents.pods()) == 2, nil
+	})
+	if got := customEvents.pods(); !slices.Equal(got, []string{"custom"}) {
+		t.Errorf("custom-scheduler bound %q, want [custom]", got)
+	}
+	if got := defaultEvents.pods(); !slices.Equal(got, []string{"plain"}) {
+		t.Errorf("default-scheduler bound %q, want [plain]", got)
+	}
 }
 
 func TestRunReturnsOnCancelAndCannotRunTwice(t *testing.T) {
@@ -421,14 +476,35 @@ func TestNewRequiresAClient(t *testing.T) {
 }
 
 func TestSchedulerWaitsOutAnUnreachableAPIServer(t *testing.T) {
-	client, srv := newServer(t, testNode("n1", "2"), testPod("p", "1"))
+	_, srv := newServer(t, testNode("n1", "2"), testPod("p", "1"))
+	var failed atomic.Int64
+	cfg := rest.CopyConfig(srv.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				failed.Add(1)
+			}
+			return resp, err
+		})
+	})
+	client := kubernetes.NewForConfigOrDie(cfg)
 	srv.StopAPIServer()
 	startScheduler(t, client, "")
-	// The informers fail against the stopped apiserver for a while, then it returns.
-	time.Sleep(time.Second)
+	// The informers' lists fail against the stopped apiserver, then it returns.
+	eventually(t, "requests failing against the stopped apiserver", func() (bool, error) {
+		return failed.Load() >= 3, nil // each of the three informers' lists
+	})
+	if pod, err := getPod(kubernetes.NewForConfigOrDie(srv.Config), "p"); err == nil {
+		t.Fatalf("apiserver answered while stopped: pod %s", pod.Name)
+	}
 	srv.RestartAPIServer()
 	waitBound(t, client, "p")
 }
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 func registryWith(t *testing.T, c prometheus.Collector) *prometheus.Registry {
 	t.Helper()

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -78,18 +79,16 @@ func TestSchedulingCycleContinuesThePodTraceAndRecordsEvents(t *testing.T) {
 	})
 	t.Run("spans", func(t *testing.T) {
 		byName := map[string]tracetest.SpanStub{}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		// Wait for the Bind span; on timeout the checks below say what is missing.
+		_ = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 			for _, s := range exp.GetSpans() {
 				if s.SpanContext.TraceID().String() == podTraceID {
 					byName[s.Name] = s
 				}
 			}
-			if _, ok := byName["Bind"]; ok || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			_, ok := byName["Bind"]
+			return ok, nil
+		})
 		cycle, ok := byName["SchedulingCycle"]
 		if !ok {
 			t.Fatalf("no SchedulingCycle span in the pod's trace; spans: %v", names(byName))
@@ -131,15 +130,18 @@ func names(spans map[string]tracetest.SpanStub) []string {
 
 func waitForEvent(t *testing.T, client kubernetes.Interface, selector string) v1.Event {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		list, err := client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: selector})
-		if err == nil && len(list.Items) > 0 {
-			return list.Items[0]
+	var found v1.Event
+	var lastErr error
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: selector})
+		if lastErr = err; err != nil || len(list.Items) == 0 {
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no event matching %s (last error %v)", selector, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		found = list.Items[0]
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("no event matching %s: %v (last error %v)", selector, err, lastErr)
 	}
+	return found
 }

@@ -122,14 +122,25 @@ func (s *Status) AsError() error {
 	return errors.New(s.Message())
 }
 
-// WithError sets the wrapped error and returns s, for chaining.
+// WithError sets the wrapped error and returns s, for chaining. On a nil
+// (Success) status it cannot record the error in place: a nil err keeps
+// Success (nil), any other err gives a new Status with code Error, as
+// AsStatus does, so an error is never silently dropped.
 func (s *Status) WithError(err error) *Status {
+	if s == nil {
+		return AsStatus(err)
+	}
 	s.err = err
 	return s
 }
 
-// WithPlugin records which plugin produced the status and returns s.
+// WithPlugin records which plugin produced the status and returns s. A nil
+// (Success) status stays nil: success names no plugin, as in kube-scheduler
+// where only a failing plugin is recorded on the status.
 func (s *Status) WithPlugin(plugin string) *Status {
+	if s == nil {
+		return nil
+	}
 	s.plugin = plugin
 	return s
 }

@@ -83,3 +83,27 @@ func TestStatus(t *testing.T) {
 		t.Errorf("WithError: %q", w.Message())
 	}
 }
+
+// TestNilStatusIsSuccess pins that every method is safe on the nil *Status
+// that means Success, including the chaining setters.
+func TestNilStatusIsSuccess(t *testing.T) {
+	var s *Status
+	if s.Code() != Success || !s.IsSuccess() || s.IsRejected() || s.AsError() != nil ||
+		s.Message() != "" || s.Reasons() != nil || s.Plugin() != "" {
+		t.Fatalf("nil Status is not Success: code=%v msg=%q plugin=%q", s.Code(), s.Message(), s.Plugin())
+	}
+	if got := s.WithPlugin("NodeResourcesFit"); got != nil {
+		t.Errorf("nil.WithPlugin = %v, want nil (Success names no plugin)", got)
+	}
+	if got := s.WithError(nil); got != nil {
+		t.Errorf("nil.WithError(nil) = %v, want nil (Success)", got)
+	}
+	boom := errors.New("boom")
+	got := s.WithError(boom)
+	if got.Code() != Error || !errors.Is(got.AsError(), boom) {
+		t.Errorf("nil.WithError(boom) = %v %v, want code Error wrapping boom", got.Code(), got.AsError())
+	}
+	if p := got.WithPlugin("X").Plugin(); p != "X" {
+		t.Errorf("WithPlugin after WithError on nil: plugin %q, want X", p)
+	}
+}

@@ -17,13 +17,12 @@ import (
 // NewInTreeRegistry returns a fresh registry of every in-tree plugin.
 func NewInTreeRegistry() runtime.Registry {
 	return runtime.Registry{
-		names.PrioritySort:                queuesort.New,
-		names.NodeUnschedulable:           nodeunschedulable.New,
-		names.NodeAffinity:                nodeaffinity.New,
-		names.TaintToleration:             tainttoleration.New,
-		names.NodeResourcesFit:            noderesources.NewFit,
-		names.NodeResourcesLeastAllocated: noderesources.NewLeastAllocated,
-		names.DefaultBinder:               defaultbinder.New,
+		names.PrioritySort:      queuesort.New,
+		names.NodeUnschedulable: nodeunschedulable.New,
+		names.NodeAffinity:      nodeaffinity.New,
+		names.TaintToleration:   tainttoleration.New,
+		names.NodeResourcesFit:  noderesources.NewFit,
+		names.DefaultBinder:     defaultbinder.New,
 	}
 }
 
@@ -39,8 +38,7 @@ func DefaultProfile(schedulerName string) runtime.Profile {
 			{Name: names.NodeUnschedulable},
 			{Name: names.NodeAffinity, Weight: 2},
 			{Name: names.TaintToleration, Weight: 3},
-			{Name: names.NodeResourcesFit},
-			{Name: names.NodeResourcesLeastAllocated, Weight: 1},
+			{Name: names.NodeResourcesFit, Weight: 1},
 			{Name: names.DefaultBinder},
 		},
 	}

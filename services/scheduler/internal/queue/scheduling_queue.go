@@ -5,6 +5,7 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -263,15 +264,29 @@ func (p *PriorityQueue) Delete(pod *v1.Pod) {
 
 // Pop removes and returns the first pod of activeQ, blocking while activeQ
 // is empty. It counts a scheduling cycle and an attempt for the pod, which
-// is in flight until Done or AddUnschedulableIfNotPresent.
-func (p *PriorityQueue) Pop() (*framework.QueuedPodInfo, error) {
+// is in flight until Done or AddUnschedulableIfNotPresent. It returns
+// ErrClosed once the queue is closed and ctx.Err() once ctx ends, whichever
+// comes first. Mirrors kube-scheduler's PriorityQueue.Pop, which blocks
+// until Close only.
+func (p *PriorityQueue) Pop(ctx context.Context) (*framework.QueuedPodInfo, error) {
+	// Wake the wait below when ctx ends; taking the lock first means the
+	// broadcast cannot fall between Pop's ctx check and its Wait.
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.cond.Broadcast()
+	})
+	defer stop()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.activeQ.Len() == 0 && !p.closed {
+	for p.activeQ.Len() == 0 && !p.closed && ctx.Err() == nil {
 		p.cond.Wait()
 	}
 	if p.closed {
 		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	pInfo := p.activeQ.pop()
 	p.schedulingCycle++

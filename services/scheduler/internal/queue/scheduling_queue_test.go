@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -30,7 +32,7 @@ func newQueue(clock *testingclock.FakeClock) *PriorityQueue {
 // popName pops and returns the popped pod's name.
 func popName(t *testing.T, q *PriorityQueue) string {
 	t.Helper()
-	pInfo, err := q.Pop()
+	pInfo, err := q.Pop(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +113,7 @@ func TestFailedPodWaitsOutItsBackoff(t *testing.T) {
 	pod := newPod("p", 0, epoch)
 	q.Add(pod)
 	for attempt, backoff := range []time.Duration{time.Second, 2 * time.Second} {
-		pInfo, _ := q.Pop()
+		pInfo, _ := q.Pop(context.Background())
 		// An error (no unschedulable plugins) sends the pod to backoff.
 		if err := q.AddUnschedulableIfNotPresent(pInfo, q.SchedulingCycle()); err != nil {
 			t.Fatal(err)
@@ -147,7 +149,7 @@ func TestUnschedulablePodIsRetriedOnClusterEvent(t *testing.T) {
 			q := newQueue(clock)
 			pod := newPod("p", 0, epoch)
 			q.Add(pod)
-			pInfo, _ := q.Pop()
+			pInfo, _ := q.Pop(context.Background())
 			if err := q.AddUnschedulableIfNotPresent(rejected(pInfo), q.SchedulingCycle()); err != nil {
 				t.Fatal(err)
 			}
@@ -170,7 +172,7 @@ func TestMoveAllRespectsPreCheck(t *testing.T) {
 	q.Add(a)
 	q.Add(b)
 	for range 2 {
-		pInfo, _ := q.Pop()
+		pInfo, _ := q.Pop(context.Background())
 		q.AddUnschedulableIfNotPresent(rejected(pInfo), q.SchedulingCycle())
 	}
 	clock.Step(time.Minute)
@@ -185,7 +187,7 @@ func TestEventWhileInFlightSendsRejectedPodToBackoff(t *testing.T) {
 	q := newQueue(clock)
 	pod := newPod("p", 0, epoch)
 	q.Add(pod)
-	pInfo, _ := q.Pop()
+	pInfo, _ := q.Pop(context.Background())
 	cycle := q.SchedulingCycle()
 	// A node was added while the pod was being filtered against the old
 	// snapshot: parking it would miss that node until the next event.
@@ -200,7 +202,7 @@ func TestUpdateWhileInFlightSendsRejectedPodToBackoff(t *testing.T) {
 	q := newQueue(testingclock.NewFakeClock(epoch))
 	pod := newPod("p", 0, epoch)
 	q.Add(pod)
-	pInfo, _ := q.Pop()
+	pInfo, _ := q.Pop(context.Background())
 	updated := pod.DeepCopy()
 	updated.Spec.NodeSelector = map[string]string{"disk": "ssd"}
 	q.Update(pod, updated)
@@ -239,7 +241,7 @@ func TestUpdateOfParkedPod(t *testing.T) {
 			q := newQueue(clock)
 			pod := newPod("p", 0, epoch)
 			q.Add(pod)
-			pInfo, _ := q.Pop()
+			pInfo, _ := q.Pop(context.Background())
 			q.AddUnschedulableIfNotPresent(rejected(pInfo), q.SchedulingCycle())
 			clock.Step(time.Minute)
 			updated := pod.DeepCopy()
@@ -257,7 +259,7 @@ func TestUnschedulablePodsAreFlushedAfterMaxDuration(t *testing.T) {
 	q := newQueue(clock)
 	pod := newPod("p", 0, epoch)
 	q.Add(pod)
-	pInfo, _ := q.Pop()
+	pInfo, _ := q.Pop(context.Background())
 	q.AddUnschedulableIfNotPresent(rejected(pInfo), q.SchedulingCycle())
 	clock.Step(DefaultPodMaxInUnschedulablePodsDuration)
 	q.flushUnschedulablePodsLeftover()
@@ -285,7 +287,7 @@ func TestPopBlocksUntilAddOrClose(t *testing.T) {
 	q := newQueue(testingclock.NewFakeClock(epoch))
 	got := make(chan string)
 	go func() {
-		pInfo, err := q.Pop()
+		pInfo, err := q.Pop(context.Background())
 		if err != nil {
 			got <- err.Error()
 			return
@@ -297,12 +299,37 @@ func TestPopBlocksUntilAddOrClose(t *testing.T) {
 		t.Fatalf("Pop returned %q", name)
 	}
 	go func() {
-		_, err := q.Pop()
+		_, err := q.Pop(context.Background())
 		got <- err.Error()
 	}()
 	q.Close()
 	if msg := <-got; msg != ErrClosed.Error() {
 		t.Fatalf("Pop after Close returned %q", msg)
+	}
+}
+
+// TestPopReturnsWhenItsContextEnds pins that a Pop blocked on an empty queue
+// returns the context's error once the context ends, without Close, and that
+// the queue stays usable for another Pop.
+func TestPopReturnsWhenItsContextEnds(t *testing.T) {
+	q := newQueue(testingclock.NewFakeClock(epoch))
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error)
+	go func() {
+		_, err := q.Pop(ctx)
+		errs <- err
+	}()
+	cancel()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Pop after cancel returned %v, want context.Canceled", err)
+	}
+	if _, err := q.Pop(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Pop on an ended context returned %v, want context.Canceled", err)
+	}
+	q.Add(newPod("p", 0, epoch))
+	pInfo, err := q.Pop(context.Background())
+	if err != nil || pInfo.Pod.Name != "p" {
+		t.Fatalf("Pop after a cancelled Pop: %v, %v", pInfo, err)
 	}
 }
 
@@ -314,9 +341,9 @@ func TestRunFlushesBackoffQ(t *testing.T) {
 	go func() { defer close(done); q.Run(stop) }()
 	defer func() { close(stop); <-done }()
 	q.Add(newPod("p", 0, epoch))
-	pInfo, _ := q.Pop()
+	pInfo, _ := q.Pop(context.Background())
 	q.AddUnschedulableIfNotPresent(pInfo, q.SchedulingCycle())
-	popped, err := q.Pop() // blocks until Run moved it back
+	popped, err := q.Pop(context.Background()) // blocks until Run moved it back
 	if err != nil || popped.Pod.Name != "p" || popped.Attempts != 2 {
 		t.Fatalf("popped %v, %v", popped, err)
 	}

@@ -5,11 +5,10 @@ package names
 
 // The in-tree plugin names, as kube-scheduler spells them.
 const (
-	PrioritySort                = "PrioritySort"
-	NodeUnschedulable           = "NodeUnschedulable"
-	NodeAffinity                = "NodeAffinity"
-	TaintToleration             = "TaintToleration"
-	NodeResourcesFit            = "NodeResourcesFit"
-	NodeResourcesLeastAllocated = "NodeResourcesLeastAllocated"
-	DefaultBinder               = "DefaultBinder"
+	PrioritySort      = "PrioritySort"
+	NodeUnschedulable = "NodeUnschedulable"
+	NodeAffinity      = "NodeAffinity"
+	TaintToleration   = "TaintToleration"
+	NodeResourcesFit  = "NodeResourcesFit"
+	DefaultBinder     = "DefaultBinder"
 )

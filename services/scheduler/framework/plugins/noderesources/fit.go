@@ -1,6 +1,6 @@
-// Package noderesources holds the resource plugins: NodeResourcesFit, a
-// Filter on requests against allocatable, and NodeResourcesLeastAllocated, a
-// Score that spreads pods towards the emptier nodes.
+// Package noderesources holds NodeResourcesFit: a Filter on requests against
+// allocatable, and a Score under a scoring strategy (LeastAllocated, which
+// spreads pods towards the emptier nodes).
 package noderesources
 
 import (
@@ -26,18 +26,21 @@ const preFilterStateKey framework.StateKey = "PreFilter" + names.NodeResourcesFi
 // allocatable pods, and the pod's cpu and memory requests within allocatable
 // minus what the node's pods (assumed ones included) already request. All
 // shortfalls are reported, each as its own reason. Mirrors kube-scheduler's
-// noderesources.Fit filter (without ephemeral storage and extended
-// resources).
-type Fit struct{}
+// noderesources.Fit (without ephemeral storage and extended resources).
+// It also scores nodes under ScoringStrategy (score.go).
+type Fit struct {
+	ScoringStrategy ScoringStrategy
+}
 
 var (
 	_ framework.PreFilterPlugin = (*Fit)(nil)
 	_ framework.FilterPlugin    = (*Fit)(nil)
 )
 
-// NewFit builds the plugin.
+// NewFit builds the plugin with kube-scheduler's default scoring strategy,
+// LeastAllocated.
 func NewFit(context.Context, framework.Handle) (framework.Plugin, error) {
-	return &Fit{}, nil
+	return &Fit{ScoringStrategy: ScoringStrategy{Type: LeastAllocated}}, nil
 }
 
 // Name returns "NodeResourcesFit".

@@ -141,7 +141,7 @@ func TestLeastAllocatedPrefersTheEmptierNode(t *testing.T) {
 	incoming := pod([]v1.Container{container("1", "1Gi")})
 	empty := nodeInfo("4", "4Gi", 110)
 	busy := nodeInfo("4", "4Gi", 110, pod([]v1.Container{container("2", "2Gi")}))
-	l := &LeastAllocated{}
+	l := &Fit{ScoringStrategy: ScoringStrategy{Type: LeastAllocated}}
 	state := framework.NewCycleState()
 	l.PreScore(ctx, state, incoming, nil)
 	emptyScore, _ := l.Score(ctx, state, incoming, empty)
@@ -149,6 +149,27 @@ func TestLeastAllocatedPrefersTheEmptierNode(t *testing.T) {
 	// (4-1)/4 = 75 on both resources; (4-3)/4 = 25.
 	if emptyScore != 75 || busyScore != 25 {
 		t.Fatalf("scores: empty %d, busy %d; want 75, 25", emptyScore, busyScore)
+	}
+}
+
+func TestUnknownScoringStrategyIsAnError(t *testing.T) {
+	ctx := context.Background()
+	incoming := pod([]v1.Container{container("1", "1Gi")})
+	f := &Fit{ScoringStrategy: ScoringStrategy{Type: "MostAllocated"}}
+	state := framework.NewCycleState()
+	f.PreScore(ctx, state, incoming, nil)
+	if _, s := f.Score(ctx, state, incoming, nodeInfo("4", "4Gi", 110)); s.Code() != framework.Error {
+		t.Fatalf("Score under an unknown strategy: %v, want Error", s.Code())
+	}
+}
+
+func TestNewFitScoresLeastAllocated(t *testing.T) {
+	p, err := NewFit(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.(*Fit).ScoringStrategy.Type; got != LeastAllocated {
+		t.Fatalf("default scoring strategy %q, want LeastAllocated", got)
 	}
 }
 
