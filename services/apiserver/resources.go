@@ -3,8 +3,11 @@ package apiserver
 import (
 	"skiff.dev/services/apiserver/authorization"
 	"skiff.dev/services/apiserver/registry"
+	"skiff.dev/services/apiserver/registry/apps/deployment"
+	"skiff.dev/services/apiserver/registry/apps/replicaset"
 	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
 	authorizationregistry "skiff.dev/services/apiserver/registry/authorization"
+	"skiff.dev/services/apiserver/registry/batch/job"
 	"skiff.dev/services/apiserver/registry/certificates/certificatesigningrequest"
 	"skiff.dev/services/apiserver/registry/coordination/lease"
 	"skiff.dev/services/apiserver/registry/core/configmap"
@@ -29,5 +32,8 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.Authorizer) []
 		certificatesigningrequest.Descriptor,
 		authenticationregistry.Descriptor,
 		authorizationregistry.NewSelfSubjectAccessReviewDescriptor(authorizer),
+		deployment.Descriptor,
+		replicaset.Descriptor,
+		job.Descriptor,
 	}
 }

@@ -62,9 +62,10 @@ func aggregated(gvs []*APIGroupVersion) *apidiscoveryv2.APIGroupDiscoveryList {
 			}
 			for _, name := range r.subresourceNames() {
 				sub := r.Subresources[name]
+				kind := subresourceKind(sub, gv.GroupVersion)
 				res.Subresources = append(res.Subresources, apidiscoveryv2.APISubresourceDiscovery{
 					Subresource:  name,
-					ResponseKind: &metav1.GroupVersionKind{Group: gv.GroupVersion.Group, Version: gv.GroupVersion.Version, Kind: sub.Kind},
+					ResponseKind: &metav1.GroupVersionKind{Group: kind.Group, Version: kind.Version, Kind: kind.Kind},
 					Verbs:        verbs(sub.Storage),
 				})
 			}

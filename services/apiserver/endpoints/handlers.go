@@ -113,7 +113,7 @@ func (h *resourceHandler) resolve(path string) (*request, error) {
 		if !ok {
 			return nil, notFoundPath(path)
 		}
-		req.storage, req.gvk = sub.Storage, h.gv.GroupVersion.WithKind(sub.Kind)
+		req.storage, req.gvk = sub.Storage, subresourceKind(sub, h.gv.GroupVersion)
 	}
 	return req, nil
 }
@@ -159,7 +159,7 @@ func (h *resourceHandler) writeMaybeTable(ctx context.Context, w http.ResponseWr
 			obj = table
 		}
 	}
-	writeObject(w, r, http.StatusOK, h.gv.GroupVersion, obj)
+	writeObject(w, r, http.StatusOK, req.gvk.GroupVersion(), obj)
 }
 
 // setRowKinds gives full objects embedded in Table rows (includeObject=Object) their
@@ -277,7 +277,7 @@ func (h *resourceHandler) create(ctx context.Context, w http.ResponseWriter, r *
 	if status, ok := out.(*metav1.Status); ok && status.Code != 0 {
 		code = int(status.Code)
 	}
-	writeObject(w, r, code, h.gv.GroupVersion, out)
+	writeObject(w, r, code, req.gvk.GroupVersion(), out)
 }
 
 func (h *resourceHandler) update(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) {
@@ -345,7 +345,7 @@ func (h *resourceHandler) runUpdate(ctx context.Context, w http.ResponseWriter, 
 	if created {
 		code = http.StatusCreated
 	}
-	writeObject(w, r, code, h.gv.GroupVersion, out)
+	writeObject(w, r, code, req.gvk.GroupVersion(), out)
 }
 
 // patch applies a JSON patch, JSON merge patch or strategic merge patch to the stored
@@ -426,7 +426,7 @@ func (h *resourceHandler) delete(ctx context.Context, w http.ResponseWriter, r *
 		writeError(w, err)
 		return
 	}
-	writeObject(w, r, http.StatusOK, h.gv.GroupVersion, out)
+	writeObject(w, r, http.StatusOK, req.gvk.GroupVersion(), out)
 }
 
 // writeJSON writes v with encoding/json, for bodies that are not scheme objects

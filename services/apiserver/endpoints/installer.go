@@ -36,6 +36,15 @@ type Resource struct {
 // Subresource is a resource's subresource, e.g. pods/status.
 type Subresource = registry.Subresource
 
+// subresourceKind is the group version kind sub reads and writes under parent: its
+// own GroupVersion when set (autoscaling/v1 Scale), else the parent's.
+func subresourceKind(sub Subresource, parent schema.GroupVersion) schema.GroupVersionKind {
+	if sub.GroupVersion.Empty() {
+		return parent.WithKind(sub.Kind)
+	}
+	return sub.GroupVersion.WithKind(sub.Kind)
+}
+
 // APIGroupVersion is one group version's resources, e.g. core v1 or
 // coordination.k8s.io/v1. Mirrors k8s.io/apiserver/pkg/endpoints.APIGroupVersion.
 type APIGroupVersion struct {
@@ -100,9 +109,13 @@ func (gv *APIGroupVersion) apiResourceList() *metav1.APIResourceList {
 		})
 		for _, name := range r.subresourceNames() {
 			sub := r.Subresources[name]
-			list.APIResources = append(list.APIResources, metav1.APIResource{
+			res := metav1.APIResource{
 				Name: r.Name + "/" + name, Namespaced: r.Namespaced, Kind: sub.Kind, Verbs: verbs(sub.Storage),
-			})
+			}
+			if !sub.GroupVersion.Empty() {
+				res.Group, res.Version = sub.GroupVersion.Group, sub.GroupVersion.Version
+			}
+			list.APIResources = append(list.APIResources, res)
 		}
 	}
 	return list
