@@ -215,13 +215,13 @@ func (Strategy) TableRow(obj runtime.Object) []interface{} {
 	}
 }
 
-// PrepareForUpdate keeps the stored spec and the metadata a status writer may not
-// change (labels, annotations, owner references, finalizers).
+// PrepareForUpdate keeps the stored spec and labels; annotations may change here, as
+// in kube: the deployment controller writes the revision annotation with the status,
+// without bumping the generation. Mirrors deploymentStatusStrategy.PrepareForUpdate.
 func (StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	newD, oldD := obj.(*appsv1.Deployment), old.(*appsv1.Deployment)
 	newD.Spec = oldD.Spec
-	newD.Labels, newD.Annotations = oldD.Labels, oldD.Annotations
-	newD.OwnerReferences, newD.Finalizers = oldD.OwnerReferences, oldD.Finalizers
+	newD.Labels = oldD.Labels
 }
 
 // ValidateUpdate checks the status counts. Mirrors ValidateDeploymentStatusUpdate.

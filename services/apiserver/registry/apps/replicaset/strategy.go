@@ -127,13 +127,9 @@ func (Strategy) TableRow(obj runtime.Object) []interface{} {
 	}
 }
 
-// PrepareForUpdate keeps the stored spec and the metadata a status writer may not
-// change (labels, annotations, owner references, finalizers).
+// PrepareForUpdate keeps the stored spec. Mirrors rsStatusStrategy.PrepareForUpdate.
 func (StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
-	newRS, oldRS := obj.(*appsv1.ReplicaSet), old.(*appsv1.ReplicaSet)
-	newRS.Spec = oldRS.Spec
-	newRS.Labels, newRS.Annotations = oldRS.Labels, oldRS.Annotations
-	newRS.OwnerReferences, newRS.Finalizers = oldRS.OwnerReferences, oldRS.Finalizers
+	obj.(*appsv1.ReplicaSet).Spec = old.(*appsv1.ReplicaSet).Spec
 }
 
 // ValidateUpdate checks the status counts. Mirrors ValidateReplicaSetStatusUpdate.

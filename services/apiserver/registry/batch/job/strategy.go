@@ -307,13 +307,9 @@ func HasCondition(job *batchv1.Job, t batchv1.JobConditionType) bool {
 	return false
 }
 
-// PrepareForUpdate keeps the stored spec and the metadata a status writer may not
-// change (labels, annotations, owner references; finalizers too).
+// PrepareForUpdate keeps the stored spec. Mirrors jobStatusStrategy.PrepareForUpdate.
 func (StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
-	newJob, oldJob := obj.(*batchv1.Job), old.(*batchv1.Job)
-	newJob.Spec = oldJob.Spec
-	newJob.Labels, newJob.Annotations = oldJob.Labels, oldJob.Annotations
-	newJob.OwnerReferences, newJob.Finalizers = oldJob.OwnerReferences, oldJob.Finalizers
+	obj.(*batchv1.Job).Spec = old.(*batchv1.Job).Spec
 }
 
 // ValidateUpdate checks the status counts, and that a finished Job stays finished.
