@@ -2,13 +2,13 @@ package job_test
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -18,12 +18,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controllermanager/garbagecollector"
 	"skiff.dev/services/controllermanager/job"
 	"skiff.dev/services/controllermanager/ttlafterfinished"
 	"skiff.dev/services/internal/events"
 )
 
-// start runs a real apiserver with the Job and TTL-after-finished controllers; the
+// start runs a real apiserver with the Job and TTL-after-finished controllers and the
+// garbage collector; the
 // failure back-off is shortened to 10 ms so back-off limits are reached quickly.
 func start(t *testing.T) kubernetes.Interface {
 	t.Helper()
@@ -39,9 +41,11 @@ func start(t *testing.T) kubernetes.Interface {
 	jc := job.New(factory, cs, recorder)
 	jc.PodFailureBackoff = 10 * time.Millisecond
 	ttl := ttlafterfinished.New(factory, cs, recorder)
+	gc := garbagecollector.New(factory, cs, recorder)
 	factory.Start(ctx.Done())
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
+	go func() { defer wg.Done(); gc.Run(ctx, 2) }()
 	go func() { defer wg.Done(); jc.Run(ctx, 2) }()
 	go func() { defer wg.Done(); ttl.Run(ctx, 1) }()
 	go func() { _ = recorder.Run(ctx) }()
@@ -183,10 +187,16 @@ func TestFinishedJobIsDeletedAfterItsTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	finishPods(ctx, t, cs, j.UID, corev1.PodSucceeded)
-	// Foreground deletion: the Job is marked and waits for the garbage collector to
-	// remove its pods.
+	// Deleted in the foreground: its pods go, then the Job.
 	waitFor(t, "deletion", func(ctx context.Context) (bool, error) {
-		got, err := cs.BatchV1().Jobs("default").Get(ctx, "short-lived", metav1.GetOptions{})
-		return err == nil && got.DeletionTimestamp != nil && slices.Contains(got.Finalizers, metav1.FinalizerDeleteDependents), nil
+		_, err := cs.BatchV1().Jobs("default").Get(ctx, "short-lived", metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=short-lived"})
+		if err != nil || len(pods.Items) != 0 {
+			t.Fatalf("the Job went before its pods: %v %v", pods, err)
+		}
+		return true, nil
 	})
 }
