@@ -43,7 +43,7 @@ type Config struct {
 	// TracerProvider traces the controllers' spans; nil: none.
 	TracerProvider trace.TracerProvider
 	// Clock drives the controllers; nil: the real clock.
-	Clock clock.WithTicker
+	Clock clock.WithTickerAndDelayedExecution
 	// Initializers are the controllers that can run; nil: NewControllerInitializers().
 	Initializers map[string]InitFunc
 }

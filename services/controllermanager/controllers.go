@@ -2,6 +2,7 @@ package controllermanager
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -55,7 +56,7 @@ type ControllerContext struct {
 	// TracerProvider traces the controllers' own spans; never nil.
 	TracerProvider trace.TracerProvider
 	// Clock is the time controllers act on: the real clock, or a fake one in tests.
-	Clock clock.WithTicker
+	Clock clock.WithTickerAndDelayedExecution
 }
 
 // InitFunc builds one controller from controllerCtx, registers its informers and starts
@@ -67,7 +68,10 @@ type InitFunc func(ctx context.Context, controllerCtx ControllerContext) error
 // NewControllerInitializers is every controller the manager can run, by name (kube's
 // NewControllerInitializers). Adding a controller is one line here.
 func NewControllerInitializers() map[string]InitFunc {
-	return map[string]InitFunc{}
+	return map[string]InitFunc{
+		NodeLifecycleController: startNodeLifecycleController,
+		TaintEvictionController: startTaintEvictionController,
+	}
 }
 
 // disabledByDefault are controllers "*" does not enable.
@@ -120,3 +124,17 @@ func IsControllerEnabled(name string, controllers []string) bool {
 // informerResync is kube's --min-resync-period: informers replay their cache this often
 // so a missed event heals.
 const informerResync = 12 * time.Hour
+
+// register registers cs with r; a collector already registered (by an earlier leadership
+// term of this process) is not an error.
+func register(r prometheus.Registerer, cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return err
+			}
+		}
+	}
+	return nil
+}
