@@ -275,7 +275,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 		Authorizer:    authorizer,
 		Core:          core,
 		Groups:        []*endpoints.APIGroupVersion{coordination, certificates, authenticationGroup, authorizationGroup},
-		Admission:     admission.Chain{admission.NamespaceLifecycle{Namespaces: namespaces}, admission.NodeRestriction{}},
+		Admission:     admission.Chain{admission.NamespaceLifecycle{Namespaces: namespaces}, admission.NodeRestriction{}, admission.DefaultTolerationSecondsPlugin{}},
 		Ready:         s.ready,
 	})
 	s.handler = tracing.Handler(s.handler, cfg.TracerProvider, "apiserver")
