@@ -37,8 +37,14 @@ func (q *TimedWorkerQueue) AddWork(pod types.NamespacedName, createdAt, fireAt t
 	if _, ok := q.workers[pod]; ok {
 		return
 	}
+	delay := fireAt.Sub(q.clock.Now())
+	if delay <= 0 {
+		// Due now: fire without a timer (a fake clock fires timers only when stepped).
+		go q.fire(pod)
+		return
+	}
 	w := &timedWorker{createdAt: createdAt, fireAt: fireAt}
-	w.timer = q.clock.AfterFunc(max(fireAt.Sub(q.clock.Now()), 0), func() {
+	w.timer = q.clock.AfterFunc(delay, func() {
 		q.mu.Lock()
 		current := q.workers[pod] == w
 		if current {
