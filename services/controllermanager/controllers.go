@@ -71,6 +71,7 @@ func NewControllerInitializers() map[string]InitFunc {
 	return map[string]InitFunc{
 		NodeLifecycleController: startNodeLifecycleController,
 		TaintEvictionController: startTaintEvictionController,
+		NodeIpamController:      startNodeIpamController,
 	}
 }
 

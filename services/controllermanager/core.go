@@ -3,6 +3,7 @@ package controllermanager
 import (
 	"context"
 
+	"skiff.dev/services/controllermanager/nodeipam"
 	"skiff.dev/services/controllermanager/nodelifecycle"
 	"skiff.dev/services/controllermanager/tainteviction"
 )
@@ -41,5 +42,25 @@ func startTaintEvictionController(ctx context.Context, cc ControllerContext) err
 		return err
 	}
 	go tc.Run(ctx)
+	return nil
+}
+
+func startNodeIpamController(ctx context.Context, cc ControllerContext) error {
+	o := cc.Options
+	if !o.AllocateNodeCIDRs {
+		return nil // kube's default: nodes get no CIDR unless --allocate-node-cidrs
+	}
+	maskSizes := make([]int, len(o.ClusterCIDRs))
+	for i, cidr := range o.ClusterCIDRs {
+		maskSizes[i] = o.NodeCIDRMaskSizeIPv6
+		if cidr.IP.To4() != nil {
+			maskSizes[i] = o.NodeCIDRMaskSizeIPv4
+		}
+	}
+	c, err := nodeipam.New(cc.InformerFactory.Core().V1().Nodes(), cc.Client, cc.Recorder, o.ClusterCIDRs, maskSizes)
+	if err != nil {
+		return err
+	}
+	go c.Run(ctx)
 	return nil
 }
