@@ -1,5 +1,6 @@
 // Package allinone runs every skiff service in one process: an embedded etcd, the
-// apiserver, the scheduler, a built-in CRI runtime and one kubelet. Each still talks to
+// apiserver, the scheduler, the controller manager, a built-in CRI runtime and one
+// kubelet. Each still talks to
 // the others over the wire it always uses (HTTP to the apiserver, gRPC on a unix socket
 // to the runtime), so the all-in-one exercises exactly the paths of the full stack.
 package allinone
@@ -25,6 +26,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"skiff.dev/services/apiserver"
+	"skiff.dev/services/controllermanager"
 	"skiff.dev/services/csrsigner"
 	"skiff.dev/services/internal/embedetcd"
 	"skiff.dev/services/internal/pki"
@@ -71,6 +73,9 @@ type Config struct {
 	// NATSPort is the embedded NATS server's client port (4222) events travel through;
 	// 0 picks a free one; -1 runs no NATS, and components POST their events instead.
 	NATSPort int
+	// ControllerManager are the in-process controller manager's options; zero value:
+	// controllermanager.DefaultOptions().
+	ControllerManager controllermanager.Options
 	// TraceExporter, when set, receives every service's spans (tests use
 	// tracetest.InMemoryExporter); otherwise spans go over OTLP when
 	// OTEL_EXPORTER_OTLP_ENDPOINT is set, and nowhere when it is not.
@@ -219,6 +224,23 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		return nil, nil, err
 	}
 	run("scheduler", sched.Run)
+
+	// The controller manager runs alone here, so it elects no leader.
+	cmClient, err := kubernetes.NewForConfig(traced(clientConfig(pki.ControllerManager), obs.controllerManager))
+	if err != nil {
+		return nil, nil, err
+	}
+	cmCert, cmKey := pki.KeyPairFiles(pkiDir, pki.ControllerManager.Name)
+	cmEvents, err := obs.recorder("controllermanager", "", cmClient, cmCert, cmKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	run("controller-manager-events", cmEvents.Run)
+	cm, err := controllermanager.New(controllermanager.Config{Client: cmClient, Recorder: cmEvents, Options: cfg.ControllerManager, TracerProvider: obs.controllerManager})
+	if err != nil {
+		return nil, nil, err
+	}
+	run("controller-manager", cm.Run)
 
 	// csr-signer approves and signs kubelet certificates with the cluster CA.
 	signerClient, err := kubernetes.NewForConfig(clientConfig(pki.CSRSigner))

@@ -24,7 +24,7 @@ import (
 // the embedded NATS server events travel through, which requires mutual TLS as the
 // compose stack's does.
 type observability struct {
-	apiserver, scheduler, kubelet, runtime *tracing.Provider
+	apiserver, scheduler, controllerManager, kubelet, runtime *tracing.Provider
 	// natsURL is the embedded NATS server's URL (tls://host:port), "" when NATS is off.
 	natsURL string
 	// caPEM is the cluster CA NATS's clients verify it with.
@@ -53,7 +53,7 @@ func startObservability(ctx context.Context, cfg Config, dataDir, pkiDir string)
 		service string
 		node    string
 	}{
-		{&o.apiserver, "apiserver", ""}, {&o.scheduler, "scheduler", ""},
+		{&o.apiserver, "apiserver", ""}, {&o.scheduler, "scheduler", ""}, {&o.controllerManager, "controller-manager", ""},
 		{&o.kubelet, "kubelet", cfg.NodeName}, {&o.runtime, "runtime", cfg.NodeName},
 	} {
 		tp, err := tracing.NewProvider(ctx, tracing.Config{Service: p.service, NodeName: p.node, Exporter: cfg.TraceExporter})

@@ -204,7 +204,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 		Authorizer:    authorizer,
 		Core:          groups[0],
 		Groups:        groups[1:],
-		Admission:     admission.Chain{admission.NamespaceLifecycle{Namespaces: s.namespaces}, admission.NodeRestriction{}},
+		Admission:     admission.Chain{admission.NamespaceLifecycle{Namespaces: s.namespaces}, admission.NodeRestriction{}, admission.DefaultTolerationSecondsPlugin{}},
 		Ready:         s.ready,
 	})
 	s.handler = tracing.Handler(s.handler, cfg.TracerProvider, "apiserver")

@@ -41,8 +41,10 @@ const (
 	NodeUserPrefix     = "system:node:"
 	BootstrappersGroup = "system:bootstrappers"
 	SchedulerUser      = user.KubeScheduler // system:kube-scheduler
-	CSRSignerUser      = "system:skiff:csr-signer"
-	ExecProxyUser      = "system:skiff:exec-proxy"
+	// ControllerManagerUser is kube-controller-manager.
+	ControllerManagerUser = user.KubeControllerManager // system:kube-controller-manager
+	CSRSignerUser         = "system:skiff:csr-signer"
+	ExecProxyUser         = "system:skiff:exec-proxy"
 )
 
 // Verb groups as RBAC rules name them.
@@ -87,6 +89,23 @@ var userRules = map[string][]rule{
 		{group: "", resources: []string{"events"}, verbs: write},
 		{group: "events.k8s.io", resources: []string{"events"}, verbs: write},
 		{group: "coordination.k8s.io", resources: []string{"leases"}, verbs: append(slices.Clone(read), write...)},
+	},
+	// system:kube-controller-manager: what its controllers need (node lifecycle, taint
+	// eviction, node IPAM, pod GC, workloads and the garbage collector), until these fixed
+	// rules become bootstrap ClusterRoles (kube's system:kube-controller-manager role plus
+	// the controllers' own roles, as with --use-service-account-credentials=false).
+	ControllerManagerUser: {
+		{group: "", resources: []string{"nodes", "pods"}, verbs: append(slices.Clone(read), "update", "patch", "delete")},
+		{group: "", resources: []string{"nodes/status", "pods/status"}, verbs: []string{"update", "patch"}},
+		{group: "", resources: []string{"pods"}, verbs: []string{"create"}},
+		{group: "", resources: []string{"namespaces"}, verbs: read},
+		{group: "", resources: []string{"events"}, verbs: write},
+		{group: "events.k8s.io", resources: []string{"events"}, verbs: write},
+		{group: "coordination.k8s.io", resources: []string{"leases"}, verbs: append(slices.Clone(read), write...)},
+		{group: "apps", resources: []string{"replicasets", "deployments"}, verbs: []string{"*"}},
+		{group: "apps", resources: []string{"replicasets/status", "deployments/status", "replicasets/finalizers", "deployments/finalizers"}, verbs: []string{"update", "patch"}},
+		{group: "batch", resources: []string{"jobs"}, verbs: []string{"*"}},
+		{group: "batch", resources: []string{"jobs/status", "jobs/finalizers"}, verbs: []string{"update", "patch"}},
 	},
 	// csr-signer: read CSRs, approve and sign them (system:controller:certificate-controller).
 	CSRSignerUser: {

@@ -4,27 +4,20 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"flag"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/leaderelection"
 	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/scheduler"
@@ -38,10 +31,10 @@ func main() {
 	natsCAFile := flag.String("nats-ca-file", "", "CA verifying NATS's serving certificate (default: the CA of --kubeconfig)")
 	natsCertFile := flag.String("nats-cert-file", "", "client certificate toward NATS, which requires mutual TLS (default: the client certificate of --kubeconfig)")
 	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: the key of --kubeconfig)")
-	leaderElect := flag.Bool("leader-elect", true, "run only while holding the kube-system/kube-scheduler Lease, so replicas never bind at once")
-	leaseDuration := flag.Duration("leader-elect-lease-duration", 15*time.Second, "how long a leader's Lease lasts without renewal")
-	renewDeadline := flag.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up")
-	retryPeriod := flag.Duration("leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the Lease")
+	// As kube-scheduler: replicas compete for the kube-system/kube-scheduler Lease and
+	// only the holder binds.
+	election := leaderelection.DefaultOptions("kube-scheduler")
+	election.AddFlags(flag.CommandLine)
 	flag.Parse()
 
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -68,7 +61,7 @@ func main() {
 		logger.Error("building clientset", "err", err)
 		os.Exit(1)
 	}
-	natsTLS, err := natsClientTLS(cfg, *natsURL, *natsCAFile, *natsCertFile, *natsKeyFile)
+	natsTLS, err := events.ServiceClientTLS(cfg, *natsURL, *natsCAFile, *natsCertFile, *natsKeyFile)
 	if err != nil {
 		logger.Error("NATS client TLS", "err", err)
 		os.Exit(1)
@@ -98,60 +91,15 @@ func main() {
 			}
 		}()
 	}
-	if !*leaderElect {
-		if err := sched.Run(ctx); err != nil {
+	elector := leaderelection.New(client, election, "")
+	if err := elector.Run(ctx, func(ctx context.Context) {
+		if err := sched.Run(ctx); err != nil && ctx.Err() == nil {
 			logger.Error("scheduler stopped", "err", err)
 			os.Exit(1)
 		}
-		return
+	}); err != nil {
+		// A leader that lost its Lease exits so it never binds beside the next one.
+		logger.Error("scheduler stopped", "err", err)
+		os.Exit(1)
 	}
-	// As kube-scheduler: replicas compete for one Lease; the holder schedules, and a
-	// leader that loses the Lease exits so it never binds beside a new one.
-	hostname, _ := os.Hostname()
-	identity := hostname + "_" + string(uuid.NewUUID())
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-scheduler"},
-		Client:     client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
-	}
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-		Lock: lock, Name: "kube-scheduler", ReleaseOnCancel: true,
-		LeaseDuration: *leaseDuration, RenewDeadline: *renewDeadline, RetryPeriod: *retryPeriod,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				logger.Info("became leader", "identity", identity)
-				if err := sched.Run(ctx); err != nil && ctx.Err() == nil {
-					logger.Error("scheduler stopped", "err", err)
-					os.Exit(1)
-				}
-			},
-			OnStoppedLeading: func() {
-				if ctx.Err() != nil {
-					return // shutting down
-				}
-				logger.Error("lost the leader Lease; exiting", "identity", identity)
-				os.Exit(1)
-			},
-			OnNewLeader: func(leader string) {
-				if leader != identity {
-					logger.Info("another replica leads", "leader", leader)
-				}
-			},
-		},
-	})
-}
-
-// natsClientTLS is the scheduler's mutual TLS toward NATS: the files named by the
-// --nats-* flags, or else the identity and CA of its kubeconfig (system:kube-scheduler).
-// nil without a NATS URL.
-func natsClientTLS(kubeconfig *rest.Config, natsURL, caFile, certFile, keyFile string) (*tls.Config, error) {
-	switch {
-	case natsURL == "":
-		return nil, nil
-	case certFile == "" && caFile == "" && keyFile == "":
-		return events.ClientTLSFromRESTConfig(kubeconfig)
-	case certFile == "" || caFile == "":
-		return nil, errors.New("--nats-cert-file and --nats-ca-file go together")
-	}
-	return events.ClientTLSFromFiles(caFile, certFile, keyFile)
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"skiff.dev/services/allinone"
+	"skiff.dev/services/controllermanager"
 )
 
 func main() {
@@ -36,6 +37,10 @@ func main() {
 	flag.StringVar(&cfg.NodeName, "node-name", "", "the kubelet's node name (default: host name)")
 	csrAutoApprove := flag.Bool("csr-auto-approve", true, "let csr-signer approve kubelet certificate requests that pass its checks; false leaves every request to `kubectl certificate approve`")
 	flag.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	// The in-process controller manager takes kube-controller-manager's flags
+	// (--node-monitor-grace-period, --controllers, --cluster-cidr, ...).
+	cfg.ControllerManager = controllermanager.DefaultOptions()
+	cfg.ControllerManager.AddFlags(flag.CommandLine)
 	flag.Parse()
 	cfg.Runtime = allinone.Runtime(runtimeName)
 	cfg.ManualCSRApproval = !*csrAutoApprove

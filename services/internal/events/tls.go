@@ -75,3 +75,19 @@ func ClientTLSFromRESTConfig(c *rest.Config) (*tls.Config, error) {
 	tlsConfig.ServerName = ""
 	return tlsConfig, nil
 }
+
+// ServiceClientTLS is a control-plane service's mutual TLS toward NATS from its
+// --nats-ca-file/--nats-cert-file/--nats-key-file flags: those files when given, else the
+// identity and CA of its kubeconfig. nil without a NATS URL. Errors: only one of the
+// certificate and the CA given, or files that do not load.
+func ServiceClientTLS(kubeconfig *rest.Config, natsURL, caFile, certFile, keyFile string) (*tls.Config, error) {
+	switch {
+	case natsURL == "":
+		return nil, nil
+	case certFile == "" && caFile == "" && keyFile == "":
+		return ClientTLSFromRESTConfig(kubeconfig)
+	case certFile == "" || caFile == "":
+		return nil, errors.New("--nats-cert-file and --nats-ca-file go together")
+	}
+	return ClientTLSFromFiles(caFile, certFile, keyFile)
+}

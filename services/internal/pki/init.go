@@ -52,6 +52,8 @@ type Identity struct {
 var (
 	Admin     = Identity{Name: "admin", CommonName: "admin", Organizations: []string{"system:masters"}}
 	Scheduler = Identity{Name: "scheduler", CommonName: "system:kube-scheduler"}
+	// ControllerManager is kube-controller-manager's identity.
+	ControllerManager = Identity{Name: "controller-manager", CommonName: "system:kube-controller-manager"}
 	CSRSigner = Identity{Name: "csr-signer", CommonName: "system:skiff:csr-signer"}
 	ExecProxy = Identity{Name: "exec-proxy", CommonName: "system:skiff:exec-proxy"}
 	// FrontProxyClient is the apiserver's identity toward exec-proxy: exec-proxy trusts
@@ -61,7 +63,7 @@ var (
 )
 
 // Identities are the client identities Init issues, each with a kubeconfig.
-var Identities = []Identity{Admin, Scheduler, CSRSigner, ExecProxy, FrontProxyClient}
+var Identities = []Identity{Admin, Scheduler, ControllerManager, CSRSigner, ExecProxy, FrontProxyClient}
 
 // APIServerEtcdClient is the apiserver's identity toward etcd (kubeadm's
 // apiserver-etcd-client); it has no kubeconfig, etcd is not the API.
