@@ -29,13 +29,14 @@ const (
 
 // controllerAliases are the names --controllers accepted before kube 1.28.
 var controllerAliases = map[string]string{
-	"nodelifecycle":    NodeLifecycleController,
-	"nodeipam":         NodeIpamController,
-	"podgc":            PodGarbageCollectorController,
-	"replicaset":       ReplicaSetController,
-	"deployment":       DeploymentController,
-	"job":              JobController,
-	"garbagecollector": GarbageCollectorController,
+	"nodelifecycle":      NodeLifecycleController,
+	"nodeipam":           NodeIpamController,
+	"podgc":              PodGarbageCollectorController,
+	"replicaset":         ReplicaSetController,
+	"deployment":         DeploymentController,
+	"job":                JobController,
+	"garbagecollector":   GarbageCollectorController,
+	"ttl-after-finished": TTLAfterFinishedController,
 }
 
 // ControllerContext is what every controller is built from (kube's
@@ -69,9 +70,14 @@ type InitFunc func(ctx context.Context, controllerCtx ControllerContext) error
 // NewControllerInitializers). Adding a controller is one line here.
 func NewControllerInitializers() map[string]InitFunc {
 	return map[string]InitFunc{
-		NodeLifecycleController: startNodeLifecycleController,
-		TaintEvictionController: startTaintEvictionController,
-		NodeIpamController:      startNodeIpamController,
+		NodeLifecycleController:    startNodeLifecycleController,
+		TaintEvictionController:    startTaintEvictionController,
+		NodeIpamController:         startNodeIpamController,
+		ReplicaSetController:       startReplicaSetController,
+		DeploymentController:       startDeploymentController,
+		JobController:              startJobController,
+		TTLAfterFinishedController: startTTLAfterFinishedController,
+		GarbageCollectorController: startGarbageCollectorController,
 	}
 }
 
