@@ -30,7 +30,6 @@ import (
 	"skiff.dev/services/csrsigner"
 	"skiff.dev/services/internal/embedetcd"
 	"skiff.dev/services/internal/pki"
-	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/certificate"
 	criruntime "skiff.dev/services/runtime"
@@ -155,10 +154,10 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		return nil, nil, err
 	}
 	stops = append(stops, obs.stop)
-	etcdClient, err := etcd.Client(tracing.GRPCClientOption(obs.apiserver))
-	if err != nil {
-		return nil, nil, err
-	}
+	// The apiserver reaches its embedded etcd by function calls, not over loopback gRPC
+	// with mutual TLS (a third of the all-in-one's CPU at load); etcd still listens with
+	// mutual TLS for anything outside the process.
+	etcdClient := etcd.InProcessClient(obs.apiserver)
 	stops = append(stops, func() { _ = etcdClient.Close() })
 	apiConfig, err := apiserver.ConfigFromPKI(pkiDir, etcdClient)
 	if err != nil {
@@ -181,10 +180,13 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	if err := writeKubeconfig(kubeconfig, apiURL, pkiDir); err != nil {
 		return nil, nil, err
 	}
-	// clientConfig reaches the apiserver as one of pki's identities.
+	// clientConfig reaches the apiserver as one of pki's identities, with no client-side
+	// rate limit (QPS < 0): in one process the apiserver is the only judge of load, and a
+	// token bucket on the scheduler's binds or the kubelet's status writes only queues
+	// work the apiserver could take (docs/performance.md).
 	clientConfig := func(id pki.Identity) *rest.Config {
 		certFile, keyFile := pki.KeyPairFiles(pkiDir, id.Name)
-		return &rest.Config{Host: apiURL, QPS: 100, Burst: 200, UserAgent: "skiff-" + id.Name,
+		return &rest.Config{Host: apiURL, QPS: -1, UserAgent: "skiff-" + id.Name,
 			TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(pkiDir, pki.CACertFile), CertFile: certFile, KeyFile: keyFile}}
 	}
 
@@ -312,7 +314,7 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		if err != nil {
 			return fmt.Errorf("TLS bootstrap: %w", err)
 		}
-		nodeConfig.QPS, nodeConfig.Burst, nodeConfig.UserAgent = 100, 200, "skiff-kubelet"
+		nodeConfig.QPS, nodeConfig.UserAgent = -1, "skiff-kubelet"
 		nodeClient, err := kubernetes.NewForConfig(traced(nodeConfig, obs.kubelet))
 		if err != nil {
 			return err

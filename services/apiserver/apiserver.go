@@ -29,13 +29,16 @@ import (
 	"skiff.dev/services/apiserver/authorization"
 	namespacecontroller "skiff.dev/services/apiserver/controller/namespace"
 	"skiff.dev/services/apiserver/controller/rootcacertpublisher"
+	serviceaccountcontroller "skiff.dev/services/apiserver/controller/serviceaccount"
 	"skiff.dev/services/apiserver/endpoints"
 	"skiff.dev/services/apiserver/eventsink"
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/core/namespace"
 	"skiff.dev/services/apiserver/registry/core/pod"
+	serviceaccountregistry "skiff.dev/services/apiserver/registry/core/serviceaccount"
 	"skiff.dev/services/apiserver/registry/rest"
 	"skiff.dev/services/apiserver/scheme"
+	"skiff.dev/services/apiserver/serviceaccount"
 	"skiff.dev/services/apiserver/storage/cacher"
 	"skiff.dev/services/apiserver/storage/etcd3"
 	"skiff.dev/services/apiserver/storage/leasekv"
@@ -75,11 +78,24 @@ type Config struct {
 	// ProxyClientTLS dials exec-proxy: the front-proxy-client certificate and the
 	// cluster CA as RootCAs (kube's --proxy-client-cert-file); required with ExecProxyURL.
 	ProxyClientTLS *tls.Config
+	// ServiceAccountSigningKeyFile is the PEM private key that signs service-account
+	// tokens (pki: sa.key; kube's --service-account-signing-key-file); required.
+	ServiceAccountSigningKeyFile string
+	// ServiceAccountKeyFile holds the PEM public keys that verify them (pki: sa.pub;
+	// --service-account-key-file); required.
+	ServiceAccountKeyFile string
+	// ServiceAccountIssuer is the tokens' iss (--service-account-issuer); "" means
+	// serviceaccount.DefaultIssuer.
+	ServiceAccountIssuer string
+	// APIAudiences are the audiences a token must name one of to authenticate here, and
+	// those a TokenRequest naming none gets (--api-audiences); nil means the issuer.
+	APIAudiences []string
 }
 
 // ConfigFromPKI is a Config over etcd with the serving certificate, client CA, bootstrap
-// tokens, front-proxy client certificate (for exec-proxy) and NATS client certificate
-// (apiserver-nats-client, for the event sink) of a `skiff pki init` directory.
+// tokens, front-proxy client certificate (for exec-proxy), NATS client certificate
+// (apiserver-nats-client, for the event sink) and service-account key (sa.key, sa.pub)
+// of a `skiff pki init` directory.
 func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 	certFile, keyFile := pki.KeyPairFiles(dir, pki.APIServerName)
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
@@ -104,6 +120,9 @@ func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 		BootstrapTokenFile: filepath.Join(dir, pki.BootstrapTokenFile),
 		ProxyClientTLS:     &tls.Config{Certificates: []tls.Certificate{proxyCert}, RootCAs: ca.CertPool(), MinVersion: tls.VersionTLS12},
 		NATSTLS:            natsTLS,
+
+		ServiceAccountSigningKeyFile: filepath.Join(dir, pki.ServiceAccountKeyFile),
+		ServiceAccountKeyFile:        filepath.Join(dir, pki.ServiceAccountPublicKeyFile),
 	}, nil
 }
 
@@ -113,6 +132,7 @@ type APIServer struct {
 	handler             http.Handler
 	namespaces          *namespace.REST
 	namespaceController *namespacecontroller.Controller
+	saController        *serviceaccountcontroller.Controller
 	rootCAPublisher     *rootcacertpublisher.Publisher
 	caches              []*cacher.Cacher
 	tlsConfig           *tls.Config
@@ -152,6 +172,10 @@ func New(cfg Config) (_ *APIServer, err error) {
 	if len(cfg.ServingCert.Certificate) == 0 || cfg.ClientCA == nil {
 		return nil, errors.New("apiserver: Config.ServingCert and Config.ClientCA are required")
 	}
+	tokens, err := serviceAccountTokens(cfg)
+	if err != nil {
+		return nil, err
+	}
 	var execProxy *pod.ExecProxy
 	if cfg.ExecProxyURL != "" {
 		u, perr := url.Parse(cfg.ExecProxyURL)
@@ -173,7 +197,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 	}()
 	stores := storeSet{}
 	authorizer := authorization.New(storageLookup{stores: stores})
-	descriptors := resources(execProxy, authorizer)
+	descriptors := resources(execProxy, authorizer, tokens)
 	for i := range descriptors {
 		d := &descriptors[i]
 		if d.NewListFunc == nil {
@@ -190,6 +214,8 @@ func New(cfg Config) (_ *APIServer, err error) {
 		return nil, err
 	}
 	s.namespaceController = &namespacecontroller.Controller{Namespaces: s.namespaces, Contents: contents}
+	serviceAccounts, pods := stores[corev1.Resource("serviceaccounts")], stores[corev1.Resource("pods")]
+	s.saController = &serviceaccountcontroller.Controller{Namespaces: s.namespaces, ServiceAccounts: serviceAccounts}
 	if len(cfg.RootCA) > 0 {
 		s.rootCAPublisher = &rootcacertpublisher.Publisher{RootCA: cfg.RootCA, Namespaces: s.namespaces, ConfigMaps: stores[corev1.Resource("configmaps")]}
 	}
@@ -198,14 +224,20 @@ func New(cfg Config) (_ *APIServer, err error) {
 	if cfg.BootstrapTokenFile != "" {
 		authenticator = append(authenticator, &authentication.BootstrapTokens{Path: cfg.BootstrapTokenFile})
 	}
-	authenticator = append(authenticator, &authentication.SecretTokens{Secrets: secrets})
+	authenticator = append(authenticator, &authentication.SecretTokens{Secrets: secrets},
+		&authentication.ServiceAccountTokens{Verifier: tokens.Verifier, ServiceAccounts: serviceAccounts, Pods: pods, Secrets: secrets})
 	s.handler = endpoints.NewHandler(endpoints.Config{
 		Authenticator: authenticator,
 		Authorizer:    authorizer,
 		Core:          groups[0],
 		Groups:        groups[1:],
-		Admission:     admission.Chain{admission.NamespaceLifecycle{Namespaces: s.namespaces}, admission.NodeRestriction{}, admission.DefaultTolerationSecondsPlugin{}},
-		Ready:         s.ready,
+		Admission: admission.Chain{
+			admission.NamespaceLifecycle{Namespaces: s.namespaces},
+			admission.ServiceAccount{ServiceAccounts: serviceAccounts},
+			admission.NodeRestriction{Pods: pods},
+			admission.DefaultTolerationSecondsPlugin{},
+		},
+		Ready: s.ready,
 	})
 	s.handler = tracing.Handler(s.handler, cfg.TracerProvider, "apiserver")
 	if cfg.NATSURL != "" {
@@ -215,6 +247,31 @@ func New(cfg Config) (_ *APIServer, err error) {
 		}
 	}
 	return s, nil
+}
+
+// serviceAccountTokens reads the service-account keys: the signer TokenRequest uses and
+// the verifier the authenticator uses, with cfg's issuer and audiences.
+func serviceAccountTokens(cfg Config) (serviceaccountregistry.TokenConfig, error) {
+	issuer := cfg.ServiceAccountIssuer
+	if issuer == "" {
+		issuer = serviceaccount.DefaultIssuer
+	}
+	audiences := cfg.APIAudiences
+	if len(audiences) == 0 {
+		audiences = []string{issuer}
+	}
+	if cfg.ServiceAccountSigningKeyFile == "" || cfg.ServiceAccountKeyFile == "" {
+		return serviceaccountregistry.TokenConfig{}, errors.New("apiserver: Config.ServiceAccountSigningKeyFile and Config.ServiceAccountKeyFile are required (skiff pki init makes sa.key and sa.pub)")
+	}
+	signer, err := serviceaccount.ReadSigner(issuer, cfg.ServiceAccountSigningKeyFile)
+	if err != nil {
+		return serviceaccountregistry.TokenConfig{}, fmt.Errorf("apiserver: %w", err)
+	}
+	verifier, err := serviceaccount.ReadVerifier(issuer, audiences, cfg.ServiceAccountKeyFile)
+	if err != nil {
+		return serviceaccountregistry.TokenConfig{}, fmt.Errorf("apiserver: %w", err)
+	}
+	return serviceaccountregistry.TokenConfig{Signer: signer, Verifier: verifier, Audiences: audiences}, nil
 }
 
 // watchCache is the watch cache over d's etcd store; an expiring resource
@@ -334,6 +391,12 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		s.namespaceController.Run(ctx)
 	}()
 	defer func() { <-controllerDone }()
+	saControllerDone := make(chan struct{})
+	go func() {
+		defer close(saControllerDone)
+		s.saController.Run(ctx)
+	}()
+	defer func() { <-saControllerDone }()
 	if s.rootCAPublisher != nil {
 		publisherDone := make(chan struct{})
 		go func() {

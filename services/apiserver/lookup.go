@@ -6,7 +6,9 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/rest"
@@ -60,4 +62,22 @@ func (l storageLookup) CSRRequester(ctx context.Context, name, wantUser string) 
 	return get(ctx, l.stores.Store(certificatesv1.Resource("certificatesigningrequests")), "", name,
 		func(obj any) string { return obj.(*certificatesv1.CertificateSigningRequest).Spec.Username },
 		func(user string) bool { return user == wantUser })
+}
+
+// NodeRunsServiceAccount implements authorization.Lookup: whether a pod bound to node
+// in namespace runs as service account name. It lists the node's pods there from the
+// watch cache and, when none matches, from etcd.
+func (l storageLookup) NodeRunsServiceAccount(ctx context.Context, namespace, name, node string) (bool, error) {
+	pods := l.stores.Store(corev1.Resource("pods"))
+	selector := fields.SelectorFromSet(fields.Set{"spec.nodeName": node, "spec.serviceAccountName": name})
+	for _, rv := range []string{"0", ""} {
+		obj, err := pods.List(ctx, namespace, &metainternalversion.ListOptions{FieldSelector: selector, ResourceVersion: rv})
+		if err != nil {
+			return false, err
+		}
+		if len(obj.(*corev1.PodList).Items) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -16,11 +16,12 @@ import (
 	"skiff.dev/services/apiserver/registry/core/node"
 	"skiff.dev/services/apiserver/registry/core/pod"
 	"skiff.dev/services/apiserver/registry/core/secret"
+	"skiff.dev/services/apiserver/registry/core/serviceaccount"
 )
 
 // resources lists every resource the apiserver serves: the one place a new resource is
 // registered. Its order is discovery's order within a group version.
-func resources(execProxy *pod.ExecProxy, authorizer authorization.Authorizer) []registry.Descriptor {
+func resources(execProxy *pod.ExecProxy, authorizer authorization.Authorizer, tokens serviceaccount.TokenConfig) []registry.Descriptor {
 	return []registry.Descriptor{
 		configmap.Descriptor,
 		event.Descriptor,
@@ -28,6 +29,7 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.Authorizer) []
 		node.Descriptor,
 		pod.NewDescriptor(execProxy),
 		secret.Descriptor,
+		serviceaccount.NewDescriptor(tokens),
 		lease.Descriptor,
 		certificatesigningrequest.Descriptor,
 		authenticationregistry.Descriptor,

@@ -1,6 +1,7 @@
 // Package admission holds the checks that run on a write after it is decoded and before
-// it reaches storage. Mirrors k8s.io/apiserver/pkg/admission, with validating plugins
-// only: defaulting and validation proper live in each resource's strategy.
+// it reaches storage. Mirrors k8s.io/apiserver/pkg/admission: plugins validate, and a
+// few mutate as kube's do (ServiceAccount); defaulting and validation proper live in
+// each resource's strategy.
 package admission
 
 import (
@@ -27,14 +28,18 @@ const (
 	Delete Operation = "DELETE"
 )
 
-// Attributes describe one write.
+// Attributes describe one write. Mirrors admission.Attributes.
 type Attributes struct {
 	Operation   Operation
 	Resource    schema.GroupVersionResource
 	Subresource string
 	Namespace   string
 	Name        string
-	Object      runtime.Object
+	// Object is the object written: the new object on create and update, nil on delete.
+	// A plugin may change it (mutating admission, e.g. ServiceAccount).
+	Object runtime.Object
+	// OldObject is the stored object an update replaces, nil otherwise. Read only.
+	OldObject runtime.Object
 }
 
 // Interface admits or rejects a write; the error is returned to the client as is, so it

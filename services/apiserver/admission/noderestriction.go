@@ -6,10 +6,17 @@ import (
 	"slices"
 	"strings"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"skiff.dev/services/apiserver/registry/rest"
 )
 
 // mirrorPodAnnotation marks a static pod's mirror in the API (kube's
@@ -17,13 +24,19 @@ import (
 const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 
 // NodeRestriction limits what a node (user system:node:<name> in system:nodes) may write
-// to objects of its own, where the authorizer cannot see the body: it may create only its
-// own Node, its own Lease, and mirror pods bound to itself. Mirrors the NodeRestriction
-// admission plugin (k8s.io/kubernetes/plugin/pkg/admission/noderestriction).
-type NodeRestriction struct{}
+// to objects of its own, where the authorizer cannot see the body: it may create and
+// update only its own Node, without changing its taints or setting kubernetes.io labels
+// other than the kubelet's own; its own Lease; mirror pods bound to itself that reference
+// no service account; the status of pods bound to itself, without changing their labels;
+// and tokens only for pods bound to itself. Mirrors the NodeRestriction admission plugin
+// (k8s.io/kubernetes/plugin/pkg/admission/noderestriction).
+type NodeRestriction struct {
+	// Pods reads pods, for the pod a token request is bound to.
+	Pods rest.Getter
+}
 
 // Admit implements Interface.
-func (NodeRestriction) Admit(ctx context.Context, a Attributes) error {
+func (p NodeRestriction) Admit(ctx context.Context, a Attributes) error {
 	u, ok := genericapirequest.UserFrom(ctx)
 	if !ok {
 		return nil
@@ -37,10 +50,8 @@ func (NodeRestriction) Admit(ctx context.Context, a Attributes) error {
 		return apierrors.NewForbidden(gr, a.Name, fmt.Errorf(format, args...))
 	}
 	switch {
-	case gr.Group == "" && gr.Resource == "nodes" && a.Subresource == "" && (a.Operation == Create || a.Operation == Update):
-		if n, ok := a.Object.(*corev1.Node); ok && n.Name != node {
-			return forbid("node %q is not allowed to modify node %q", node, n.Name)
-		}
+	case gr.Group == "" && gr.Resource == "nodes" && (a.Subresource == "" || a.Subresource == "status"):
+		return admitNode(node, a, forbid)
 	case gr.Group == "" && gr.Resource == "pods" && a.Subresource == "" && a.Operation == Create:
 		pod, ok := a.Object.(*corev1.Pod)
 		if !ok {
@@ -52,10 +63,139 @@ func (NodeRestriction) Admit(ctx context.Context, a Attributes) error {
 		if pod.Spec.NodeName != node {
 			return forbid("node %q can only create pods with spec.nodeName set to itself", node)
 		}
+		if pod.Spec.ServiceAccountName != "" {
+			return forbid("node %q can not create pods that reference a service account", node)
+		}
+	case gr.Group == "" && gr.Resource == "pods" && a.Subresource == "status" && a.Operation == Update:
+		oldPod, ok := a.OldObject.(*corev1.Pod)
+		newPod, ok2 := a.Object.(*corev1.Pod)
+		if !ok || !ok2 {
+			return nil
+		}
+		if oldPod.Spec.NodeName != node {
+			return forbid("node %q can only update pod status for pods with spec.nodeName set to itself", node)
+		}
+		if !labels.Equals(oldPod.Labels, newPod.Labels) {
+			return forbid("node %q cannot update labels through pod status", node)
+		}
+	case gr.Group == "" && gr.Resource == "serviceaccounts" && a.Subresource == "token" && a.Operation == Create:
+		return p.admitToken(ctx, node, a, forbid)
 	case gr.Group == coordinationv1.GroupName && gr.Resource == "leases" && (a.Operation == Create || a.Operation == Update):
 		if l, ok := a.Object.(*coordinationv1.Lease); ok && l.Name != node {
 			return forbid("can only access node lease with the same name as the requesting node")
 		}
 	}
 	return nil
+}
+
+// admitNode: a node writes only its own Node; it may not change its taints (the
+// node lifecycle controller owns them after registration) nor set labels that steer
+// workloads toward it (kube's node-restriction.kubernetes.io/ and unknown kubernetes.io
+// and k8s.io labels).
+func admitNode(node string, a Attributes, forbid func(string, ...any) error) error {
+	n, ok := a.Object.(*corev1.Node)
+	if !ok {
+		return nil
+	}
+	switch a.Operation {
+	case Create:
+		if n.Name != node {
+			return forbid("node %q is not allowed to modify node %q", node, n.Name)
+		}
+		if bad := forbiddenNodeLabels(n.Labels, nil); len(bad) > 0 {
+			return forbid("node %q is not allowed to set the following labels: %s", node, strings.Join(bad, ", "))
+		}
+	case Update:
+		if n.Name != node || a.Name != node {
+			return forbid("node %q is not allowed to modify node %q", node, a.Name)
+		}
+		old, ok := a.OldObject.(*corev1.Node)
+		if !ok {
+			return nil
+		}
+		if !apiequality.Semantic.DeepEqual(n.Spec.Taints, old.Spec.Taints) {
+			return forbid("node %q is not allowed to modify taints", node)
+		}
+		if bad := forbiddenNodeLabels(n.Labels, old.Labels); len(bad) > 0 {
+			return forbid("node %q is not allowed to modify labels: %s", node, strings.Join(bad, ", "))
+		}
+	}
+	return nil
+}
+
+// admitToken: a node may ask for a token only bound to a pod scheduled on it, named
+// with its UID, so a token never outlives the pod that justified it.
+func (p NodeRestriction) admitToken(ctx context.Context, node string, a Attributes, forbid func(string, ...any) error) error {
+	tr, ok := a.Object.(*authenticationv1.TokenRequest)
+	if !ok {
+		return nil
+	}
+	ref := tr.Spec.BoundObjectRef
+	if ref == nil || ref.Kind != "Pod" {
+		return forbid("node requested token not bound to a pod")
+	}
+	if ref.UID == "" {
+		return forbid("node requested token with a pod binding without a uid")
+	}
+	if p.Pods == nil {
+		return forbid("node requested token bound to a pod that cannot be checked")
+	}
+	obj, err := p.Pods.Get(ctx, a.Namespace, ref.Name, &metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	pod := obj.(*corev1.Pod)
+	if ref.UID != pod.UID {
+		return forbid("the UID in the bound object reference (%s) does not match the UID in record. The object might have been deleted and then recreated", ref.UID)
+	}
+	if pod.Spec.NodeName != node {
+		return forbid("node requested token bound to a pod scheduled on a different node")
+	}
+	return nil
+}
+
+// kubeletLabels and kubeletLabelNamespaces are the kubernetes.io labels a kubelet may
+// set on its Node (k8s.io/kubelet/pkg/apis: KubeletLabels, KubeletLabelNamespaces).
+var (
+	kubeletLabels = sets.New(
+		corev1.LabelHostname, corev1.LabelTopologyZone, corev1.LabelTopologyRegion,
+		corev1.LabelFailureDomainBetaZone, corev1.LabelFailureDomainBetaRegion,
+		corev1.LabelInstanceType, corev1.LabelInstanceTypeStable,
+		corev1.LabelOSStable, corev1.LabelArchStable, "beta.kubernetes.io/os", "beta.kubernetes.io/arch",
+	)
+	kubeletLabelNamespaces = []string{"kubelet.kubernetes.io", "node.kubernetes.io"}
+)
+
+// forbiddenNodeLabels lists, sorted, the labels added, changed or removed between
+// oldLabels and newLabels that a node may not touch: node-restriction.kubernetes.io/
+// ones, and kubernetes.io or k8s.io ones that are not the kubelet's. Mirrors
+// getModifiedLabels and getForbiddenLabels.
+func forbiddenNodeLabels(newLabels, oldLabels map[string]string) []string {
+	modified := sets.New[string]()
+	for key, value := range newLabels {
+		if old, had := oldLabels[key]; !had || old != value {
+			modified.Insert(key)
+		}
+	}
+	for key := range oldLabels {
+		if _, kept := newLabels[key]; !kept {
+			modified.Insert(key)
+		}
+	}
+	var bad []string
+	for _, key := range sets.List(modified) {
+		ns, _, found := strings.Cut(key, "/")
+		if !found {
+			continue
+		}
+		inNamespace := func(namespace string) bool { return ns == namespace || strings.HasSuffix(ns, "."+namespace) }
+		switch {
+		case inNamespace(corev1.LabelNamespaceNodeRestriction):
+			bad = append(bad, key)
+		case (inNamespace("kubernetes.io") || inNamespace("k8s.io")) && !kubeletLabels.Has(key) &&
+			!slices.ContainsFunc(kubeletLabelNamespaces, inNamespace):
+			bad = append(bad, key)
+		}
+	}
+	return bad
 }

@@ -32,6 +32,9 @@ type Lookup interface {
 	// CSRRequester is spec.username of CertificateSigningRequest name; asking is the
 	// user that asks.
 	CSRRequester(ctx context.Context, name, asking string) (username string, found bool, err error)
+	// NodeRunsServiceAccount reports whether a pod bound to node in namespace runs as
+	// service account name.
+	NodeRunsServiceAccount(ctx context.Context, namespace, name, node string) (bool, error)
 }
 
 // Identities of skiff's services and the groups the rules name (DESIGN.md "Identities").

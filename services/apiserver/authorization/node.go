@@ -13,7 +13,8 @@ import (
 // its own Node and Lease, reads only the pods bound to it (a list or watch must select
 // spec.nodeName=<node>), writes those pods' status and deletes them, creates pods (the
 // NodeRestriction admission plugin lets through only its own mirror pods), events and
-// CertificateSigningRequests.
+// CertificateSigningRequests, and creates tokens (serviceaccounts/token) for the service
+// accounts its pods run as.
 func (z *authz) authorizeNode(ctx context.Context, node string, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	verb, sub := a.GetVerb(), a.GetSubresource()
 	noRelationship := fmt.Sprintf("no relationship found between node '%s' and this object", node)
@@ -45,6 +46,19 @@ func (z *authz) authorizeNode(ctx context.Context, node string, a authorizer.Att
 				return authorizer.DecisionDeny, "", err
 			}
 			if found && bound == node {
+				return authorizer.DecisionAllow, "", nil
+			}
+			return authorizer.DecisionDeny, noRelationship, nil
+		}
+	case "/serviceaccounts":
+		// A node asks for the tokens of the service accounts its pods run as; the
+		// NodeRestriction admission plugin checks that the token is bound to such a pod.
+		if sub == "token" && verb == "create" {
+			runs, err := z.lookup.NodeRunsServiceAccount(ctx, a.GetNamespace(), a.GetName(), node)
+			if err != nil {
+				return authorizer.DecisionDeny, "", err
+			}
+			if runs {
 				return authorizer.DecisionAllow, "", nil
 			}
 			return authorizer.DecisionDeny, noRelationship, nil

@@ -320,18 +320,20 @@ func readObject(w http.ResponseWriter, r *http.Request, req *request, fieldValid
 }
 
 // runUpdate admits and performs an update (PUT or PATCH) and writes the result.
+// Admission sees the new object next to the stored one it replaces, inside the store's
+// GuaranteedUpdate, so it judges the very pair that is written (and again on a retry
+// after a conflict), as kube's rest.AdmissionToValidateObjectUpdateFunc does.
 func (h *resourceHandler) runUpdate(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request, updater rest.Updater, objInfo rest.UpdatedObjectInfo, opts *metav1.UpdateOptions) {
-	if err := h.admit.Admit(ctx, admission.Attributes{
-		Operation: admission.Update, Resource: req.gvr, Subresource: req.Subresource,
-		Namespace: req.Namespace, Name: req.Name,
-	}); err != nil {
-		writeError(w, err)
-		return
-	}
 	manager := managerName(opts.FieldManager, r.UserAgent())
 	tracked := rest.UpdatedObjectFunc(func(ctx context.Context, old runtime.Object) (runtime.Object, error) {
 		newObj, err := objInfo.UpdatedObject(ctx, old)
 		if err != nil {
+			return nil, err
+		}
+		if err := h.admit.Admit(ctx, admission.Attributes{
+			Operation: admission.Update, Resource: req.gvr, Subresource: req.Subresource,
+			Namespace: req.Namespace, Name: req.Name, Object: newObj, OldObject: old,
+		}); err != nil {
 			return nil, err
 		}
 		return h.fields.track(req.gvk, req.Subresource, old.DeepCopyObject(), newObj, manager), nil

@@ -36,15 +36,6 @@ type Resource struct {
 // Subresource is a resource's subresource, e.g. pods/status.
 type Subresource = registry.Subresource
 
-// subresourceKind is the group version kind sub reads and writes under parent: its
-// own GroupVersion when set (autoscaling/v1 Scale), else the parent's.
-func subresourceKind(sub Subresource, parent schema.GroupVersion) schema.GroupVersionKind {
-	if sub.GroupVersion.Empty() {
-		return parent.WithKind(sub.Kind)
-	}
-	return sub.GroupVersion.WithKind(sub.Kind)
-}
-
 // APIGroupVersion is one group version's resources, e.g. core v1 or
 // coordination.k8s.io/v1. Mirrors k8s.io/apiserver/pkg/endpoints.APIGroupVersion.
 type APIGroupVersion struct {
@@ -109,16 +100,24 @@ func (gv *APIGroupVersion) apiResourceList() *metav1.APIResourceList {
 		})
 		for _, name := range r.subresourceNames() {
 			sub := r.Subresources[name]
-			res := metav1.APIResource{
-				Name: r.Name + "/" + name, Namespaced: r.Namespaced, Kind: sub.Kind, Verbs: verbs(sub.Storage),
+			resource := metav1.APIResource{Name: r.Name + "/" + name, Namespaced: r.Namespaced, Kind: sub.Kind, Verbs: verbs(sub.Storage)}
+			if gvk := subresourceKind(sub, gv.GroupVersion); gvk.GroupVersion() != gv.GroupVersion {
+				resource.Group, resource.Version = gvk.Group, gvk.Version
 			}
-			if !sub.GroupVersion.Empty() {
-				res.Group, res.Version = sub.GroupVersion.Group, sub.GroupVersion.Version
-			}
-			list.APIResources = append(list.APIResources, res)
+			list.APIResources = append(list.APIResources, resource)
 		}
 	}
 	return list
+}
+
+// subresourceKind is the group, version and kind sub reads and writes: the resource's
+// group version, unless its storage says otherwise (serviceaccounts/token: TokenRequest
+// of authentication.k8s.io/v1).
+func subresourceKind(sub Subresource, gv schema.GroupVersion) schema.GroupVersionKind {
+	if p, ok := sub.Storage.(rest.GroupVersionKindProvider); ok {
+		return p.GroupVersionKind(gv)
+	}
+	return gv.WithKind(sub.Kind)
 }
 
 // subresourceNames lists r's subresources in name order, as discovery reports them.

@@ -18,18 +18,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/lru"
 
 	"skiff.dev/services/apiserver/admission"
 	"skiff.dev/services/apiserver/registry"
@@ -67,8 +65,10 @@ type Sink struct {
 	cfg Config
 	log *slog.Logger
 
-	mu    sync.Mutex
-	names map[string]string // AggregateKey → namespace/name of the aggregate, recent only
+	// aggregates maps an AggregateKey to the name of the stored event it folds into,
+	// for the most recent keys only, as kube's EventCorrelator keeps an LRU of
+	// maxRemembered entries: a key it forgot starts a new aggregate.
+	aggregates *lru.Cache
 }
 
 // New builds a sink; Run connects.
@@ -79,7 +79,7 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Events == nil {
 		return nil, errors.New("eventsink: Config.Events is required")
 	}
-	return &Sink{cfg: cfg, log: slog.Default().With("component", "eventsink"), names: map[string]string{}}, nil
+	return &Sink{cfg: cfg, log: slog.Default().With("component", "eventsink"), aggregates: lru.New(maxRemembered)}, nil
 }
 
 // Run consumes events until ctx ends, reconnecting to NATS and recreating the stream and
@@ -201,18 +201,18 @@ func permanent(err error) bool {
 	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
 }
 
-// Record persists ev: it creates it, or, when an event with the same AggregateKey exists
-// in ev's namespace, folds ev into that one (count += ev.count, lastTimestamp and series
-// advance, the message is ev's). Recording the same event twice changes nothing the
-// second time. Errors are the events registry's (metav1.Status errors).
+// Record persists ev: it creates it, or, when this sink recently stored an event with
+// the same AggregateKey in ev's namespace, folds ev into that one (count += ev.count,
+// lastTimestamp and series advance, the message is ev's). The lookup is one LRU hit,
+// never a list, so recording costs the same however many events there are; a key the
+// LRU forgot (or another replica saw) starts a new aggregate, as with kube's
+// EventCorrelator. Recording the same event twice changes nothing the second time.
+// Errors are the events registry's (metav1.Status errors).
 func (s *Sink) Record(ctx context.Context, ev *corev1.Event) error {
-	key := events.AggregateKey(ev)
-	name, err := s.aggregateName(ctx, key, ev)
-	if err != nil {
-		return err
-	}
-	if name != "" && name != ev.Name {
-		err := s.merge(ctx, name, ev)
+	key := aggregateKey{namespace: ev.Namespace, key: events.AggregateKey(ev)}
+	name, _ := s.aggregates.Get(key)
+	if name != nil && name.(string) != ev.Name {
+		err := s.merge(ctx, name.(string), ev)
 		if err == nil || !apierrors.IsNotFound(err) {
 			return err
 		}
@@ -231,12 +231,12 @@ func (s *Sink) Record(ctx context.Context, ev *corev1.Event) error {
 			return err
 		}
 	}
-	_, err = s.cfg.Events.Create(ctx, ev.Namespace, ev, &metav1.CreateOptions{})
+	_, err := s.cfg.Events.Create(ctx, ev.Namespace, ev, &metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		err = nil // a redelivery of an event already stored
 	}
 	if err == nil {
-		s.remember(key, ev.Namespace, ev.Name)
+		s.aggregates.Add(key, ev.Name)
 	}
 	return err
 }
@@ -274,66 +274,10 @@ func (s *Sink) merge(ctx context.Context, name string, ev *corev1.Event) error {
 	return err
 }
 
-// aggregateName finds the stored event ev repeats: from memory, or by listing the
-// events about the same object (served by the watch cache) when another replica or an
-// earlier run created it. "" means none.
-func (s *Sink) aggregateName(ctx context.Context, key string, ev *corev1.Event) (string, error) {
-	s.mu.Lock()
-	nn, ok := s.names[key]
-	s.mu.Unlock()
-	if ok {
-		if ns, name, _ := cutNamespacedName(nn); ns == ev.Namespace {
-			return name, nil
-		}
-	}
-	sel := fields.Set{
-		"involvedObject.kind": ev.InvolvedObject.Kind,
-		"involvedObject.name": ev.InvolvedObject.Name,
-		"involvedObject.uid":  string(ev.InvolvedObject.UID),
-		"reason":              ev.Reason,
-		"type":                ev.Type,
-	}
-	list, err := s.cfg.Events.List(ctx, ev.Namespace, &metainternalversion.ListOptions{
-		FieldSelector: fields.SelectorFromSet(sel), ResourceVersion: "0",
-	})
-	if err != nil {
-		return "", err
-	}
-	var found *corev1.Event
-	for i := range list.(*corev1.EventList).Items {
-		item := &list.(*corev1.EventList).Items[i]
-		if item.Name == ev.Name {
-			return ev.Name, nil // ev itself is stored: a redelivery
-		}
-		if events.AggregateKey(item) == key && (found == nil || item.FirstTimestamp.Before(&found.FirstTimestamp)) {
-			found = item
-		}
-	}
-	if found == nil {
-		return "", nil
-	}
-	s.remember(key, found.Namespace, found.Name)
-	return found.Name, nil
+// aggregateKey identifies the events folded into one stored event.
+type aggregateKey struct {
+	namespace, key string
 }
 
-// maxRemembered bounds the aggregate names kept in memory; past it the map starts over
-// and lookups fall back to the watch cache.
-const maxRemembered = 10000
-
-func (s *Sink) remember(key, namespace, name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.names) >= maxRemembered {
-		s.names = map[string]string{}
-	}
-	s.names[key] = namespace + "/" + name
-}
-
-func cutNamespacedName(nn string) (namespace, name string, ok bool) {
-	for i := 0; i < len(nn); i++ {
-		if nn[i] == '/' {
-			return nn[:i], nn[i+1:], true
-		}
-	}
-	return "", nn, false
-}
+// maxRemembered bounds the aggregates remembered (kube's maxLruCacheEntries).
+const maxRemembered = 4096

@@ -52,9 +52,6 @@ type Descriptor struct {
 type Subresource struct {
 	// Kind of the objects read and written, e.g. "Pod" for pods/status, "Binding".
 	Kind string
-	// GroupVersion of Kind when it is not the resource's own: autoscaling/v1 for the
-	// Scale of deployments/scale and replicasets/scale. Zero means the resource's.
-	GroupVersion schema.GroupVersion
 	// Storage serves the subresource's verbs.
 	Storage rest.Storage
 }

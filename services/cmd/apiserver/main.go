@@ -42,6 +42,8 @@ func main() {
 	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: <pki-dir>/apiserver-nats-client.key)")
 	execProxyURL := flag.String("exec-proxy-url", "", "exec-proxy base URL for pods/exec, attach, portforward and log, e.g. https://exec-proxy:10443 (\"\" = those answer 503)")
 	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
+	saIssuer := flag.String("service-account-issuer", "", "iss of the service-account tokens the apiserver issues (default https://kubernetes.default.svc.cluster.local)")
+	apiAudiences := flag.String("api-audiences", "", "comma-separated audiences a service-account token must name one of, and the default of a TokenRequest (default: the issuer)")
 	flag.Parse()
 
 	var level slog.Level
@@ -75,7 +77,13 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *etcdServers, etcdTLS, net.JoinHostPort(*bindAddress, strconv.Itoa(*securePort)), *pkiDir, *natsURL, natsTLS, *execProxyURL); err != nil {
+	serviceAccounts := func(cfg *apiserver.Config) {
+		cfg.ServiceAccountIssuer = *saIssuer
+		if *apiAudiences != "" {
+			cfg.APIAudiences = strings.Split(*apiAudiences, ",")
+		}
+	}
+	if err := run(ctx, *etcdServers, etcdTLS, net.JoinHostPort(*bindAddress, strconv.Itoa(*securePort)), *pkiDir, *natsURL, natsTLS, *execProxyURL, serviceAccounts); err != nil {
 		logger.Error("apiserver stopped", "err", err)
 		os.Exit(1)
 	}
@@ -117,7 +125,7 @@ func orDefault(value, def string) string {
 	return value
 }
 
-func run(ctx context.Context, etcdServers string, etcdTLS *tls.Config, addr, pkiDir, natsURL string, natsTLS *tls.Config, execProxyURL string) error {
+func run(ctx context.Context, etcdServers string, etcdTLS *tls.Config, addr, pkiDir, natsURL string, natsTLS *tls.Config, execProxyURL string, configure func(*apiserver.Config)) error {
 	// OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; a no-op otherwise.
 	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "apiserver"})
 	if err != nil {
@@ -145,6 +153,7 @@ func run(ctx context.Context, etcdServers string, etcdTLS *tls.Config, addr, pki
 		cfg.NATSTLS = natsTLS
 	}
 	cfg.TracerProvider = tp
+	configure(&cfg)
 	api, err := apiserver.New(cfg)
 	if err != nil {
 		return err

@@ -36,6 +36,12 @@ const (
 	// NATSServerName is NATS's serving key pair (port 4222); NATS verifies its clients
 	// against the cluster CA.
 	NATSServerName = "nats-server"
+	// ServiceAccountKeyFile is the key the apiserver signs service-account tokens with
+	// (kubeadm's sa.key, kube-apiserver's --service-account-signing-key-file).
+	ServiceAccountKeyFile = "sa.key"
+	// ServiceAccountPublicKeyFile is its public half (kubeadm's sa.pub,
+	// --service-account-key-file), which verifies the tokens.
+	ServiceAccountPublicKeyFile = "sa.pub"
 )
 
 // Identity is a client certificate Init issues: the apiserver sees CommonName as the user
@@ -103,7 +109,8 @@ type InitOptions struct {
 
 // Init creates what is missing in opts.Dir: the CA, the apiserver's and exec-proxy's
 // serving certificates, a client certificate and kubeconfig for every Identity, a
-// bootstrap token and the kubelet bootstrap kubeconfig. Existing files are kept, never
+// bootstrap token, the kubelet bootstrap kubeconfig and the service-account signing key
+// (sa.key, sa.pub). Existing files are kept, never
 // overwritten, so Init is idempotent and safe to run at every start. It returns the
 // names of the files it wrote. Errors: an unwritable directory, an existing CA that does
 // not load.
@@ -210,6 +217,36 @@ func Init(opts InitOptions) (written []string, err error) {
 			return nil, err
 		}
 		if err := write(name, data, 0o600); err != nil {
+			return nil, err
+		}
+	}
+
+	if !exists(join(dir, ServiceAccountKeyFile)) {
+		keyPEM, pubPEM, err := newServiceAccountKey()
+		if err != nil {
+			return nil, err
+		}
+		if err := write(ServiceAccountKeyFile, keyPEM, 0o600); err != nil {
+			return nil, err
+		}
+		if err := write(ServiceAccountPublicKeyFile, pubPEM, 0o644); err != nil {
+			return nil, err
+		}
+	} else if !exists(join(dir, ServiceAccountPublicKeyFile)) {
+		// The public half is derived from the key that exists, never a new one.
+		keyPEM, err := os.ReadFile(join(dir, ServiceAccountKeyFile))
+		if err != nil {
+			return nil, err
+		}
+		key, err := ParseKeyPEM(keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("pki: existing %s: %w", ServiceAccountKeyFile, err)
+		}
+		pubPEM, err := EncodePublicKeyPEM(key.Public())
+		if err != nil {
+			return nil, err
+		}
+		if err := write(ServiceAccountPublicKeyFile, pubPEM, 0o644); err != nil {
 			return nil, err
 		}
 	}

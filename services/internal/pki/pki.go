@@ -207,6 +207,64 @@ func EncodeKeyPEM(key crypto.Signer) ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
+// EncodePublicKeyPEM is pub as a PKIX "PUBLIC KEY" PEM block, the form of kubeadm's sa.pub.
+func EncodePublicKeyPEM(pub crypto.PublicKey) ([]byte, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), nil
+}
+
+// ParsePublicKeysPEM parses every "PUBLIC KEY" (PKIX) and "RSA PUBLIC KEY" (PKCS#1)
+// block of data, as kube-apiserver reads --service-account-key-file. Errors: no public
+// key block, or one that does not parse.
+func ParsePublicKeysPEM(data []byte) ([]crypto.PublicKey, error) {
+	var keys []crypto.PublicKey
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		switch block.Type {
+		case "PUBLIC KEY":
+			key, err := x509.ParsePKIXPublicKey(block.Bytes)
+			if err != nil {
+				return nil, err
+			}
+			keys = append(keys, key)
+		case "RSA PUBLIC KEY":
+			key, err := x509.ParsePKCS1PublicKey(block.Bytes)
+			if err != nil {
+				return nil, err
+			}
+			keys = append(keys, key)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no PUBLIC KEY PEM block")
+	}
+	return keys, nil
+}
+
+// newServiceAccountKey makes the service-account token signing key: ECDSA P-256 (ES256
+// tokens), like every other key skiff makes; kube-apiserver accepts RSA and ECDSA keys
+// alike, so a kubeadm RSA sa.key dropped in its place works too.
+func newServiceAccountKey() (keyPEM, pubPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	if keyPEM, err = EncodeKeyPEM(key); err != nil {
+		return nil, nil, err
+	}
+	if pubPEM, err = EncodePublicKeyPEM(key.Public()); err != nil {
+		return nil, nil, err
+	}
+	return keyPEM, pubPEM, nil
+}
+
 // ParseCertPEM parses the first CERTIFICATE block of data.
 func ParseCertPEM(data []byte) (*x509.Certificate, error) {
 	for {

@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"os"
@@ -124,5 +125,46 @@ func TestBootstrapTokenFormat(t *testing.T) {
 		if _, err := ParseBootstrapTokens([]byte(bad)); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
+	}
+}
+
+func TestInitMakesServiceAccountKeyAndKeepsIt(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	written, err := Init(InitOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(written, ServiceAccountKeyFile) || !slices.Contains(written, ServiceAccountPublicKeyFile) {
+		t.Fatalf("Init wrote %v; want %s and %s", written, ServiceAccountKeyFile, ServiceAccountPublicKeyFile)
+	}
+	keyPEM, _ := os.ReadFile(filepath.Join(dir, ServiceAccountKeyFile))
+	pubPEM, _ := os.ReadFile(filepath.Join(dir, ServiceAccountPublicKeyFile))
+	key, err := ParseKeyPEM(keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubs, err := ParsePublicKeysPEM(pubPEM)
+	if err != nil || len(pubs) != 1 {
+		t.Fatalf("sa.pub: %v keys, %v", len(pubs), err)
+	}
+	if !key.Public().(interface{ Equal(crypto.PublicKey) bool }).Equal(pubs[0]) {
+		t.Fatal("sa.pub is not sa.key's public key")
+	}
+
+	// A lost sa.pub is derived again from the sa.key that is kept.
+	if err := os.Remove(filepath.Join(dir, ServiceAccountPublicKeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	written, err = Init(InitOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(written, []string{ServiceAccountPublicKeyFile}) {
+		t.Fatalf("Init after removing sa.pub wrote %v", written)
+	}
+	again, _ := os.ReadFile(filepath.Join(dir, ServiceAccountPublicKeyFile))
+	kept, _ := os.ReadFile(filepath.Join(dir, ServiceAccountKeyFile))
+	if string(again) != string(pubPEM) || string(kept) != string(keyPEM) {
+		t.Fatal("Init replaced the service-account key instead of keeping it")
 	}
 }

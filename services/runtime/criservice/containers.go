@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"skiff.dev/services/runtime/criolog"
@@ -44,6 +45,22 @@ type container struct {
 	// StartContainer got the lock back.
 	exitReported bool
 	log          *criolog.File
+}
+
+// startSpec is the spec a start runs: the created one, with the resources
+// UpdateContainerResources recorded since, if any.
+func (c *container) startSpec() *ContainerSpec {
+	if c.resources == nil || c.resources.GetLinux() == c.spec.Config.GetLinux().GetResources() {
+		return &c.spec
+	}
+	spec := c.spec
+	cfg := proto.CloneOf(spec.Config)
+	if cfg.Linux == nil {
+		cfg.Linux = &runtimeapi.LinuxContainerConfig{}
+	}
+	cfg.Linux.Resources = c.resources.GetLinux()
+	spec.Config = cfg
+	return &spec
 }
 
 func (c *container) proto() *runtimeapi.Container {
@@ -192,11 +209,12 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		c.log, err = criolog.Open(c.logPath)
 	}
 	log := c.log
+	spec := c.startSpec()
 	s.mu.Unlock()
 
 	var startedAt time.Time
 	if err == nil {
-		startedAt, err = s.driver.StartContainer(startCtx, &c.spec, log, func(st ExitStatus) { s.containerExited(c, st) })
+		startedAt, err = s.driver.StartContainer(startCtx, spec, log, func(st ExitStatus) { s.containerExited(c, st) })
 	}
 
 	s.mu.Lock()
@@ -236,6 +254,10 @@ func (s *Service) containerExited(c *container, st ExitStatus) {
 	if st.ExitCode != 0 {
 		c.reason = "Error"
 	}
+	if st.Reason != "" {
+		c.reason = st.Reason
+	}
+	c.message = st.Message
 	if !c.starting {
 		c.state = runtimeapi.ContainerState_CONTAINER_EXITED
 	}
@@ -351,8 +373,9 @@ func (s *Service) ListContainers(_ context.Context, req *runtimeapi.ListContaine
 }
 
 // UpdateContainerResources records the new Linux resources, which
-// ContainerStatus then reports; nothing is enforced (no cgroups). An unknown
-// ID is NotFound.
+// ContainerStatus then reports and a later start applies, and has a driver
+// that is a ResourceUpdater apply them to the running container first.
+// Errors: NotFound for an unknown ID; the driver's.
 func (s *Service) UpdateContainerResources(_ context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -360,9 +383,15 @@ func (s *Service) UpdateContainerResources(_ context.Context, req *runtimeapi.Up
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "container %q not found", req.GetContainerId())
 	}
-	if req.GetLinux() != nil {
-		c.resources = &runtimeapi.ContainerResources{Linux: req.GetLinux()}
+	if req.GetLinux() == nil {
+		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 	}
+	if u, ok := s.driver.(ResourceUpdater); ok {
+		if err := u.UpdateContainerResources(c.spec.ID, req.GetLinux()); err != nil {
+			return nil, asStatus(err, codes.Unknown, "update container resources")
+		}
+	}
+	c.resources = &runtimeapi.ContainerResources{Linux: req.GetLinux()}
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 }
 
@@ -417,24 +446,74 @@ func (s *Service) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 	return resp, nil
 }
 
-// ContainerStats returns the container's attributes without usage figures (the
-// built-in runtimes measure nothing). An unknown ID is NotFound.
+// ContainerStats returns the container's attributes and, from a driver that
+// is a StatsProvider, its CPU and memory usage (none for a container that
+// does not run). An unknown ID is NotFound.
 func (s *Service) ContainerStats(_ context.Context, req *runtimeapi.ContainerStatsRequest) (*runtimeapi.ContainerStatsResponse, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	c, ok := s.containers[req.GetContainerId()]
 	if !ok {
+		s.mu.Unlock()
 		return nil, status.Errorf(codes.NotFound, "container %q not found", req.GetContainerId())
 	}
-	return &runtimeapi.ContainerStatsResponse{Stats: &runtimeapi.ContainerStats{Attributes: &runtimeapi.ContainerAttributes{
+	stats := c.statsLocked()
+	s.mu.Unlock()
+	if err := s.fillUsage(stats); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.ContainerStatsResponse{Stats: stats}, nil
+}
+
+// ListContainerStats returns ContainerStats of the containers matching every
+// set field of the filter (ID, pod sandbox ID, labels), oldest first.
+func (s *Service) ListContainerStats(_ context.Context, req *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
+	f := req.GetFilter()
+	s.mu.Lock()
+	var list []*container
+	for _, c := range s.containers {
+		switch {
+		case f.GetId() != "" && f.GetId() != c.spec.ID,
+			f.GetPodSandboxId() != "" && f.GetPodSandboxId() != c.spec.SandboxID,
+			!matchLabels(c.spec.Config.GetLabels(), f.GetLabelSelector()):
+			continue
+		}
+		list = append(list, c)
+	}
+	slices.SortFunc(list, func(a, b *container) int {
+		return cmp.Or(cmp.Compare(a.createdAt, b.createdAt), cmp.Compare(a.spec.ID, b.spec.ID))
+	})
+	out := make([]*runtimeapi.ContainerStats, 0, len(list))
+	for _, c := range list {
+		out = append(out, c.statsLocked())
+	}
+	s.mu.Unlock()
+	for _, st := range out {
+		if err := s.fillUsage(st); err != nil {
+			return nil, err
+		}
+	}
+	return &runtimeapi.ListContainerStatsResponse{Stats: out}, nil
+}
+
+func (c *container) statsLocked() *runtimeapi.ContainerStats {
+	return &runtimeapi.ContainerStats{Attributes: &runtimeapi.ContainerAttributes{
 		Id:          c.spec.ID,
 		Metadata:    c.spec.Config.GetMetadata(),
 		Labels:      c.spec.Config.GetLabels(),
 		Annotations: c.spec.Config.GetAnnotations(),
-	}}}, nil
+	}}
 }
 
-// ListContainerStats returns an empty list: the built-in runtimes measure nothing.
-func (s *Service) ListContainerStats(context.Context, *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
-	return &runtimeapi.ListContainerStatsResponse{}, nil
+// fillUsage asks a StatsProvider driver for the container's usage.
+func (s *Service) fillUsage(st *runtimeapi.ContainerStats) error {
+	p, ok := s.driver.(StatsProvider)
+	if !ok {
+		return nil
+	}
+	cpu, mem, err := p.ContainerUsage(st.Attributes.Id)
+	if err != nil {
+		return asStatus(err, codes.Internal, "container stats")
+	}
+	st.Cpu, st.Memory = cpu, mem
+	return nil
 }

@@ -212,6 +212,31 @@ func TestListFilters(t *testing.T) {
 
 	for _, tc := range []struct {
 		name   string
+		filter *runtimeapi.ContainerStatsFilter
+		want   []string
+	}{
+		{"no filter", nil, []string{"web-main", "web-sidecar", "db-main"}},
+		{"by id", &runtimeapi.ContainerStatsFilter{Id: containers["db-main"]}, []string{"db-main"}},
+		{"by sandbox", &runtimeapi.ContainerStatsFilter{PodSandboxId: sandboxes["web"]}, []string{"web-main", "web-sidecar"}},
+		{"by label", &runtimeapi.ContainerStatsFilter{LabelSelector: map[string]string{"tier": "aux"}}, []string{"web-sidecar"}},
+	} {
+		t.Run("container stats "+tc.name, func(t *testing.T) {
+			resp, err := c.Runtime.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{Filter: tc.filter})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, st := range resp.Stats {
+				got = append(got, st.Attributes.Metadata.Name)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q (oldest first)", got, tc.want)
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		name   string
 		filter *runtimeapi.PodSandboxFilter
 		want   []string
 	}{

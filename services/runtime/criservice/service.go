@@ -27,7 +27,8 @@ const RuntimeVersion = "0.1.0"
 
 // Driver makes a Service's containers run. The Service owns all CRI state and
 // calls the Driver only for the side effects; it never holds its lock while a
-// Driver method may block, except RunSandbox, which must be quick.
+// Driver method may block, except RunSandbox and ValidateContainer, which
+// must be quick.
 type Driver interface {
 	// RunSandbox prepares what sandbox id needs and returns its pod IP ("" for
 	// none, as a host-network sandbox in containerd has none). A gRPC status
@@ -68,6 +69,15 @@ type Execer interface {
 	ExecSync(ctx context.Context, c *ContainerSpec, cmd []string, timeout time.Duration) (*runtimeapi.ExecSyncResponse, error)
 }
 
+// StatsProvider is implemented by a Driver that measures its containers
+// (CRI ContainerStats, ListContainerStats); without it stats carry only
+// the containers' attributes.
+type StatsProvider interface {
+	// ContainerUsage returns the CPU and memory usage of container id, both
+	// nil when it is not running or not measured.
+	ContainerUsage(id string) (*runtimeapi.CpuUsage, *runtimeapi.MemoryUsage, error)
+}
+
 // ContainerSpec is what a Driver needs to know about a container. It is
 // immutable once created; drivers must not modify it.
 type ContainerSpec struct {
@@ -91,6 +101,21 @@ type ExitStatus struct {
 	ExitCode int32
 	// FinishedAt is when the container stopped.
 	FinishedAt time.Time
+	// Reason, when set, replaces the status reason derived from the exit
+	// code ("Completed", "Error"), e.g. "OOMKilled".
+	Reason string
+	// Message is the status message, e.g. what went wrong cleaning up.
+	Message string
+}
+
+// ResourceUpdater is implemented by a Driver that enforces container
+// resources (CRI UpdateContainerResources); without it the new resources
+// are only recorded, which a driver that enforces none may do.
+type ResourceUpdater interface {
+	// UpdateContainerResources applies r to container id if it runs (a
+	// container not yet started gets them at its start). A gRPC status
+	// error keeps its code.
+	UpdateContainerResources(id string, r *runtimeapi.LinuxContainerResources) error
 }
 
 // Option configures a Service.

@@ -1,6 +1,7 @@
 package process
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -71,8 +72,11 @@ func lookPath(name, path, dir string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("exec: %q: executable file not found in $PATH", name)
+	return "", fmt.Errorf("exec: %q: %w", name, errNotFound)
 }
+
+// errNotFound is lookPath's error for a name found in no PATH directory.
+var errNotFound = errors.New("executable file not found in $PATH")
 
 func checkExecutable(p string) error {
 	fi, err := os.Stat(p)

@@ -1,13 +1,19 @@
 package process
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // outputDrainTimeout bounds how long output is still read after a group's
@@ -67,15 +73,19 @@ func (g *group) signal(sig syscall.Signal) error {
 	return err
 }
 
-// wait waits for the leader to exit, kills what is left of its group, waits
-// for its output to be copied (at most outputDrainTimeout), and returns the
-// exit code — 128+signal for a leader killed by a signal, as runc reports —
-// and when the leader exited.
-func (g *group) wait() (exitCode int32, finishedAt time.Time) {
+// wait waits for the leader to exit, kills what is left of its group and
+// calls killRest (if not nil) to kill what left the group, waits for its
+// output to be copied (at most outputDrainTimeout), and returns the exit
+// code — 128+signal for a leader killed by a signal, as runc reports — and
+// when the leader exited.
+func (g *group) wait(killRest func()) (exitCode int32, finishedAt time.Time) {
 	_ = g.cmd.Wait()
 	finishedAt = time.Now()
 	exitCode = exitCodeOf(g.cmd.ProcessState)
 	_ = g.signal(syscall.SIGKILL)
+	if killRest != nil {
+		killRest()
+	}
 
 	drained := make(chan struct{})
 	go func() { g.copies.Wait(); close(drained) }()
@@ -103,4 +113,70 @@ func exitCodeOf(ps *os.ProcessState) int32 {
 		return 128 + int32(ws.Signal())
 	}
 	return int32(ps.ExitCode())
+}
+
+// initCommand returns the command that re-executes the runtime's binary as
+// the container init with cfg, and the file holding cfg, to close once the
+// command has started.
+func initCommand(cfg *initConfig) (*exec.Cmd, *os.File, error) {
+	fd, err := unix.MemfdCreate("skiff-container-init", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, nil, fmt.Errorf("container init config: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "container-init-config")
+	if err := json.NewEncoder(f).Encode(cfg); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("container init config: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("container init config: %w", err)
+	}
+	// /proc/self/exe is this binary even if its file was replaced since.
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{initArg0}, Env: []string{}, ExtraFiles: []*os.File{f}}
+	return cmd, f, nil
+}
+
+// startInit starts the container init with cfg as the leader of a new
+// process group (see startGroup) and returns once it has exec'd the
+// command. A failure before the exec is returned as an error, with the
+// group reaped; killRest is called then as after any exit. ctx's end
+// abandons the start (the group is killed).
+func startInit(ctx context.Context, cfg *initConfig, copyStdout, copyStderr func(io.Reader), killRest func()) (*group, error) {
+	cfg.Status = true
+	cmd, cfgFile, err := initCommand(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer cfgFile.Close()
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer statusR.Close()
+	cmd.ExtraFiles = append(cmd.ExtraFiles, statusW)
+	g, err := startGroup(cmd, copyStdout, copyStderr)
+	statusW.Close()
+	if err != nil {
+		return nil, err
+	}
+	read := make(chan []byte, 1)
+	go func() {
+		msg, _ := io.ReadAll(io.LimitReader(statusR, 64<<10))
+		read <- msg
+	}()
+	var msg []byte
+	select {
+	case msg = <-read:
+	case <-ctx.Done():
+		_ = g.signal(syscall.SIGKILL)
+		g.wait(killRest)
+		<-read
+		return nil, ctx.Err()
+	}
+	if len(msg) > 0 {
+		g.wait(killRest)
+		return nil, errors.New(string(bytes.TrimSpace(msg)))
+	}
+	return g, nil
 }

@@ -1,28 +1,42 @@
 // Package process is skiff's built-in CRI runtime that runs each container's
 // command as a real host process: real exit codes, restarts, logs in CRI log
-// format and ExecSync, without images, namespaces or cgroups.
+// format, exec, volumes and resource limits, without images.
 //
 // What a container gets:
 //   - argv: config.Command followed by config.Args (the kubelet has already
 //     resolved the pod's command/args); with neither, CreateContainer fails
 //     with InvalidArgument, because an image's entrypoint cannot be run;
+//   - a start through the container init (containerinit.go: the runtime's
+//     binary re-executed, as runc's "runc init"), which joins the container's
+//     cgroups, makes its mounts in a new mount namespace, sets oom_score_adj,
+//     switches to run_as_user/run_as_group/supplemental_groups, sets
+//     no_new_privs, and execs the command — so it never runs unlimited;
+//   - mounts (config.Mounts): bind mounts in its own mount namespace, a slave
+//     of the host's, so nothing reaches the host (see setupMounts for
+//     mount paths missing on the host); this needs root;
+//   - a cgroup <pod cgroup>/<container ID> with config.Linux.Resources, the
+//     pod cgroup being the sandbox's cgroup_parent or
+//     /skiff/kubepods/pod<sandbox ID>; an OOM kill in it makes the exit reason
+//     "OOMKilled"; it is removed once the container has exited;
 //   - the program is looked up in the container's PATH (from config.Envs, else
-//     the runtime's own PATH); the environment is PATH, HOME (the runtime's),
-//     HOSTNAME (the sandbox's) and then config.Envs, later entries winning;
+//     the runtime's own PATH) inside its mount namespace; the environment is
+//     PATH, HOME (the runtime's), HOSTNAME (the sandbox's) and then
+//     config.Envs, later entries winning;
 //   - the working directory is config.WorkingDir if it is an existing
 //     directory (absolute path), else the sandbox's directory
 //     <rootDir>/sandboxes/<sandbox ID>;
 //   - stdin is /dev/null; stdout and stderr go to the log file in CRI format;
-//   - CRI Exec runs a command like the container's own (same environment,
-//     working directory and PATH lookup), with stdin, a TTY (resizable) and
-//     its exit code; Attach streams the container's output from the moment
-//     of attaching; PortForward connects to the port on the host's loopback;
-//     the URLs they return are served on a loopback port (StreamingAddr);
-//   - it runs as the runtime's user, in its own process group, on the host
-//     network and filesystem (volumes, security contexts and resources are
-//     not applied);
-//   - when its main process exits, the rest of its process group is killed,
-//     as a container's processes end with its init process.
+//   - CRI Exec and ExecSync run a command like the container's own (same
+//     mount namespace, cgroup, user, environment, working directory and PATH
+//     lookup), Exec with stdin, a TTY (resizable) and its exit code; Attach
+//     streams the container's output from the moment of attaching;
+//     PortForward connects to the port on the host's loopback; the URLs they
+//     return are served on a loopback port (StreamingAddr);
+//   - it runs in its own process group, on the host network, PID and IPC
+//     namespaces; what it cannot honour (privileged, capabilities, seccomp,
+//     ...: see refuseUnsupported) is refused at CreateContainer;
+//   - when its main process exits, the rest of its process group and of its
+//     cgroup is killed, as a container's processes end with its init process.
 //
 // Every sandbox reports the same pod IP: the host's first non-loopback IPv4
 // address (127.0.0.1 if it has none), since all containers share the host's
@@ -83,7 +97,11 @@ func New(rootDir string) (*Runtime, error) {
 			}
 		}
 	}
-	d := newDriver(sandboxes, hostIPv4())
+	staging := filepath.Join(root, "staging")
+	if err := os.MkdirAll(staging, 0o700); err != nil {
+		return nil, fmt.Errorf("process runtime: %w", err)
+	}
+	d := newDriver(sandboxes, staging, hostIPv4(), probeCgroups())
 	svc := criservice.New(RuntimeName, d, criservice.WithFilesystem(root))
 	if err := svc.StartStreaming(StreamingAddr); err != nil {
 		return nil, fmt.Errorf("process runtime: %w", err)

@@ -10,6 +10,7 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -17,6 +18,15 @@ import (
 // into which request bodies are decoded.
 type Storage interface {
 	New() runtime.Object
+}
+
+// GroupVersionKindProvider is implemented by a subresource whose kind lives in another
+// group than its resource: serviceaccounts/token reads and writes
+// authentication.k8s.io/v1 TokenRequests under core v1. Mirrors
+// rest.GroupVersionKindProvider.
+type GroupVersionKindProvider interface {
+	// GroupVersionKind is the kind served, given the group version of the resource.
+	GroupVersionKind(containingGV schema.GroupVersion) schema.GroupVersionKind
 }
 
 // Getter reads one object by namespace ("" for cluster-scoped) and name. opts may be

@@ -2,7 +2,6 @@ package deployment
 
 import (
 	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"skiff.dev/services/apiserver/registry"
@@ -25,7 +24,7 @@ var Descriptor = registry.Descriptor{
 	REST: func(store *registry.Store, _ registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
 		return store, map[string]registry.Subresource{
 			"status": {Kind: "Deployment", Storage: store.WithStrategy(StatusStrategy{})},
-			"scale":  {Kind: "Scale", GroupVersion: autoscalingv1.SchemeGroupVersion, Storage: &scale.REST{Store: store, Scalable: Scalable{}}},
+			"scale":  {Kind: "Scale", Storage: &scale.REST{Store: store, Scalable: Scalable{}}},
 		}, nil
 	},
 }

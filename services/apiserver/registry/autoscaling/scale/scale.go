@@ -38,9 +38,16 @@ type REST struct {
 }
 
 var (
-	_ rest.Getter  = (*REST)(nil)
-	_ rest.Updater = (*REST)(nil)
+	_ rest.Getter                   = (*REST)(nil)
+	_ rest.Updater                  = (*REST)(nil)
+	_ rest.GroupVersionKindProvider = (*REST)(nil)
 )
+
+// GroupVersionKind is autoscaling/v1 Scale whatever the resource's group: discovery
+// reports it, so kubectl scale's scale client finds the kind it decodes.
+func (r *REST) GroupVersionKind(schema.GroupVersion) schema.GroupVersionKind {
+	return autoscalingv1.SchemeGroupVersion.WithKind("Scale")
+}
 
 // New returns an empty Scale for request decoding.
 func (r *REST) New() runtime.Object { return &autoscalingv1.Scale{} }

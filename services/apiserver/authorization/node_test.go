@@ -1,0 +1,72 @@
+package authorization_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"skiff.dev/services/apiserver/authorization"
+)
+
+// podsByNode is the authorizer's view of the cluster as a table: which node each pod
+// is bound to and which service account it runs as ("namespace/pod" keys).
+type podsByNode map[string]struct{ node, serviceAccount string }
+
+func (p podsByNode) PodNodeName(_ context.Context, namespace, name, _ string) (string, bool, error) {
+	pod, ok := p[namespace+"/"+name]
+	return pod.node, ok, nil
+}
+
+func (podsByNode) CSRRequester(context.Context, string, string) (string, bool, error) {
+	return "", false, nil
+}
+
+func (p podsByNode) NodeRunsServiceAccount(_ context.Context, namespace, name, node string) (bool, error) {
+	if namespace == "broken" {
+		return false, errors.New("storage unavailable")
+	}
+	for key, pod := range p {
+		if strings.HasPrefix(key, namespace+"/") && pod.node == node && pod.serviceAccount == name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func TestNodeMayCreateTokensForItsPodsServiceAccounts(t *testing.T) {
+	z := authorization.New(podsByNode{
+		"apps/web":   {node: "n1", serviceAccount: "builder"},
+		"apps/batch": {node: "n2", serviceAccount: "runner"},
+	})
+	n1 := &user.DefaultInfo{Name: "system:node:n1", Groups: []string{"system:nodes", "system:authenticated"}}
+	for _, tc := range []struct {
+		name      string
+		namespace string
+		sa        string
+		verb      string
+		sub       string
+		want      authorizer.Decision
+		wantErr   bool
+	}{
+		{name: "a token of a service account a pod on the node runs as", namespace: "apps", sa: "builder", verb: "create", sub: "token", want: authorizer.DecisionAllow},
+		{name: "not a token of a service account only another node's pod runs as", namespace: "apps", sa: "runner", verb: "create", sub: "token", want: authorizer.DecisionDeny},
+		{name: "not a token of the same name in another namespace", namespace: "other", sa: "builder", verb: "create", sub: "token", want: authorizer.DecisionDeny},
+		{name: "not the service account itself", namespace: "apps", sa: "builder", verb: "get", want: authorizer.DecisionDeny},
+		{name: "not an update of the service account", namespace: "apps", sa: "builder", verb: "update", want: authorizer.DecisionDeny},
+		{name: "a lookup that fails is an error, not a denial", namespace: "broken", sa: "builder", verb: "create", sub: "token", want: authorizer.DecisionDeny, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _, err := z.Authorize(context.Background(), authorizer.AttributesRecord{
+				User: n1, Verb: tc.verb, Namespace: tc.namespace, Resource: "serviceaccounts", Subresource: tc.sub,
+				Name: tc.sa, ResourceRequest: true, APIVersion: "v1",
+			})
+			if got != tc.want || (err != nil) != tc.wantErr {
+				t.Fatalf("decision %v err %v; want %v (error %v)", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}

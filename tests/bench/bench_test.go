@@ -1,0 +1,99 @@
+package bench_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"skiff.dev/tests/bench"
+)
+
+// TestBenchmarkRunsAgainstSkiff runs the benchmark once at a small size against the
+// all-in-one with simulated containers, to prove it works end to end; the figures
+// themselves come from `make bench-e2e`, never from a test.
+func TestBenchmarkRunsAgainstSkiff(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "skiff")
+	if out, err := exec.Command("go", "build", "-o", bin, "skiff.dev/services/cmd/skiff").CombinedOutput(); err != nil {
+		t.Fatalf("building skiff: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "--data-dir", filepath.Join(dir, "data"), "--runtime", "sim", "--node-name", "bench",
+		"--apiserver-port", "0", "--etcd-port", "0", "--exec-proxy-port", "0", "--kubelet-port", "0", "--nats-port", "0")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	kubeconfig := make(chan string, 1)
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			if path, ok := strings.CutPrefix(scanner.Text(), "export KUBECONFIG="); ok {
+				kubeconfig <- path
+			}
+		}
+	}()
+	var path string
+	select {
+	case path = <-kubeconfig:
+	case <-time.After(90 * time.Second):
+		t.Fatal("skiff did not print its KUBECONFIG within 90 s")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS = -1
+	client := kubernetes.NewForConfigOrDie(cfg)
+
+	res, err := bench.Run(context.Background(), bench.Config{Client: client, Namespace: "bench", Pods: 60, Creators: 6,
+		Image: "pause", Processes: map[string]int{"skiff": cmd.Process.Pid}, Timeout: 3 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _ := json.Marshal(res)
+	t.Logf("%s", line)
+	if res.Errors != 0 || res.PodsPerSecond <= 0 {
+		t.Errorf("want every pod created and Running, got %s", line)
+	}
+	if !(0 < res.SchedulingMs.P50 && res.SchedulingMs.P50 <= res.StartupMs.P50 && res.StartupMs.P50 <= res.StartupMs.P99) {
+		t.Errorf("latencies out of order (0 < scheduling p50 ≤ startup p50 ≤ p99): %s", line)
+	}
+	if usage := res.Processes["skiff"]; usage.PeakRSSMiB <= 0 || usage.CPUSeconds <= 0 {
+		t.Errorf("skiff's resource use not read: %+v", usage)
+	}
+	pods, err := client.CoreV1().Pods("bench").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			t.Errorf("pod %s not deleted by the benchmark's DeleteCollection", p.Name)
+		}
+	}
+	_ = os.RemoveAll(dir)
+}
