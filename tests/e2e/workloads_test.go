@@ -32,6 +32,13 @@ func TestWorkloads(t *testing.T) {
 		return len(strings.Fields(out))
 	}
 
+	// Pods placed before the node is Ready would be marked not ready by the node
+	// lifecycle controller when it first sees the node: start from a Ready node.
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		out, _ := c.kubectl(ctx, "get", "node", "e2e-process", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		return out == "True", "node Ready: " + out
+	})
+
 	t.Run("create deployment and rollout status", func(t *testing.T) {
 		expect(t, c.mustKubectl(ctx, "create", "deployment", "web", "--image=busybox", "--replicas=3", "--", "sleep", "3600"),
 			"deployment.apps/web created")
