@@ -7,6 +7,7 @@ import (
 	"skiff.dev/services/apiserver/registry/apps/replicaset"
 	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
 	authorizationregistry "skiff.dev/services/apiserver/registry/authorization"
+	"skiff.dev/services/apiserver/registry/batch/cronjob"
 	"skiff.dev/services/apiserver/registry/batch/job"
 	"skiff.dev/services/apiserver/registry/certificates/certificatesigningrequest"
 	"skiff.dev/services/apiserver/registry/coordination/lease"
@@ -37,5 +38,6 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.Authorizer, to
 		deployment.Descriptor,
 		replicaset.Descriptor,
 		job.Descriptor,
+		cronjob.Descriptor,
 	}
 }

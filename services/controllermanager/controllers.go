@@ -37,6 +37,7 @@ var controllerAliases = map[string]string{
 	"job":                JobController,
 	"garbagecollector":   GarbageCollectorController,
 	"ttl-after-finished": TTLAfterFinishedController,
+	"cronjob":            CronJobController,
 }
 
 // ControllerContext is what every controller is built from (kube's
@@ -78,6 +79,7 @@ func NewControllerInitializers() map[string]InitFunc {
 		JobController:              startJobController,
 		TTLAfterFinishedController: startTTLAfterFinishedController,
 		GarbageCollectorController: startGarbageCollectorController,
+		CronJobController:          startCronJobController,
 	}
 }
 

@@ -3,6 +3,7 @@ package controllermanager
 import (
 	"context"
 
+	"skiff.dev/services/controllermanager/cronjob"
 	"skiff.dev/services/controllermanager/deployment"
 	"skiff.dev/services/controllermanager/garbagecollector"
 	"skiff.dev/services/controllermanager/job"
@@ -17,8 +18,15 @@ import (
 // Jobs after ttlSecondsAfterFinished.
 const TTLAfterFinishedController = "ttl-after-finished-controller"
 
-// ttlAfterFinishedWorkers is kube's default --concurrent-ttl-after-finished-syncs.
-const ttlAfterFinishedWorkers = 5
+// CronJobController is kube's name for the CronJob controller.
+const CronJobController = "cronjob-controller"
+
+// ttlAfterFinishedWorkers and cronJobWorkers are kube's defaults of
+// --concurrent-ttl-after-finished-syncs and --concurrent-cron-job-syncs.
+const (
+	ttlAfterFinishedWorkers = 5
+	cronJobWorkers          = 5
+)
 
 func startReplicaSetController(ctx context.Context, cc ControllerContext) error {
 	go replicaset.New(cc.InformerFactory, cc.Client, cc.Recorder).Run(ctx, cc.Options.ConcurrentRSSyncs)
@@ -42,5 +50,12 @@ func startTTLAfterFinishedController(ctx context.Context, cc ControllerContext) 
 
 func startGarbageCollectorController(ctx context.Context, cc ControllerContext) error {
 	go garbagecollector.New(cc.InformerFactory, cc.Client, cc.Recorder).Run(ctx, cc.Options.ConcurrentGCSyncs)
+	return nil
+}
+
+func startCronJobController(ctx context.Context, cc ControllerContext) error {
+	c := cronjob.New(cc.InformerFactory, cc.Client, cc.Recorder)
+	c.Clock = cc.Clock
+	go c.Run(ctx, cronJobWorkers)
 	return nil
 }

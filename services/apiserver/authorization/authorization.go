@@ -107,8 +107,8 @@ var userRules = map[string][]rule{
 		{group: "coordination.k8s.io", resources: []string{"leases"}, verbs: append(slices.Clone(read), write...)},
 		{group: "apps", resources: []string{"replicasets", "deployments"}, verbs: []string{"*"}},
 		{group: "apps", resources: []string{"replicasets/status", "deployments/status", "replicasets/finalizers", "deployments/finalizers"}, verbs: []string{"update", "patch"}},
-		{group: "batch", resources: []string{"jobs"}, verbs: []string{"*"}},
-		{group: "batch", resources: []string{"jobs/status", "jobs/finalizers"}, verbs: []string{"update", "patch"}},
+		{group: "batch", resources: []string{"jobs", "cronjobs"}, verbs: []string{"*"}},
+		{group: "batch", resources: []string{"jobs/status", "jobs/finalizers", "cronjobs/status", "cronjobs/finalizers"}, verbs: []string{"update", "patch"}},
 	},
 	// csr-signer: read CSRs, approve and sign them (system:controller:certificate-controller).
 	CSRSignerUser: {

@@ -9,7 +9,7 @@
 //
 // kube watches every resource through the metadata client; skiff watches, through typed
 // informers, the resources it serves that take part in ownership: pods, replicasets,
-// deployments and jobs. Owners of other kinds are looked up when a dependent needs them
+// deployments, jobs and cronjobs. Owners of other kinds are looked up when a dependent needs them
 // (nodes, as owners of mirror pods); a kind the collector cannot look up counts as a
 // live owner, so nothing is deleted for want of knowledge.
 package garbagecollector
@@ -64,8 +64,8 @@ type GarbageCollector struct {
 	log             *slog.Logger
 }
 
-// New builds the collector over the factory's Pod, ReplicaSet, Deployment and Job
-// informers.
+// New builds the collector over the factory's Pod, ReplicaSet, Deployment, Job and
+// CronJob informers.
 func New(factory informers.SharedInformerFactory, client kubernetes.Interface, recorder record.EventRecorder) *GarbageCollector {
 	gc := &GarbageCollector{
 		graph:     graph{uidToNode: map[types.UID]*node{}},
@@ -84,6 +84,7 @@ func New(factory informers.SharedInformerFactory, client kubernetes.Interface, r
 		{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}, name: "replicasets", namespaced: true, client: apps},
 		{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, name: "deployments", namespaced: true, client: apps},
 		{gvk: schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, name: "jobs", namespaced: true, client: batch},
+		{gvk: schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "CronJob"}, name: "cronjobs", namespaced: true, client: batch},
 	} {
 		gc.resources[r.gvk] = r
 	}
@@ -95,6 +96,7 @@ func New(factory informers.SharedInformerFactory, client kubernetes.Interface, r
 		{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}, factory.Apps().V1().ReplicaSets().Informer()},
 		{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, factory.Apps().V1().Deployments().Informer()},
 		{schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, factory.Batch().V1().Jobs().Informer()},
+		{schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "CronJob"}, factory.Batch().V1().CronJobs().Informer()},
 	} {
 		gvk := m.gvk
 		_, _ = m.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{

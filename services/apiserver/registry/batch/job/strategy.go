@@ -197,9 +197,35 @@ func validateSpec(spec *batchv1.JobSpec, specPath *field.Path) field.ErrorList {
 		allErrs = append(allErrs, field.NotSupported(specPath.Child("managedBy"), *spec.ManagedBy, []string{batchv1.JobControllerName}))
 	}
 	allErrs = append(allErrs, workloadvalidation.ValidateSelectorAndTemplate(spec.Selector, &spec.Template, specPath)...)
+	return append(allErrs, validateRestartPolicy(spec, specPath)...)
+}
+
+func validateRestartPolicy(spec *batchv1.JobSpec, specPath *field.Path) field.ErrorList {
 	rp := spec.Template.Spec.RestartPolicy
 	if rp != corev1.RestartPolicyOnFailure && rp != corev1.RestartPolicyNever {
-		allErrs = append(allErrs, field.NotSupported(specPath.Child("template", "spec", "restartPolicy"), rp, supportedJobRestartPolicies))
+		return field.ErrorList{field.NotSupported(specPath.Child("template", "spec", "restartPolicy"), rp, supportedJobRestartPolicies)}
+	}
+	return nil
+}
+
+// ValidateJobTemplateSpec checks a CronJob's spec.jobTemplate.spec at specPath: a Job
+// spec without a selector (each Job's is generated when it is created) and without
+// manualSelector. Mirrors ValidateJobTemplateSpec.
+func ValidateJobTemplateSpec(spec *batchv1.JobSpec, specPath *field.Path) field.ErrorList {
+	// validateSpec wants a selector that matches the template: check with the one each
+	// Job made from the template will get.
+	withSelector := spec.DeepCopy()
+	withSelector.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{ControllerUIDLabel: "generated"}}
+	if withSelector.Template.Labels == nil {
+		withSelector.Template.Labels = map[string]string{}
+	}
+	withSelector.Template.Labels[ControllerUIDLabel] = "generated"
+	allErrs := validateSpec(withSelector, specPath)
+	if spec.Selector != nil {
+		allErrs = append(allErrs, field.Invalid(specPath.Child("selector"), spec.Selector, "`selector` will be auto-generated"))
+	}
+	if spec.ManualSelector != nil && *spec.ManualSelector {
+		allErrs = append(allErrs, field.NotSupported(specPath.Child("manualSelector"), spec.ManualSelector, []string{"nil", "false"}))
 	}
 	return allErrs
 }
