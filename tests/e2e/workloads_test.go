@@ -81,6 +81,19 @@ func TestWorkloads(t *testing.T) {
 		expect(t, c.mustKubectl(ctx, "logs", "job/hello"), "hello from the job")
 	})
 
+	t.Run("cronjob, and a job made from it by hand", func(t *testing.T) {
+		expect(t, c.mustKubectl(ctx, "create", "cronjob", "tick", "--image=busybox", "--schedule=*/5 * * * *", "--", "sh", "-c", "echo tick"),
+			"cronjob.batch/tick created")
+		expect(t, c.mustKubectl(ctx, "get", "cj", "tick"), "NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST SCHEDULE", "*/5 * * * *", "False")
+		expect(t, c.mustKubectl(ctx, "create", "job", "tick-now", "--from=cronjob/tick"), "job.batch/tick-now created")
+		expect(t, c.mustKubectl(ctx, "wait", "--for=condition=complete", "job/tick-now", "--timeout=120s"), "job.batch/tick-now condition met")
+		expect(t, c.mustKubectl(ctx, "delete", "cronjob", "tick"), `cronjob.batch "tick" deleted`)
+		eventually(t, time.Minute, func() (bool, string) {
+			out, _ := c.kubectl(ctx, "get", "job", "tick-now", "-o", "name")
+			return strings.Contains(out, "NotFound"), "the job made from the cronjob is still there: " + out
+		})
+	})
+
 	t.Run("get deploy,rs,job shows each kind's columns", func(t *testing.T) {
 		expect(t, c.mustKubectl(ctx, "get", "deploy,rs,job"),
 			"deployment.apps/web", "UP-TO-DATE", "replicaset.apps/web-", "DESIRED", "job.batch/hello", "COMPLETIONS")

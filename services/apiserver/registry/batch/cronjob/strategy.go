@@ -174,9 +174,13 @@ func (Strategy) TableRow(obj runtime.Object) []interface{} {
 	if cj.Spec.TimeZone != nil {
 		tz = *cj.Spec.TimeZone
 	}
-	suspend := "<unset>"
-	if cj.Spec.Suspend != nil {
-		suspend = fmt.Sprint(*cj.Spec.Suspend)
+	suspend := "<unset>" // printers' printBoolPtr
+	switch {
+	case cj.Spec.Suspend == nil:
+	case *cj.Spec.Suspend:
+		suspend = "True"
+	default:
+		suspend = "False"
 	}
 	names, images := pod.ContainerCells(cj.Spec.JobTemplate.Spec.Template.Spec.Containers)
 	return []interface{}{

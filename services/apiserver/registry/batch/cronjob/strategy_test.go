@@ -70,7 +70,7 @@ func TestTableRow(t *testing.T) {
 	cj := valid()
 	Strategy{}.PrepareForCreate(context.Background(), cj)
 	row := Strategy{}.TableRow(cj)
-	if row[0] != "tick" || row[1] != "*/5 * * * *" || row[2] != "<none>" || row[3] != "false" || row[4] != int64(0) || row[5] != "<none>" {
+	if row[0] != "tick" || row[1] != "*/5 * * * *" || row[2] != "<none>" || row[3] != "False" || row[4] != int64(0) || row[5] != "<none>" {
 		t.Errorf("row %v", row)
 	}
 	if len(row) != len(Strategy{}.TableColumns()) {
