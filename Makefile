@@ -7,7 +7,7 @@ GOTESTFLAGS ?= -count=1 -timeout 20m
 
 FUZZTIME  ?= 10s
 
-.PHONY: all build run test test-unit test-e2e test-fuzz bench vet fmt clean
+.PHONY: all build run test test-unit test-e2e test-fuzz bench vet fmt clean openapi
 
 all: build
 
@@ -40,6 +40,19 @@ test-fuzz:
 ## bench: the Go benchmarks of the storage layers
 bench:
 	cd services && $(GO) test -run='^$$' -bench=. -benchmem ./apiserver/...
+
+## openapi: regenerate services/apiserver/openapi (the schemas /openapi/v3 serves and
+##          server-side apply uses) with openapi-gen at go.mod's kube-openapi version
+OPENAPI_PACKAGES := k8s.io/api/core/v1 k8s.io/api/apps/v1 k8s.io/api/batch/v1 k8s.io/api/autoscaling/v1 \
+	k8s.io/api/rbac/v1 k8s.io/api/coordination/v1 k8s.io/api/certificates/v1 \
+	k8s.io/api/authentication/v1 k8s.io/api/authorization/v1 k8s.io/api/discovery/v1 k8s.io/api/policy/v1 \
+	k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/util/intstr \
+	k8s.io/apimachinery/pkg/api/resource k8s.io/apimachinery/pkg/version
+openapi:
+	cd services && $(GO) run k8s.io/kube-openapi/cmd/openapi-gen@$$($(GO) list -m -f '{{.Version}}' k8s.io/kube-openapi) \
+		--go-header-file /dev/null --report-filename /dev/null \
+		--output-dir apiserver/openapi --output-pkg skiff.dev/services/apiserver/openapi \
+		--output-file zz_generated.openapi.go $(OPENAPI_PACKAGES)
 
 vet:
 	cd services && $(GO) vet ./...

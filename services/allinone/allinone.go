@@ -89,6 +89,9 @@ type Cluster struct {
 	APIServerURL string
 	// NATSURL is the embedded NATS server's URL; "" when it runs without NATS.
 	NATSURL string
+	// StaticPodPath is the kubelet's static pod directory, <data-dir>/manifests:
+	// a Pod manifest dropped there runs on the node and shows as a mirror pod.
+	StaticPodPath string
 }
 
 // Start brings every service up and returns once the apiserver serves; the services run
@@ -209,6 +212,9 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	if err := api.EnsureSystemNamespaces(runCtx); err != nil {
 		return nil, nil, err
 	}
+	if err := api.WaitForBootstrapPolicy(runCtx); err != nil {
+		return nil, nil, err
+	}
 
 	client, err := kubernetes.NewForConfig(traced(clientConfig(pki.Scheduler), obs.scheduler))
 	if err != nil {
@@ -294,6 +300,10 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	// for its serving certificate the same way; csr-signer approves and signs both. With
 	// manual approval it waits here, in the background, for `kubectl certificate approve`.
 	kubeletDir := filepath.Join(dataDir, "kubelet")
+	staticPodPath := filepath.Join(dataDir, "manifests")
+	if err := os.MkdirAll(staticPodPath, 0o755); err != nil {
+		return nil, nil, err
+	}
 	kubeletAddr, nodeIP := kubeletServer(cfg.BindAddress, cfg.KubeletPort)
 	// The kubeconfig a restart reuses names this start's apiserver URL; a new port makes
 	// it stale, and the kubelet bootstraps again.
@@ -341,6 +351,7 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 			ServerTLS:       kubeletTLS,
 			Recorder:        kubeletEvents,
 			TracerProvider:  obs.kubelet,
+			PodManifestPath: staticPodPath,
 		})
 		if err != nil {
 			return err
@@ -358,7 +369,7 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		}
 		return errors.Join(all...)
 	}
-	return &Cluster{Kubeconfig: kubeconfig, APIServerURL: apiURL, NATSURL: obs.natsURL}, wait, nil
+	return &Cluster{Kubeconfig: kubeconfig, APIServerURL: apiURL, NATSURL: obs.natsURL, StaticPodPath: staticPodPath}, wait, nil
 }
 
 // writeKubeconfig writes the admin kubeconfig for apiURL with the CA and the admin's

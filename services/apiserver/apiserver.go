@@ -32,6 +32,7 @@ import (
 	serviceaccountcontroller "skiff.dev/services/apiserver/controller/serviceaccount"
 	"skiff.dev/services/apiserver/endpoints"
 	"skiff.dev/services/apiserver/eventsink"
+	"skiff.dev/services/apiserver/openapi"
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/core/namespace"
 	"skiff.dev/services/apiserver/registry/core/pod"
@@ -137,6 +138,7 @@ type APIServer struct {
 	caches              []*cacher.Cacher
 	tlsConfig           *tls.Config
 	eventSink           *eventsink.Sink
+	rbac                *rbacAuthorization
 }
 
 // indexFields are the fields a strategy asks the watch cache to index by.
@@ -196,8 +198,10 @@ func New(cfg Config) (_ *APIServer, err error) {
 		}
 	}()
 	stores := storeSet{}
-	authorizer := authorization.New(storageLookup{stores: stores})
-	descriptors := resources(execProxy, authorizer, tokens)
+	s.rbac = newRBACAuthorization(stores)
+	authorizer := authorization.New(storageLookup{stores: stores}, s.rbac.authorizer)
+	s.rbac.guard.Authorizer = authorizer
+	descriptors := resources(execProxy, authorizer, tokens, s.rbac.guard)
 	for i := range descriptors {
 		d := &descriptors[i]
 		if d.NewListFunc == nil {
@@ -238,6 +242,8 @@ func New(cfg Config) (_ *APIServer, err error) {
 			admission.DefaultTolerationSecondsPlugin{},
 		},
 		Ready: s.ready,
+		// Schemas of every served kind, for /openapi/v3 and server-side apply.
+		OpenAPIDefinitions: openapi.GetOpenAPIDefinitions,
 	})
 	s.handler = tracing.Handler(s.handler, cfg.TracerProvider, "apiserver")
 	if cfg.NATSURL != "" {
@@ -342,12 +348,14 @@ func (s *APIServer) install(descriptors []registry.Descriptor, stores storeSet) 
 // Handler is the API's HTTP handler.
 func (s *APIServer) Handler() http.Handler { return s.handler }
 
-// ready checks that etcd answers within 2 s.
+// ready checks that etcd answers within 2 s and the RBAC bootstrap policy is in place.
 func (s *APIServer) ready() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err := s.etcd.Get(ctx, "/registry/health", clientv3.WithCountOnly())
-	return err
+	if _, err := s.etcd.Get(ctx, "/registry/health", clientv3.WithCountOnly()); err != nil {
+		return err
+	}
+	return s.rbac.ready()
 }
 
 // systemNamespaces exist in every cluster; kube-apiserver's SystemNamespaces controller
@@ -385,6 +393,12 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		}
 	}()
 	defer s.stopCaches()
+	rbacDone := make(chan struct{})
+	go func() {
+		defer close(rbacDone)
+		s.rbac.run(ctx)
+	}()
+	defer func() { <-rbacDone }()
 	controllerDone := make(chan struct{})
 	go func() {
 		defer close(controllerDone)

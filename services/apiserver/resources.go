@@ -18,11 +18,16 @@ import (
 	"skiff.dev/services/apiserver/registry/core/pod"
 	"skiff.dev/services/apiserver/registry/core/secret"
 	"skiff.dev/services/apiserver/registry/core/serviceaccount"
+	rbacregistry "skiff.dev/services/apiserver/registry/rbac"
+	"skiff.dev/services/apiserver/registry/rbac/clusterrole"
+	"skiff.dev/services/apiserver/registry/rbac/clusterrolebinding"
+	"skiff.dev/services/apiserver/registry/rbac/role"
+	"skiff.dev/services/apiserver/registry/rbac/rolebinding"
 )
 
 // resources lists every resource the apiserver serves: the one place a new resource is
 // registered. Its order is discovery's order within a group version.
-func resources(execProxy *pod.ExecProxy, authorizer authorization.Authorizer, tokens serviceaccount.TokenConfig) []registry.Descriptor {
+func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer, tokens serviceaccount.TokenConfig, rbacGuard *rbacregistry.Guard) []registry.Descriptor {
 	return []registry.Descriptor{
 		configmap.Descriptor,
 		event.Descriptor,
@@ -35,6 +40,13 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.Authorizer, to
 		certificatesigningrequest.Descriptor,
 		authenticationregistry.Descriptor,
 		authorizationregistry.NewSelfSubjectAccessReviewDescriptor(authorizer),
+		authorizationregistry.NewSelfSubjectRulesReviewDescriptor(authorizer),
+		authorizationregistry.NewSubjectAccessReviewDescriptor(authorizer),
+		authorizationregistry.NewLocalSubjectAccessReviewDescriptor(authorizer),
+		role.NewDescriptor(rbacGuard),
+		clusterrole.NewDescriptor(rbacGuard),
+		rolebinding.NewDescriptor(rbacGuard),
+		clusterrolebinding.NewDescriptor(rbacGuard),
 		deployment.Descriptor,
 		replicaset.Descriptor,
 		job.Descriptor,

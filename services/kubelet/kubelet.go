@@ -4,11 +4,13 @@
 //
 // The structure is the Kubernetes kubelet's, with the same names: one
 // syncLoop whose syncLoopIteration dispatches config updates (package
-// config), PLEG events (package pleg), resync and housekeeping ticks to the
-// pod workers (package podworkers), which call SyncPod, SyncTerminatingPod
-// and SyncTerminatedPod here; those use the CRI client (package
-// kuberuntime) and the status manager (package status). Mirrors kubelet's
-// pkg/kubelet/kubelet.go.
+// config: API server and static pod file sources), PLEG events (package
+// pleg), probe results (package prober), resync and housekeeping ticks to
+// the pod workers (package podworkers), which call SyncPod,
+// SyncTerminatingPod and SyncTerminatedPod here; those use the CRI client
+// (package kuberuntime, which runs lifecycle hooks through package
+// lifecycle) and the status manager (package status), and keep static pods'
+// mirror pods current. Mirrors kubelet's pkg/kubelet/kubelet.go.
 package kubelet
 
 import (
@@ -29,6 +31,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -44,7 +47,10 @@ import (
 	"skiff.dev/services/kubelet/pleg"
 	kubepod "skiff.dev/services/kubelet/pod"
 	"skiff.dev/services/kubelet/podworkers"
+	"skiff.dev/services/kubelet/prober"
+	proberesults "skiff.dev/services/kubelet/prober/results"
 	"skiff.dev/services/kubelet/status"
+	kubetypes "skiff.dev/services/kubelet/types"
 )
 
 // KubeletVersion is the version the kubelet reports in
@@ -121,11 +127,20 @@ type Config struct {
 	// Logger receives the kubelet's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Recorder reports the kubelet's events (Pulling, Pulled, Created, Started,
-	// Killing, BackOff, NodeReady, RegisteredNode); nil records none.
+	// Killing, BackOff, Unhealthy, FailedPostStartHook, FailedPreStopHook, NodeReady,
+	// RegisteredNode); nil records none.
 	Recorder record.EventRecorder
 	// TracerProvider traces SyncPod and every CRI call inside the pod's trace;
 	// nil means the global provider.
 	TracerProvider trace.TracerProvider
+	// PodManifestPath is the static pod directory (or file), kube's
+	// staticPodPath: each manifest is a pod the kubelet runs on its own,
+	// named "<name>-<node>", shown in the API server as a mirror pod. ""
+	// means none.
+	PodManifestPath string
+	// FileCheckFrequency is how often PodManifestPath is read again
+	// (default 20 s).
+	FileCheckFrequency time.Duration
 }
 
 // Kubelet is one node's agent. Several may run in one process: a Kubelet
@@ -154,6 +169,11 @@ type Kubelet struct {
 	podWorkers          *podworkers.PodWorkers
 	workQueue           *podworkers.WorkQueue
 	statusManager       *status.Manager
+	mirrorPodClient     *kubepod.MirrorClient
+	probeManager        *prober.Manager
+	livenessManager     *proberesults.Manager
+	readinessManager    *proberesults.Manager
+	startupManager      *proberesults.Manager
 	podConfig           *config.PodConfig
 	reasonCache         *ReasonCache
 	runtimeState        *runtimeState
@@ -244,6 +264,9 @@ func New(cfg Config) (*Kubelet, error) {
 		runtimeState:              &runtimeState{},
 		crashLoopBackOff:          flowcontrol.NewBackOff(backOffPeriod, maxContainerBackOff),
 		nodeStatusUpdateCh:        make(chan struct{}, 1),
+		livenessManager:           proberesults.NewManager(),
+		readinessManager:          proberesults.NewManager(),
+		startupManager:            proberesults.NewManager(),
 	}
 	kl.recorder = cfg.Recorder
 	if kl.recorder == nil {
@@ -254,13 +277,29 @@ func New(cfg Config) (*Kubelet, error) {
 		PodLogsDirectory: kl.podLogsDir,
 		Logger:           logger,
 		Recorder:         cfg.Recorder,
+		LivenessManager:  kl.livenessManager,
+		StartupManager:   kl.startupManager,
+		KubeletVersion:   KubeletVersion,
 	})
 	kl.pleg = pleg.NewGenericPLEG(kl.containerRuntime, kl.podCache, pleg.RelistPeriod, logger)
 	kl.runtimeState.addHealthCheck("PLEG", kl.pleg.Healthy)
 	kl.statusManager = status.NewManager(cfg.Client, kl.podManager, kl, logger)
 	kl.statusManager.Tracer = tracing.Tracer(cfg.TracerProvider, "skiff.dev/services/kubelet/status")
+	kl.probeManager = prober.NewManager(prober.Options{
+		StatusProvider:   kl.statusManager,
+		LivenessManager:  kl.livenessManager,
+		ReadinessManager: kl.readinessManager,
+		StartupManager:   kl.startupManager,
+		Runner:           kl.containerRuntime,
+		Recorder:         cfg.Recorder,
+		KubeletVersion:   KubeletVersion,
+	})
 	kl.podWorkers = podworkers.New(kl, kl.podCache, kl.workQueue, cfg.SyncFrequency, backOffPeriod, logger)
 	kl.podConfig = config.NewPodConfig(cfg.Client, cfg.NodeName, logger)
+	if cfg.PodManifestPath != "" {
+		kl.podConfig.AddFileSource(cfg.PodManifestPath, cfg.FileCheckFrequency)
+	}
+	kl.mirrorPodClient = kubepod.NewMirrorClient(cfg.Client, cfg.NodeName)
 	kl.nodeLeaseController = nodelease.NewController(cfg.Client, cfg.NodeName, cfg.LeaseDuration, cfg.LeaseDuration/4, logger)
 
 	machine := nodestatus.ReadMachine(cfg.RootDir)
@@ -309,6 +348,7 @@ func (kl *Kubelet) run(ctx context.Context) error {
 		}()
 	}
 	start(kl.statusManager.Run)
+	start(kl.probeManager.Run)
 	start(kl.syncNodeStatusLoop)
 	start(kl.nodeLeaseController.Run)
 	start(kl.updateRuntimeUpLoop)
@@ -381,7 +421,11 @@ func (kl *Kubelet) syncLoop(ctx context.Context, updates <-chan config.PodUpdate
 //   - syncCh (every second): pods whose worker asked for a resync (after
 //     the resync interval, or a backoff) → HandlePodSyncs;
 //   - housekeepingCh (every 2 s): once the pod source has synced,
-//     HandlePodCleanups.
+//     HandlePodCleanups;
+//   - the probe results managers: a failed liveness or startup probe →
+//     HandlePodSyncs (which kills and restarts the container); a readiness
+//     or startup result → statusManager.SetContainerReadiness or
+//     SetContainerStartup at once, then HandlePodSyncs.
 //
 // It returns false when the loop should end. Mirrors
 // Kubelet.syncLoopIteration.
@@ -427,8 +471,39 @@ func (kl *Kubelet) syncLoopIteration(ctx context.Context, configCh <-chan config
 		if err := handler.HandlePodCleanups(ctx); err != nil && ctx.Err() == nil {
 			kl.logger.Error("failed cleaning pods", "err", err)
 		}
+	case update := <-kl.livenessManager.Updates():
+		if update.Result == proberesults.Failure {
+			kl.handleProbeSync(update, handler, "liveness", "unhealthy")
+		}
+	case update := <-kl.readinessManager.Updates():
+		ready := update.Result == proberesults.Success
+		kl.statusManager.SetContainerReadiness(update.PodUID, update.ContainerID, ready)
+		result := ""
+		if ready {
+			result = "ready"
+		}
+		kl.handleProbeSync(update, handler, "readiness", result)
+	case update := <-kl.startupManager.Updates():
+		started := update.Result == proberesults.Success
+		kl.statusManager.SetContainerStartup(update.PodUID, update.ContainerID, started)
+		result := "unhealthy"
+		if started {
+			result = "started"
+		}
+		kl.handleProbeSync(update, handler, "startup", result)
 	}
 	return true
+}
+
+// handleProbeSync syncs the pod a probe result is about. Mirrors kubelet's
+// handleProbeSync.
+func (kl *Kubelet) handleProbeSync(update proberesults.Update, handler SyncHandler, probe, result string) {
+	pod, ok := kl.podManager.GetPodByUID(update.PodUID)
+	if !ok {
+		return
+	}
+	kl.logger.Debug("SyncLoop (probe)", "probe", probe, "status", result, "pod", pod.Namespace+"/"+pod.Name)
+	handler.HandlePodSyncs([]*v1.Pod{pod})
 }
 
 func podNames(pods []*v1.Pod) []string {
@@ -459,7 +534,20 @@ func (kl *Kubelet) HandlePodAdditions(pods []*v1.Pod) {
 	slices.SortStableFunc(pods, func(a, b *v1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
 	for _, pod := range pods {
 		kl.podManager.AddPod(pod)
+		if kubetypes.IsMirrorPod(pod) {
+			kl.handleMirrorPod(pod, start)
+			continue
+		}
 		kl.podWorkers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, UpdateType: podworkers.SyncPodCreate, StartTime: start})
+	}
+}
+
+// handleMirrorPod syncs the static pod a mirror pod stands for (the mirror
+// was created, changed or deleted: SyncPod puts it right); a mirror pod is
+// never run itself. Mirrors Kubelet.handleMirrorPod.
+func (kl *Kubelet) handleMirrorPod(mirrorPod *v1.Pod, start time.Time) {
+	if pod, ok := kl.podManager.GetPodByMirrorPod(mirrorPod); ok {
+		kl.podWorkers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, UpdateType: podworkers.SyncPodUpdate, StartTime: start})
 	}
 }
 
@@ -470,6 +558,10 @@ func (kl *Kubelet) HandlePodUpdates(pods []*v1.Pod) {
 	start := time.Now()
 	for _, pod := range pods {
 		kl.podManager.UpdatePod(pod)
+		if kubetypes.IsMirrorPod(pod) {
+			kl.handleMirrorPod(pod, start)
+			continue
+		}
 		kl.podWorkers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, UpdateType: podworkers.SyncPodUpdate, StartTime: start})
 	}
 }
@@ -480,6 +572,11 @@ func (kl *Kubelet) HandlePodRemoves(pods []*v1.Pod) {
 	start := time.Now()
 	for _, pod := range pods {
 		kl.podManager.RemovePod(pod)
+		if kubetypes.IsMirrorPod(pod) {
+			// A deleted mirror pod is recreated; its static pod keeps running.
+			kl.handleMirrorPod(pod, start)
+			continue
+		}
 		kl.podWorkers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, UpdateType: podworkers.SyncPodKill, StartTime: start})
 	}
 }
@@ -490,6 +587,10 @@ func (kl *Kubelet) HandlePodRemoves(pods []*v1.Pod) {
 func (kl *Kubelet) HandlePodReconcile(pods []*v1.Pod) {
 	for _, pod := range pods {
 		kl.podManager.UpdatePod(pod)
+		// A readiness gate's condition changed: Ready follows it.
+		if !kubetypes.IsMirrorPod(pod) && status.NeedToReconcilePodReadiness(pod) {
+			kl.HandlePodSyncs([]*v1.Pod{pod})
+		}
 	}
 }
 
@@ -498,6 +599,13 @@ func (kl *Kubelet) HandlePodReconcile(pods []*v1.Pod) {
 func (kl *Kubelet) HandlePodSyncs(pods []*v1.Pod) {
 	start := time.Now()
 	for _, pod := range pods {
+		if kubetypes.IsMirrorPod(pod) {
+			static, ok := kl.podManager.GetPodByMirrorPod(pod)
+			if !ok {
+				continue
+			}
+			pod = static
+		}
 		// The pod manager has the freshest copy (e.g. after RECONCILE).
 		if latest, ok := kl.podManager.GetPodByUID(pod.UID); ok {
 			pod = latest
@@ -525,6 +633,8 @@ func (kl *Kubelet) HandlePodCleanups(ctx context.Context) error {
 		keep[uid] = true
 	}
 	kl.statusManager.RemoveOrphanedStatuses(keep)
+	kl.probeManager.CleanupPods(desired)
+	kl.deleteOrphanedMirrorPods(ctx, workingPods)
 	kl.reasonCache.RemoveOrphans(keep)
 
 	runningPods, err := kl.containerRuntime.GetPods(ctx, false)
@@ -554,6 +664,53 @@ func (kl *Kubelet) HandlePodCleanups(ctx context.Context) error {
 	return nil
 }
 
+// deleteOrphanedMirrorPods deletes the mirror pods whose static pod is gone,
+// once that static pod's worker has finished terminating it (the mirror's
+// config.mirror annotation is the static pod's UID). Mirrors
+// Kubelet.deleteOrphanedMirrorPods.
+func (kl *Kubelet) deleteOrphanedMirrorPods(ctx context.Context, workingPods map[types.UID]podworkers.PodWorkerSync) {
+	for _, mirror := range kl.podManager.GetOrphanedMirrorPods() {
+		if w, ok := workingPods[types.UID(mirror.Annotations[kubetypes.ConfigMirrorAnnotationKey])]; ok && w.State != podworkers.TerminatedPod {
+			continue
+		}
+		uid := mirror.UID
+		if _, err := kl.mirrorPodClient.DeleteMirrorPod(ctx, mirror.Namespace, mirror.Name, &uid); err != nil && ctx.Err() == nil {
+			kl.logger.Error("failed to delete orphaned mirror pod", "pod", mirror.Namespace+"/"+mirror.Name, "err", err)
+		}
+	}
+}
+
+// syncMirrorPod keeps a static pod's mirror pod current: one deleted (or
+// being deleted) or of an older manifest is deleted and created again. A
+// mirror is not created while the Node is missing or being deleted. Mirrors
+// the mirror pod step of Kubelet.SyncPod.
+func (kl *Kubelet) syncMirrorPod(ctx context.Context, pod *v1.Pod) {
+	mirrorPod, hasMirror := kl.podManager.GetMirrorPodByPod(pod)
+	deleted := false
+	if hasMirror && (mirrorPod.DeletionTimestamp != nil || !kubetypes.IsMirrorPodOf(mirrorPod, pod)) {
+		kl.logger.Info("deleting outdated mirror pod", "pod", pod.Namespace+"/"+pod.Name, "mirrorPodUID", mirrorPod.UID)
+		uid := mirrorPod.UID
+		var err error
+		if deleted, err = kl.mirrorPodClient.DeleteMirrorPod(ctx, mirrorPod.Namespace, mirrorPod.Name, &uid); err != nil {
+			kl.logger.Error("failed deleting mirror pod", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+		}
+	}
+	if hasMirror && !deleted {
+		return
+	}
+	node, err := kl.kubeClient.CoreV1().Nodes().Get(ctx, kl.nodeName, metav1.GetOptions{})
+	if err != nil {
+		kl.logger.Debug("no mirror pod created: cannot get the node", "err", err)
+		return
+	}
+	if node.DeletionTimestamp != nil {
+		return
+	}
+	if err := kl.mirrorPodClient.CreateMirrorPod(ctx, pod, node); err != nil && ctx.Err() == nil {
+		kl.logger.Error("failed creating a mirror pod", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+	}
+}
+
 // PodCouldHaveRunningContainers reports whether pod uid may still have
 // running containers (the status manager's deletion safety check).
 func (kl *Kubelet) PodCouldHaveRunningContainers(uid types.UID) bool {
@@ -581,6 +738,10 @@ func (kl *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodTyp
 		return true, nil
 	}
 	kl.statusManager.SetPodStatus(pod, apiPodStatus)
+	kl.probeManager.AddPod(pod)
+	if kubetypes.IsStaticPod(pod) {
+		kl.syncMirrorPod(ctx, pod)
+	}
 
 	if err := kl.runtimeState.networkErrors(); err != nil && !container.IsHostNetworkPod(pod) {
 		return false, fmt.Errorf("network is not ready: %w", err)
@@ -637,10 +798,14 @@ func (kl *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, podStatu
 	kl.logger.Info("terminating pod", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "gracePeriod", ptrValue(gracePeriod))
 	kl.statusManager.SetPodStatus(pod, kl.generateAPIPodStatus(pod, podStatus, false))
 
+	// A terminating pod is not restarted for its probes; readiness keeps
+	// reporting until the containers are gone.
+	kl.probeManager.StopLivenessAndStartup(pod)
 	running := container.ConvertPodStatusToRunningPod(kl.containerRuntime.Type(), podStatus)
 	if err := kl.containerRuntime.KillPod(ctx, pod, running, gracePeriod); err != nil {
 		return fmt.Errorf("kill pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	kl.probeManager.RemovePod(pod)
 	stopped, err := kl.containerRuntime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
 		return fmt.Errorf("read pod status after termination: %w", err)

@@ -156,7 +156,7 @@ func (kl *Kubelet) generateAPIPodStatus(pod *v1.Pod, podStatus *container.PodSta
 		}
 	}
 
-	updateProbeStatus(s)
+	kl.probeManager.UpdatePodStatus(pod, s)
 
 	for _, c := range pod.Status.Conditions {
 		if !status.PodConditionByKubelet(c.Type) {
@@ -166,7 +166,7 @@ func (kl *Kubelet) generateAPIPodStatus(pod *v1.Pod, podStatus *container.PodSta
 	s.Conditions = append(s.Conditions,
 		status.GeneratePodReadyToStartContainersCondition(podStatus),
 		status.GeneratePodInitializedCondition(&pod.Spec, s.InitContainerStatuses, s.Phase),
-		status.GeneratePodReadyCondition(&pod.Spec, s.ContainerStatuses, s.Phase),
+		status.GeneratePodReadyCondition(&pod.Spec, s.Conditions, s.ContainerStatuses, s.Phase),
 		status.GenerateContainersReadyCondition(&pod.Spec, s.ContainerStatuses, s.Phase),
 	)
 	scheduled := v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue}
@@ -187,25 +187,6 @@ func (kl *Kubelet) generateAPIPodStatus(pod *v1.Pod, podStatus *container.PodSta
 		s.PodIPs = []v1.PodIP{{IP: kl.nodeIP}}
 	}
 	return *s
-}
-
-// updateProbeStatus sets started and ready: with no probes, a container is
-// started and ready while it runs; an init container is ready once it
-// succeeded. Mirrors the prober manager's UpdatePodStatus for probe-less
-// containers.
-func updateProbeStatus(s *v1.PodStatus) {
-	for i := range s.ContainerStatuses {
-		c := &s.ContainerStatuses[i]
-		running := c.State.Running != nil
-		c.Started = &running
-		c.Ready = running
-	}
-	for i := range s.InitContainerStatuses {
-		c := &s.InitContainerStatuses[i]
-		running := c.State.Running != nil
-		c.Started = &running
-		c.Ready = c.State.Terminated != nil && c.State.Terminated.ExitCode == 0
-	}
 }
 
 // convertStatusToAPIStatus builds pod IPs, QoS class and the container

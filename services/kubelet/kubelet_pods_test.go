@@ -12,6 +12,8 @@ import (
 
 	"skiff.dev/services/kubelet/container"
 	kubepod "skiff.dev/services/kubelet/pod"
+	"skiff.dev/services/kubelet/prober"
+	proberesults "skiff.dev/services/kubelet/prober/results"
 	"skiff.dev/services/kubelet/status"
 )
 
@@ -110,11 +112,18 @@ func (alwaysSafe) PodCouldHaveRunningContainers(types.UID) bool { return false }
 // needs.
 func newTestKubelet() *Kubelet {
 	pods := kubepod.NewManager()
+	statusManager := status.NewManager(nil, pods, alwaysSafe{}, nil)
 	return &Kubelet{
 		nodeIP:        "10.0.0.9",
 		podManager:    pods,
 		reasonCache:   NewReasonCache(),
-		statusManager: status.NewManager(nil, pods, alwaysSafe{}, nil),
+		statusManager: statusManager,
+		probeManager: prober.NewManager(prober.Options{
+			StatusProvider:   statusManager,
+			LivenessManager:  proberesults.NewManager(),
+			ReadinessManager: proberesults.NewManager(),
+			StartupManager:   proberesults.NewManager(),
+		}),
 	}
 }
 

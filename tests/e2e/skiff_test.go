@@ -47,6 +47,7 @@ func TestMain(m *testing.M) {
 type cluster struct {
 	t          *testing.T
 	cmd        *exec.Cmd
+	dataDir    string
 	kubeconfig string
 	cacheDir   string
 	client     kubernetes.Interface
@@ -80,7 +81,7 @@ func startSkiff(t *testing.T, runtime string, extraArgs ...string) *cluster {
 	dataDir := t.TempDir()
 	cmd := exec.Command(skiffBinary, append([]string{"--data-dir", dataDir, "--runtime", runtime,
 		"--apiserver-port", "0", "--etcd-port", "0", "--exec-proxy-port", "0", "--kubelet-port", "0", "--nats-port", "0", "--node-name", "e2e-" + runtime}, extraArgs...)...)
-	c := &cluster{t: t, cmd: cmd, cacheDir: t.TempDir(), logs: &syncBuffer{}, exited: make(chan error, 1)}
+	c := &cluster{t: t, cmd: cmd, dataDir: dataDir, cacheDir: t.TempDir(), logs: &syncBuffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = c.logs
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -26,8 +26,8 @@ const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 // NodeRestriction limits what a node (user system:node:<name> in system:nodes) may write
 // to objects of its own, where the authorizer cannot see the body: it may create and
 // update only its own Node, without changing its taints or setting kubernetes.io labels
-// other than the kubelet's own; its own Lease; mirror pods bound to itself that reference
-// no service account; the status of pods bound to itself, without changing their labels;
+// other than the kubelet's own; its own Lease; mirror pods bound to itself, owned (if at
+// all) by its Node as controller, that reference no service account; the status of pods bound to itself, without changing their labels;
 // and tokens only for pods bound to itself. Mirrors the NodeRestriction admission plugin
 // (k8s.io/kubernetes/plugin/pkg/admission/noderestriction).
 type NodeRestriction struct {
@@ -65,6 +65,20 @@ func (p NodeRestriction) Admit(ctx context.Context, a Attributes) error {
 		}
 		if pod.Spec.ServiceAccountName != "" {
 			return forbid("node %q can not create pods that reference a service account", node)
+		}
+		if len(pod.OwnerReferences) > 1 {
+			return forbid("node %q can only create pods with a single owner reference set to itself", node)
+		}
+		if len(pod.OwnerReferences) == 1 {
+			owner := pod.OwnerReferences[0]
+			switch {
+			case owner.APIVersion != "v1" || owner.Kind != "Node" || owner.Name != node:
+				return forbid("node %q can only create pods with an owner reference set to itself", node)
+			case owner.Controller == nil || !*owner.Controller:
+				return forbid("node %q can only create pods with a controller owner reference set to itself", node)
+			case owner.BlockOwnerDeletion != nil && *owner.BlockOwnerDeletion:
+				return forbid("node %q must not set blockOwnerDeletion on an owner reference", node)
+			}
 		}
 	case gr.Group == "" && gr.Resource == "pods" && a.Subresource == "status" && a.Operation == Update:
 		oldPod, ok := a.OldObject.(*corev1.Pod)

@@ -10,9 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/rest"
 )
 
@@ -145,7 +145,7 @@ func mountServiceAccountToken(pod *corev1.Pod) {
 	}
 	hasVolume := volumeName != ""
 	if !hasVolume {
-		volumeName = registry.GenerateName(ServiceAccountVolumeName + "-")
+		volumeName = names.SimpleNameGenerator.GenerateName(ServiceAccountVolumeName + "-")
 	}
 	mount := corev1.VolumeMount{Name: volumeName, ReadOnly: true, MountPath: DefaultAPITokenMountPath}
 	needsVolume := false

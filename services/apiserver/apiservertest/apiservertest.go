@@ -121,6 +121,9 @@ func (s *Server) serve(l net.Listener) {
 	if err := api.EnsureSystemNamespaces(ctx); err != nil {
 		s.t.Fatalf("system namespaces: %v", err)
 	}
+	if err := api.WaitForBootstrapPolicy(ctx); err != nil {
+		s.t.Fatalf("RBAC bootstrap policy: %v", err)
+	}
 }
 
 // StopAPIServer stops the apiserver (etcd keeps running), closing every open watch, as a

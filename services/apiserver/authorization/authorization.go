@@ -1,18 +1,20 @@
-// Package authorization decides whether a user may do what a request asks: the
-// system:masters group may do anything; nodes follow Kubernetes' Node authorizer
-// (k8s.io/kubernetes/plugin/pkg/auth/authorizer/node), tightened so a node reads only the
-// pods bound to it; skiff's services and bootstrappers get fixed rules, the ones
-// Kubernetes' bootstrap ClusterRoles give them (k8s.io/kubernetes/plugin/pkg/auth/
-// authorizer/rbac/bootstrappolicy). Everything else is denied.
+// Package authorization decides whether a user may do what a request asks, as
+// kube-apiserver's --authorization-mode=Node,RBAC does: the system:masters group may do
+// anything; then kube's Node authorizer (k8s.io/kubernetes/plugin/pkg/auth/authorizer/
+// node), tightened so a node reads only the pods bound to it; then RBAC (package rbac),
+// whose bootstrap policy (package rbac/bootstrappolicy) holds what skiff's services and
+// bootstrap tokens may do. A request no authorizer allows is denied.
 package authorization
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/fields"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 )
@@ -21,6 +23,13 @@ import (
 // It is k8s.io/apiserver's UnconditionalAuthorizer.
 type Authorizer interface {
 	Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error)
+}
+
+// RuleAuthorizer is an Authorizer that can also list what a user may do
+// (authorizer.RuleResolver), for SelfSubjectRulesReview.
+type RuleAuthorizer interface {
+	Authorizer
+	authorizer.RuleResolver
 }
 
 // Lookup reads what the node and bootstrapper rules depend on, straight from storage.
@@ -37,17 +46,12 @@ type Lookup interface {
 	NodeRunsServiceAccount(ctx context.Context, namespace, name, node string) (bool, error)
 }
 
-// Identities of skiff's services and the groups the rules name (DESIGN.md "Identities").
+// Identities and groups the authorizers single out (DESIGN.md "Identities").
 const (
 	MastersGroup       = user.SystemPrivilegedGroup // system:masters
 	NodesGroup         = user.NodesGroup            // system:nodes
 	NodeUserPrefix     = "system:node:"
 	BootstrappersGroup = "system:bootstrappers"
-	SchedulerUser      = user.KubeScheduler // system:kube-scheduler
-	// ControllerManagerUser is kube-controller-manager.
-	ControllerManagerUser = user.KubeControllerManager // system:kube-controller-manager
-	CSRSignerUser         = "system:skiff:csr-signer"
-	ExecProxyUser         = "system:skiff:exec-proxy"
 )
 
 // Verb groups as RBAC rules name them.
@@ -56,118 +60,62 @@ var (
 	write = []string{"create", "update", "patch"}
 )
 
-// rule allows verbs on resources ("resource" or "resource/subresource") of a group,
-// as an RBAC PolicyRule does; "*" matches any verb.
-type rule struct {
-	group     string
-	resources []string
-	verbs     []string
+// New is the apiserver's authorizer: system:masters, then the Node authorizer (lookup
+// reads pods for it), then the bootstrap tokens' narrowing (lookup reads CSRs), then
+// rbac.
+func New(lookup Lookup, rbac RuleAuthorizer) RuleAuthorizer {
+	return &chain{lookup: lookup, rbac: rbac}
 }
 
-func (r rule) allows(a authorizer.Attributes) bool {
-	if !a.IsResourceRequest() || a.GetAPIGroup() != r.group {
-		return false
-	}
-	res := a.GetResource()
-	if sub := a.GetSubresource(); sub != "" {
-		res += "/" + sub
-	}
-	return slices.Contains(r.resources, res) && (slices.Contains(r.verbs, "*") || slices.Contains(r.verbs, a.GetVerb()))
+type chain struct {
+	lookup Lookup
+	rbac   RuleAuthorizer
 }
 
-// everyone is what any authenticated user may do: ask who it is and what it may do
-// (system:basic-user) and read discovery (system:discovery, system:public-info-viewer).
-var everyone = []rule{
-	{group: "authorization.k8s.io", resources: []string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"}, verbs: []string{"create"}},
-	{group: "authentication.k8s.io", resources: []string{"selfsubjectreviews"}, verbs: []string{"create"}},
-}
-
-// userRules are the fixed rules of skiff's service identities.
-var userRules = map[string][]rule{
-	// system:kube-scheduler: read pods and nodes, bind, report, elect a leader.
-	SchedulerUser: {
-		{group: "", resources: []string{"pods", "nodes", "namespaces"}, verbs: read},
-		{group: "", resources: []string{"pods/binding", "bindings"}, verbs: []string{"create"}},
-		{group: "", resources: []string{"pods/status"}, verbs: []string{"patch", "update"}},
-		{group: "", resources: []string{"events"}, verbs: write},
-		{group: "events.k8s.io", resources: []string{"events"}, verbs: write},
-		{group: "coordination.k8s.io", resources: []string{"leases"}, verbs: append(slices.Clone(read), write...)},
-	},
-	// system:kube-controller-manager: what its controllers need (node lifecycle, taint
-	// eviction, node IPAM, pod GC, workloads and the garbage collector), until these fixed
-	// rules become bootstrap ClusterRoles (kube's system:kube-controller-manager role plus
-	// the controllers' own roles, as with --use-service-account-credentials=false).
-	ControllerManagerUser: {
-		{group: "", resources: []string{"nodes", "pods"}, verbs: append(slices.Clone(read), "update", "patch", "delete")},
-		{group: "", resources: []string{"nodes/status", "pods/status"}, verbs: []string{"update", "patch"}},
-		{group: "", resources: []string{"pods"}, verbs: []string{"create"}},
-		{group: "", resources: []string{"namespaces"}, verbs: read},
-		{group: "", resources: []string{"events"}, verbs: write},
-		{group: "events.k8s.io", resources: []string{"events"}, verbs: write},
-		{group: "coordination.k8s.io", resources: []string{"leases"}, verbs: append(slices.Clone(read), write...)},
-		{group: "apps", resources: []string{"replicasets", "deployments"}, verbs: []string{"*"}},
-		{group: "apps", resources: []string{"replicasets/status", "deployments/status", "replicasets/finalizers", "deployments/finalizers"}, verbs: []string{"update", "patch"}},
-		{group: "batch", resources: []string{"jobs", "cronjobs"}, verbs: []string{"*"}},
-		{group: "batch", resources: []string{"jobs/status", "jobs/finalizers", "cronjobs/status", "cronjobs/finalizers"}, verbs: []string{"update", "patch"}},
-	},
-	// csr-signer: read CSRs, approve and sign them (system:controller:certificate-controller).
-	CSRSignerUser: {
-		{group: "certificates.k8s.io", resources: []string{"certificatesigningrequests"}, verbs: read},
-		{group: "certificates.k8s.io", resources: []string{"certificatesigningrequests/approval", "certificatesigningrequests/status"}, verbs: []string{"update", "patch"}},
-		{group: "", resources: []string{"nodes"}, verbs: read},
-		{group: "", resources: []string{"events"}, verbs: write},
-		{group: "events.k8s.io", resources: []string{"events"}, verbs: write},
-		{group: "coordination.k8s.io", resources: []string{"leases"}, verbs: append(slices.Clone(read), write...)},
-	},
-	// exec-proxy: find a pod's node and that node's kubelet.
-	ExecProxyUser: {
-		{group: "", resources: []string{"pods", "nodes"}, verbs: read},
-	},
-}
-
-// New is the apiserver's authorizer; lookup reads pods and CSRs for the node and
-// bootstrapper rules.
-func New(lookup Lookup) Authorizer { return &authz{lookup: lookup} }
-
-type authz struct{ lookup Lookup }
-
-// Authorize implements Authorizer. Non-resource requests (discovery, /version,
-// /openapi) are allowed to every authenticated user.
-func (z *authz) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+// Authorize asks each authorizer in turn: the first to allow or deny decides; when none
+// does, the request is denied with their reasons, one per line. Mirrors
+// k8s.io/apiserver/pkg/authorization/union.
+func (z *chain) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	u := a.GetUser()
 	if u == nil {
 		return authorizer.DecisionDeny, "no user", nil
 	}
-	groups := u.GetGroups()
-	if slices.Contains(groups, MastersGroup) {
+	if slices.Contains(u.GetGroups(), MastersGroup) {
 		return authorizer.DecisionAllow, "", nil
 	}
-	if !slices.Contains(groups, user.AllAuthenticated) {
-		return authorizer.DecisionDeny, "", nil
-	}
-	if !a.IsResourceRequest() {
-		if a.GetVerb() == "get" || a.GetVerb() == "head" {
-			return authorizer.DecisionAllow, "", nil
+	var reasons []string
+	var errs []error
+	for _, step := range []func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error){
+		z.authorizeNode, z.authorizeBootstrapper, z.rbac.Authorize,
+	} {
+		decision, reason, err := step(ctx, a)
+		if err != nil {
+			errs = append(errs, err)
 		}
-		return authorizer.DecisionDeny, "", nil
-	}
-	for _, r := range everyone {
-		if r.allows(a) {
-			return authorizer.DecisionAllow, "", nil
+		if reason != "" {
+			reasons = append(reasons, reason)
 		}
-	}
-	if node, ok := NodeName(u); ok {
-		return z.authorizeNode(ctx, node, a)
-	}
-	if slices.Contains(groups, BootstrappersGroup) {
-		return z.authorizeBootstrapper(ctx, u, a)
-	}
-	for _, r := range userRules[u.GetName()] {
-		if r.allows(a) {
-			return authorizer.DecisionAllow, "", nil
+		if decision != authorizer.DecisionNoOpinion {
+			return decision, reason, err
 		}
 	}
-	return authorizer.DecisionDeny, "", nil
+	return authorizer.DecisionNoOpinion, strings.Join(reasons, "\n"), utilerrors.NewAggregate(errs)
+}
+
+// RulesFor lists what u may do in namespace: everything for system:masters; for a node,
+// an incomplete list (the Node authorizer's rules depend on each object, as kube's
+// cannot be listed either); otherwise its RBAC rules.
+func (z *chain) RulesFor(ctx context.Context, u user.Info, namespace string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
+	if slices.Contains(u.GetGroups(), MastersGroup) {
+		return []authorizer.ResourceRuleInfo{&authorizer.DefaultResourceRuleInfo{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}},
+			[]authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}}, false, nil
+	}
+	resources, nonResources, incomplete, err := z.rbac.RulesFor(ctx, u, namespace)
+	if _, ok := NodeName(u); ok {
+		incomplete = true
+		err = utilerrors.NewAggregate([]error{errors.New("node authorizer does not support user rule resolution"), err})
+	}
+	return resources, nonResources, incomplete, err
 }
 
 // NodeName is the node a user acts for: system:node:<name> in group system:nodes.
@@ -179,15 +127,18 @@ func NodeName(u user.Info) (string, bool) {
 	return name, true
 }
 
-// authorizeBootstrapper lets a bootstrap token create CertificateSigningRequests and read
-// the ones it created (kube's system:node-bootstrapper role, narrowed to its own).
-func (z *authz) authorizeBootstrapper(ctx context.Context, u user.Info, a authorizer.Attributes) (authorizer.Decision, string, error) {
-	if a.GetAPIGroup() != "certificates.k8s.io" || a.GetResource() != "certificatesigningrequests" || a.GetSubresource() != "" {
-		return authorizer.DecisionDeny, "", nil
+// authorizeBootstrapper narrows what RBAC's system:node-bootstrapper role grants a
+// bootstrap token (create, get, list and watch any CSR): it may read only the requests
+// it created itself, so one joining node cannot read another's. It denies such a read of
+// another's request and has no opinion on anything else. skiff's tightening; kube's
+// bootstrap tokens read every CSR.
+func (z *chain) authorizeBootstrapper(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	u := a.GetUser()
+	if !slices.Contains(u.GetGroups(), BootstrappersGroup) || a.GetAPIGroup() != "certificates.k8s.io" ||
+		a.GetResource() != "certificatesigningrequests" || a.GetSubresource() != "" {
+		return authorizer.DecisionNoOpinion, "", nil
 	}
 	switch a.GetVerb() {
-	case "create":
-		return authorizer.DecisionAllow, "", nil
 	case "get":
 		return z.ownCSR(ctx, u, a.GetName())
 	case "list", "watch":
@@ -198,10 +149,12 @@ func (z *authz) authorizeBootstrapper(ctx context.Context, u user.Info, a author
 		}
 		return z.ownCSR(ctx, u, name)
 	}
-	return authorizer.DecisionDeny, "", nil
+	return authorizer.DecisionNoOpinion, "", nil
 }
 
-func (z *authz) ownCSR(ctx context.Context, u user.Info, name string) (authorizer.Decision, string, error) {
+// ownCSR has no opinion on a read of the bootstrapper's own request (RBAC decides) and
+// denies any other.
+func (z *chain) ownCSR(ctx context.Context, u user.Info, name string) (authorizer.Decision, string, error) {
 	requester, found, err := z.lookup.CSRRequester(ctx, name, u.GetName())
 	if err != nil {
 		return authorizer.DecisionDeny, "", err
@@ -210,7 +163,7 @@ func (z *authz) ownCSR(ctx context.Context, u user.Info, name string) (authorize
 		// An absent CSR is denied too, so a bootstrapper cannot probe others' names.
 		return authorizer.DecisionDeny, "can only read its own certificatesigningrequests", nil
 	}
-	return authorizer.DecisionAllow, "", nil
+	return authorizer.DecisionNoOpinion, "", nil
 }
 
 // fieldValue is the value an "=" or "==" requirement of a's field selector sets for

@@ -9,13 +9,19 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 )
 
-// authorizeNode applies the Node authorizer's rules to node: it reads nodes, writes only
-// its own Node and Lease, reads only the pods bound to it (a list or watch must select
-// spec.nodeName=<node>), writes those pods' status and deletes them, creates pods (the
-// NodeRestriction admission plugin lets through only its own mirror pods), events and
-// CertificateSigningRequests, and creates tokens (serviceaccounts/token) for the service
-// accounts its pods run as.
-func (z *authz) authorizeNode(ctx context.Context, node string, a authorizer.Attributes) (authorizer.Decision, string, error) {
+// authorizeNode applies the Node authorizer's rules to a node's requests: it reads
+// nodes, writes only its own Node and Lease, reads only the pods bound to it (a list or
+// watch must select spec.nodeName=<node>), writes those pods' status and deletes them,
+// creates pods (the NodeRestriction admission plugin lets through only its own mirror
+// pods), events and CertificateSigningRequests, and creates tokens (serviceaccounts/token)
+// for the service accounts its pods run as. Anything else, and anyone else, gets no
+// opinion (with the reason, when the object is another node's), as in kube, so RBAC
+// decides next.
+func (z *chain) authorizeNode(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	node, ok := NodeName(a.GetUser())
+	if !ok || !a.IsResourceRequest() {
+		return authorizer.DecisionNoOpinion, "", nil
+	}
 	verb, sub := a.GetVerb(), a.GetSubresource()
 	noRelationship := fmt.Sprintf("no relationship found between node '%s' and this object", node)
 	switch a.GetAPIGroup() + "/" + a.GetResource() {
@@ -29,7 +35,7 @@ func (z *authz) authorizeNode(ctx context.Context, node string, a authorizer.Att
 			if a.GetName() == node {
 				return authorizer.DecisionAllow, "", nil
 			}
-			return authorizer.DecisionDeny, noRelationship, nil
+			return authorizer.DecisionNoOpinion, noRelationship, nil
 		}
 	case "/pods":
 		switch {
@@ -37,18 +43,18 @@ func (z *authz) authorizeNode(ctx context.Context, node string, a authorizer.Att
 			if selected, ok := fieldValue(a, "spec.nodeName"); ok && selected == node {
 				return authorizer.DecisionAllow, "", nil
 			}
-			return authorizer.DecisionDeny, fmt.Sprintf("can only list/watch pods with spec.nodeName field selector: spec.nodeName=%s", node), nil
+			return authorizer.DecisionNoOpinion, fmt.Sprintf("can only list/watch pods with spec.nodeName field selector: spec.nodeName=%s", node), nil
 		case sub == "" && verb == "create":
 			return authorizer.DecisionAllow, "", nil // NodeRestriction: own mirror pods only
 		case (sub == "" && (verb == "get" || verb == "delete")) || (sub == "status" && (verb == "get" || verb == "update" || verb == "patch")):
 			bound, found, err := z.lookup.PodNodeName(ctx, a.GetNamespace(), a.GetName(), node)
 			if err != nil {
-				return authorizer.DecisionDeny, "", err
+				return authorizer.DecisionNoOpinion, "", err
 			}
 			if found && bound == node {
 				return authorizer.DecisionAllow, "", nil
 			}
-			return authorizer.DecisionDeny, noRelationship, nil
+			return authorizer.DecisionNoOpinion, noRelationship, nil
 		}
 	case "/serviceaccounts":
 		// A node asks for the tokens of the service accounts its pods run as; the
@@ -56,16 +62,16 @@ func (z *authz) authorizeNode(ctx context.Context, node string, a authorizer.Att
 		if sub == "token" && verb == "create" {
 			runs, err := z.lookup.NodeRunsServiceAccount(ctx, a.GetNamespace(), a.GetName(), node)
 			if err != nil {
-				return authorizer.DecisionDeny, "", err
+				return authorizer.DecisionNoOpinion, "", err
 			}
 			if runs {
 				return authorizer.DecisionAllow, "", nil
 			}
-			return authorizer.DecisionDeny, noRelationship, nil
+			return authorizer.DecisionNoOpinion, noRelationship, nil
 		}
 	case "coordination.k8s.io/leases":
 		if a.GetNamespace() != corev1.NamespaceNodeLease || sub != "" {
-			return authorizer.DecisionDeny, "can only access node lease in the kube-node-lease namespace", nil
+			return authorizer.DecisionNoOpinion, "can only access node lease in the kube-node-lease namespace", nil
 		}
 		switch verb {
 		case "create":
@@ -74,7 +80,7 @@ func (z *authz) authorizeNode(ctx context.Context, node string, a authorizer.Att
 			if a.GetName() == node {
 				return authorizer.DecisionAllow, "", nil
 			}
-			return authorizer.DecisionDeny, noRelationship, nil
+			return authorizer.DecisionNoOpinion, noRelationship, nil
 		}
 	case "/events", "events.k8s.io/events":
 		if slices.Contains(write, verb) {
@@ -85,5 +91,5 @@ func (z *authz) authorizeNode(ctx context.Context, node string, a authorizer.Att
 			return authorizer.DecisionAllow, "", nil
 		}
 	}
-	return authorizer.DecisionDeny, "", nil
+	return authorizer.DecisionNoOpinion, "", nil
 }

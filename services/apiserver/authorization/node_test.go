@@ -41,7 +41,7 @@ func TestNodeMayCreateTokensForItsPodsServiceAccounts(t *testing.T) {
 	z := authorization.New(podsByNode{
 		"apps/web":   {node: "n1", serviceAccount: "builder"},
 		"apps/batch": {node: "n2", serviceAccount: "runner"},
-	})
+	}, noRBAC{})
 	n1 := &user.DefaultInfo{Name: "system:node:n1", Groups: []string{"system:nodes", "system:authenticated"}}
 	for _, tc := range []struct {
 		name      string
@@ -53,11 +53,11 @@ func TestNodeMayCreateTokensForItsPodsServiceAccounts(t *testing.T) {
 		wantErr   bool
 	}{
 		{name: "a token of a service account a pod on the node runs as", namespace: "apps", sa: "builder", verb: "create", sub: "token", want: authorizer.DecisionAllow},
-		{name: "not a token of a service account only another node's pod runs as", namespace: "apps", sa: "runner", verb: "create", sub: "token", want: authorizer.DecisionDeny},
-		{name: "not a token of the same name in another namespace", namespace: "other", sa: "builder", verb: "create", sub: "token", want: authorizer.DecisionDeny},
-		{name: "not the service account itself", namespace: "apps", sa: "builder", verb: "get", want: authorizer.DecisionDeny},
-		{name: "not an update of the service account", namespace: "apps", sa: "builder", verb: "update", want: authorizer.DecisionDeny},
-		{name: "a lookup that fails is an error, not a denial", namespace: "broken", sa: "builder", verb: "create", sub: "token", want: authorizer.DecisionDeny, wantErr: true},
+		{name: "not a token of a service account only another node's pod runs as", namespace: "apps", sa: "runner", verb: "create", sub: "token", want: authorizer.DecisionNoOpinion},
+		{name: "not a token of the same name in another namespace", namespace: "other", sa: "builder", verb: "create", sub: "token", want: authorizer.DecisionNoOpinion},
+		{name: "not the service account itself", namespace: "apps", sa: "builder", verb: "get", want: authorizer.DecisionNoOpinion},
+		{name: "not an update of the service account", namespace: "apps", sa: "builder", verb: "update", want: authorizer.DecisionNoOpinion},
+		{name: "a lookup that fails is an error, not a denial", namespace: "broken", sa: "builder", verb: "create", sub: "token", want: authorizer.DecisionNoOpinion, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, _, err := z.Authorize(context.Background(), authorizer.AttributesRecord{
@@ -69,4 +69,16 @@ func TestNodeMayCreateTokensForItsPodsServiceAccounts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// noRBAC is an RBAC authorizer with no bindings: what the Node authorizer does not
+// allow, nothing does.
+type noRBAC struct{}
+
+func (noRBAC) Authorize(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+	return authorizer.DecisionNoOpinion, "", nil
+}
+
+func (noRBAC) RulesFor(context.Context, user.Info, string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
+	return nil, nil, false, nil
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
+	"skiff.dev/services/apiserver/openapi"
 	"skiff.dev/services/apiserver/registry/core/pod"
 )
 
@@ -50,8 +51,9 @@ func TestConnectAuthorizesTheVerbKubeUses(t *testing.T) {
 			Name: "pods", Kind: "Pod", Namespaced: true, Storage: podStorage{},
 			Subresources: map[string]Subresource{"exec": {Kind: "PodExecOptions", Storage: subs["exec"]}},
 		}}},
-		Authenticator: headerUser{},
-		Authorizer:    verbsOn{"reader": {"get"}, "creator": {"create"}, "both": {"get", "create"}},
+		Authenticator:      headerUser{},
+		Authorizer:         verbsOn{"reader": {"get"}, "creator": {"create"}, "both": {"get", "create"}},
+		OpenAPIDefinitions: openapi.GetOpenAPIDefinitions,
 	})
 	tests := []struct {
 		user, method string

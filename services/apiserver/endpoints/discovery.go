@@ -66,7 +66,7 @@ func aggregated(gvs []*APIGroupVersion) *apidiscoveryv2.APIGroupDiscoveryList {
 				res.Subresources = append(res.Subresources, apidiscoveryv2.APISubresourceDiscovery{
 					Subresource:  name,
 					ResponseKind: &metav1.GroupVersionKind{Group: kind.Group, Version: kind.Version, Kind: kind.Kind},
-					Verbs:        verbs(sub.Storage),
+					Verbs:        subresourceVerbs(sub.Storage),
 				})
 			}
 			version.Resources = append(version.Resources, res)

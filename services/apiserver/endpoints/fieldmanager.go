@@ -1,40 +1,64 @@
 package endpoints
 
 import (
+	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
-	"k8s.io/client-go/applyconfigurations"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/yaml"
 
+	"skiff.dev/services/apiserver/registry/rest"
 	"skiff.dev/services/apiserver/scheme"
 )
 
 // fieldManagers records, in metadata.managedFields, which manager (kubectl, kubelet, the
 // scheduler...) last set each field, as kube-apiserver does for every create, update and
-// patch. One FieldManager per kind and subresource, built on first use from the type
-// information of k8s.io/api (client-go's applyconfigurations). Mirrors the FieldManager
-// in k8s.io/apiserver/pkg/endpoints/handlers.
+// patch, and runs server-side apply. One FieldManager per kind and subresource, built on
+// first use from the served OpenAPI schemas (openAPI.TypeConverter). Mirrors the
+// FieldManager in k8s.io/apiserver/pkg/endpoints/handlers.
 type fieldManagers struct {
-	once     sync.Once
-	tc       managedfields.TypeConverter
+	openAPI  *openAPI
 	mu       sync.Mutex
 	managers map[string]*managedfields.FieldManager
 }
 
-func (f *fieldManagers) get(gvk schema.GroupVersionKind, subresource string) *managedfields.FieldManager {
-	f.once.Do(func() { f.tc = applyconfigurations.NewTypeConverter(scheme.Scheme) })
+// resetFieldsStorage is storage whose strategy resets fields (registry.Store).
+type resetFieldsStorage interface {
+	GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set
+}
+
+// get returns the FieldManager of gvk's subresource served by storage, or nil when the
+// kind has no schema. Fields the storage's strategy resets (status on the main resource,
+// spec on status) are never recorded as owned by a manager.
+func (f *fieldManagers) get(gvk schema.GroupVersionKind, subresource string, storage rest.Storage) *managedfields.FieldManager {
 	key := gvk.String() + "/" + subresource
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if fm, ok := f.managers[key]; ok {
 		return fm
 	}
-	fm, err := managedfields.NewDefaultFieldManager(f.tc, scheme.Scheme, scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), subresource, nil)
+	var fm *managedfields.FieldManager
+	tc, err := f.openAPI.TypeConverter()
+	if err == nil {
+		var resetFields map[fieldpath.APIVersion]fieldpath.Filter
+		if s, ok := storage.(resetFieldsStorage); ok {
+			resetFields = map[fieldpath.APIVersion]fieldpath.Filter{}
+			for version, set := range s.GetResetFields() {
+				resetFields[version] = fieldpath.NewExcludeSetFilter(set)
+			}
+		}
+		fm, err = managedfields.NewDefaultFieldManager(tc, scheme.Scheme, scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), subresource, resetFields)
+	}
 	if err != nil {
-		fm = nil // a kind without type information keeps no managedFields
+		slog.Warn("no field manager: managedFields are not tracked", "kind", gvk, "subresource", subresource, "err", err)
+		fm = nil
 	}
 	if f.managers == nil {
 		f.managers = map[string]*managedfields.FieldManager{}
@@ -45,14 +69,46 @@ func (f *fieldManagers) get(gvk schema.GroupVersionKind, subresource string) *ma
 
 // track returns newObj with its managedFields updated for a write by manager, liveObj
 // being the state before (an empty object for a create). Tracking never fails a write.
-func (f *fieldManagers) track(gvk schema.GroupVersionKind, subresource string, liveObj, newObj runtime.Object, manager string) runtime.Object {
-	fm := f.get(gvk, subresource)
+func (f *fieldManagers) track(gvk schema.GroupVersionKind, subresource string, storage rest.Storage, liveObj, newObj runtime.Object, manager string) runtime.Object {
+	fm := f.get(gvk, subresource, storage)
 	if fm == nil {
 		return newObj
 	}
 	liveObj.GetObjectKind().SetGroupVersionKind(gvk)
 	newObj.GetObjectKind().SetGroupVersionKind(gvk)
 	return fm.UpdateNoErrors(liveObj, newObj, manager)
+}
+
+// apply merges the apply configuration patch (YAML or JSON) into liveObj (an empty object
+// when the apply creates it) as manager, and returns the result as a typed object, into's
+// type, with managedFields updated. Errors: 400 for a malformed patch or one that does
+// not fit the schema, 409 "Apply failed with N conflicts: ..." when another manager owns
+// a field the patch changes and force is false. Mirrors applyPatcher in
+// k8s.io/apiserver/pkg/endpoints/handlers/patch.go.
+func (f *fieldManagers) apply(gvk schema.GroupVersionKind, subresource string, storage rest.Storage, liveObj runtime.Object, patch []byte, manager string, force bool, into runtime.Object) (runtime.Object, error) {
+	fm := f.get(gvk, subresource, storage)
+	if fm == nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("server-side apply is not supported for %s", gvk.Kind))
+	}
+	patchObj := &unstructured.Unstructured{Object: map[string]interface{}{}}
+	if err := yaml.Unmarshal(patch, &patchObj.Object); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
+	}
+	liveObj.GetObjectKind().SetGroupVersionKind(gvk)
+	out, err := fm.Apply(liveObj, patchObj, manager, force)
+	if err != nil {
+		if _, ok := err.(apierrors.APIStatus); ok {
+			return nil, err
+		}
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if u, ok := out.(*unstructured.Unstructured); ok {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		out = into
+	}
+	return out, nil
 }
 
 // managerName is the fieldManager parameter, or the user agent's first word ("kubectl"

@@ -78,7 +78,7 @@ func FuzzApplyPatch(f *testing.F) {
 	patchTypes := []types.PatchType{types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType}
 	f.Fuzz(func(t *testing.T, patch []byte, pt uint8) {
 		var into runtime.Object = &corev1.Pod{}
-		_, err := applyPatch(patchTypes[int(pt)%len(patchTypes)], patch, old.DeepCopy(), podGVK, into)
+		_, _, err := applyPatch(patchTypes[int(pt)%len(patchTypes)], patch, old.DeepCopy(), podGVK, into, metav1.FieldValidationWarn)
 		requireClientError(t, err)
 	})
 }

@@ -16,10 +16,12 @@ import (
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"sigs.k8s.io/yaml"
 
 	"skiff.dev/services/apiserver/admission"
 	"skiff.dev/services/apiserver/authorization"
@@ -33,7 +35,7 @@ type resourceHandler struct {
 	admit   admission.Interface
 	authz   authorization.Authorizer
 	metrics *metrics
-	fields  fieldManagers
+	fields  *fieldManagers
 }
 
 // request is one resolved resource request: what it names and the storage serving it.
@@ -86,6 +88,8 @@ func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, req *req
 		h.patch(ctx, w, r, req)
 	case r.Method == http.MethodDelete && req.Name != "":
 		h.delete(ctx, w, r, req)
+	case r.Method == http.MethodDelete:
+		h.deleteCollection(ctx, w, r, req)
 	default:
 		writeError(w, apierrors.NewMethodNotSupported(req.gvr.GroupResource(), r.Method))
 	}
@@ -237,6 +241,10 @@ func (h *resourceHandler) create(ctx context.Context, w http.ResponseWriter, r *
 		writeError(w, err)
 		return
 	}
+	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
+		writeError(w, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
+		return
+	}
 	obj, err := readObject(w, r, req, opts.FieldValidation)
 	if err != nil {
 		writeError(w, err)
@@ -266,7 +274,7 @@ func (h *resourceHandler) create(ctx context.Context, w http.ResponseWriter, r *
 	// Only stored objects carry managedFields; reviews (SelfSubjectAccessReview) are not
 	// stored and, as in kube-apiserver, get none.
 	if _, stored := req.storage.(rest.Getter); stored && req.Subresource == "" {
-		obj = h.fields.track(req.gvk, "", req.storage.New(), obj, managerName(opts.FieldManager, r.UserAgent()))
+		obj = h.fields.track(req.gvk, "", req.storage, req.storage.New(), obj, managerName(opts.FieldManager, r.UserAgent()))
 	}
 	out, err := creater.Create(ctx, req.Namespace, obj, opts)
 	if err != nil {
@@ -320,10 +328,25 @@ func readObject(w http.ResponseWriter, r *http.Request, req *request, fieldValid
 }
 
 // runUpdate admits and performs an update (PUT or PATCH) and writes the result.
-// Admission sees the new object next to the stored one it replaces, inside the store's
-// GuaranteedUpdate, so it judges the very pair that is written (and again on a retry
-// after a conflict), as kube's rest.AdmissionToValidateObjectUpdateFunc does.
 func (h *resourceHandler) runUpdate(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request, updater rest.Updater, objInfo rest.UpdatedObjectInfo, opts *metav1.UpdateOptions) {
+	out, code, err := h.doUpdate(ctx, r, req, updater, objInfo, opts, true)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeObject(w, r, code, req.gvk.GroupVersion(), out)
+}
+
+// doUpdate admits and performs an update and returns the stored object and the status
+// code to answer with (201 if the update created it). Admission sees the new object next
+// to the stored one it replaces, inside the store's GuaranteedUpdate, so it judges the
+// very pair that is written (and again on a retry after a conflict), as kube's
+// rest.AdmissionToValidateObjectUpdateFunc does. trackFields records the write in
+// managedFields; server-side apply records it itself.
+func (h *resourceHandler) doUpdate(ctx context.Context, r *http.Request, req *request, updater rest.Updater, objInfo rest.UpdatedObjectInfo, opts *metav1.UpdateOptions, trackFields bool) (runtime.Object, int, error) {
+	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
+		return nil, 0, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs)
+	}
 	manager := managerName(opts.FieldManager, r.UserAgent())
 	tracked := rest.UpdatedObjectFunc(func(ctx context.Context, old runtime.Object) (runtime.Object, error) {
 		newObj, err := objInfo.UpdatedObject(ctx, old)
@@ -336,23 +359,27 @@ func (h *resourceHandler) runUpdate(ctx context.Context, w http.ResponseWriter, 
 		}); err != nil {
 			return nil, err
 		}
-		return h.fields.track(req.gvk, req.Subresource, old.DeepCopyObject(), newObj, manager), nil
+		if !trackFields {
+			return newObj, nil
+		}
+		return h.fields.track(req.gvk, req.Subresource, req.storage, old.DeepCopyObject(), newObj, manager), nil
 	})
 	out, created, err := updater.Update(ctx, req.Namespace, req.Name, tracked, opts)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
-	code := http.StatusOK
 	if created {
-		code = http.StatusCreated
+		return out, http.StatusCreated, nil
 	}
-	writeObject(w, r, code, req.gvk.GroupVersion(), out)
+	return out, http.StatusOK, nil
 }
 
 // patch applies a JSON patch, JSON merge patch or strategic merge patch to the stored
 // object inside the update's GuaranteedUpdate, so a patch never overwrites a concurrent
-// change. A resourceVersion inside the patch is a precondition (409 if stale). Mirrors
+// change. A resourceVersion inside the patch is a precondition (409 if stale). An apply
+// patch (application/apply-patch+yaml) is server-side apply: see serverSideApply. Options
+// are validated as kube does (422 Invalid PatchOptions: fieldManager is required for
+// apply, force only for apply, dryRun only All). Mirrors
 // k8s.io/apiserver/pkg/endpoints/handlers/patch.go.
 func (h *resourceHandler) patch(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) {
 	updater, ok := req.storage.(rest.Updater)
@@ -368,9 +395,13 @@ func (h *resourceHandler) patch(ctx context.Context, w http.ResponseWriter, r *h
 	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	patchType := types.PatchType(mediaType)
 	switch patchType {
-	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
+	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType, types.ApplyYAMLPatchType:
 	default:
 		writeError(w, unsupportedMediaType(r.Header.Get("Content-Type")))
+		return
+	}
+	if errs := metav1validation.ValidatePatchOptions(&patchOpts, patchType); len(errs) > 0 {
+		writeError(w, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
 		return
 	}
 	patchBytes, err := readBody(r)
@@ -378,10 +409,84 @@ func (h *resourceHandler) patch(ctx context.Context, w http.ResponseWriter, r *h
 		writeError(w, err)
 		return
 	}
+	if patchType == types.ApplyYAMLPatchType {
+		h.serverSideApply(ctx, w, r, req, updater, patchBytes, &patchOpts)
+		return
+	}
 	objInfo := rest.UpdatedObjectFunc(func(_ context.Context, old runtime.Object) (runtime.Object, error) {
-		return applyPatch(patchType, patchBytes, old, req.gvk, req.storage.New())
+		obj, warnings, err := applyPatch(patchType, patchBytes, old, req.gvk, req.storage.New(), patchOpts.FieldValidation)
+		w.Header().Del("Warning") // an update retried on a conflict patches again
+		addWarnings(w, warnings)
+		return obj, err
 	})
-	h.runUpdate(ctx, w, r, req, updater, objInfo, &metav1.UpdateOptions{DryRun: patchOpts.DryRun, FieldManager: patchOpts.FieldManager})
+	h.runUpdate(ctx, w, r, req, updater, objInfo, &metav1.UpdateOptions{DryRun: patchOpts.DryRun, FieldManager: patchOpts.FieldManager, FieldValidation: patchOpts.FieldValidation})
+}
+
+// serverSideApply merges an apply configuration into the stored object as
+// patchOpts.FieldManager, tracking field ownership in managedFields: 409 "Apply failed
+// with N conflicts: ..." when it would change fields another manager owns, unless force
+// takes them over. A missing object is created from the configuration (201), as
+// kube-apiserver's patch handler does with forceAllowCreate for apply. A field the schema
+// lacks is a 400; a duplicate field is a 400 under fieldValidation=Strict and a warning
+// under Warn (the default).
+func (h *resourceHandler) serverSideApply(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request, updater rest.Updater, patch []byte, patchOpts *metav1.PatchOptions) {
+	if patchOpts.FieldValidation != metav1.FieldValidationIgnore {
+		// Fields the schema lacks fail the apply itself; duplicates are caught here.
+		if err := yaml.UnmarshalStrict(patch, &map[string]interface{}{}); err != nil {
+			if patchOpts.FieldValidation == metav1.FieldValidationStrict {
+				writeError(w, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding YAML: %v", err)))
+				return
+			}
+			addWarnings(w, []string{err.Error()})
+		}
+	}
+	force := patchOpts.Force != nil && *patchOpts.Force
+	objInfo := rest.UpdatedObjectFunc(func(_ context.Context, old runtime.Object) (runtime.Object, error) {
+		return h.fields.apply(req.gvk, req.Subresource, req.storage, old, patch, patchOpts.FieldManager, force, req.storage.New())
+	})
+	updateOpts := &metav1.UpdateOptions{DryRun: patchOpts.DryRun, FieldManager: patchOpts.FieldManager}
+	out, code, err := h.doUpdate(ctx, r, req, updater, objInfo, updateOpts, false)
+	if apierrors.IsNotFound(err) && req.Subresource == "" {
+		out, code, err = h.createFromApply(ctx, req, patch, patchOpts, force)
+		if apierrors.IsAlreadyExists(err) {
+			// Created by someone else since: apply to what they stored.
+			out, code, err = h.doUpdate(ctx, r, req, updater, objInfo, updateOpts, false)
+		}
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeObject(w, r, code, req.gvk.GroupVersion(), out)
+}
+
+// createFromApply creates the object an apply names when it does not exist yet.
+func (h *resourceHandler) createFromApply(ctx context.Context, req *request, patch []byte, patchOpts *metav1.PatchOptions, force bool) (runtime.Object, int, error) {
+	creater, ok := req.storage.(rest.Creater)
+	if !ok {
+		return nil, 0, apierrors.NewNotFound(req.gvr.GroupResource(), req.Name)
+	}
+	obj, err := h.fields.apply(req.gvk, "", req.storage, req.storage.New(), patch, patchOpts.FieldManager, force, req.storage.New())
+	if err != nil {
+		return nil, 0, err
+	}
+	objMeta, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, 0, apierrors.NewBadRequest(err.Error())
+	}
+	if objMeta.GetName() != req.Name {
+		return nil, 0, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", objMeta.GetName(), req.Name))
+	}
+	if err := h.admit.Admit(ctx, admission.Attributes{
+		Operation: admission.Create, Resource: req.gvr, Namespace: req.Namespace, Name: req.Name, Object: obj,
+	}); err != nil {
+		return nil, 0, err
+	}
+	out, err := creater.Create(ctx, req.Namespace, obj, &metav1.CreateOptions{DryRun: patchOpts.DryRun, FieldManager: patchOpts.FieldManager})
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, http.StatusCreated, nil
 }
 
 // delete reads DeleteOptions from the body (kubectl sends one without kind) or the query,
@@ -393,27 +498,9 @@ func (h *resourceHandler) delete(ctx context.Context, w http.ResponseWriter, r *
 		h.notSupported(w, req, "delete")
 		return
 	}
-	opts := &metav1.DeleteOptions{}
-	if err := decodeOptions(r, opts); err != nil {
+	opts, err := deleteOptions(r)
+	if err != nil {
 		writeError(w, err)
-		return
-	}
-	if r.ContentLength != 0 && r.Body != nil {
-		body, err := readBody(r)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		if len(body) > 0 {
-			defaultGVK := schema.GroupVersionKind{Version: "v1", Kind: "DeleteOptions"}
-			if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, &defaultGVK, opts); err != nil {
-				writeError(w, apierrors.NewBadRequest(fmt.Sprintf("invalid DeleteOptions: %v", err)))
-				return
-			}
-		}
-	}
-	if opts.GracePeriodSeconds != nil && *opts.GracePeriodSeconds < 0 {
-		writeError(w, apierrors.NewBadRequest("gracePeriodSeconds must be greater than or equal to 0"))
 		return
 	}
 	if err := h.admit.Admit(ctx, admission.Attributes{
@@ -431,6 +518,78 @@ func (h *resourceHandler) delete(ctx context.Context, w http.ResponseWriter, r *
 	writeObject(w, r, http.StatusOK, req.gvk.GroupVersion(), out)
 }
 
+// deleteOptions reads DeleteOptions from the body (kubectl sends one without kind) or,
+// when there is none, the query. 400 for a malformed body or a negative grace period,
+// 422 for options kube's ValidateDeleteOptions refuses (dryRun other than All).
+func deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
+	opts := &metav1.DeleteOptions{}
+	if err := decodeOptions(r, opts); err != nil {
+		return nil, err
+	}
+	if r.ContentLength != 0 && r.Body != nil {
+		body, err := readBody(r)
+		if err != nil {
+			return nil, err
+		}
+		if len(body) > 0 {
+			defaultGVK := schema.GroupVersionKind{Version: "v1", Kind: "DeleteOptions"}
+			if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, &defaultGVK, opts); err != nil {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid DeleteOptions: %v", err))
+			}
+		}
+	}
+	if opts.GracePeriodSeconds != nil && *opts.GracePeriodSeconds < 0 {
+		return nil, apierrors.NewBadRequest("gracePeriodSeconds must be greater than or equal to 0")
+	}
+	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
+	}
+	return opts, nil
+}
+
+// deleteCollection deletes every object of the collection matching the query's label
+// and field selectors (DELETE on a collection URL: client-go's DeleteCollection), each
+// admitted as a delete of that object. The response is the list of the objects acted on.
+// Mirrors DeleteCollection in k8s.io/apiserver/pkg/endpoints/handlers/delete.go.
+func (h *resourceHandler) deleteCollection(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) {
+	deleter, ok := req.storage.(rest.CollectionDeleter)
+	if !ok || req.Subresource != "" || (req.resource.Namespaced && req.Namespace == "") {
+		// As in kube-apiserver, a namespaced collection is deleted one namespace at a
+		// time: DELETE /api/v1/pods (every namespace) is not served.
+		h.notSupported(w, req, "deletecollection")
+		return
+	}
+	listOpts, err := listOptions(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if listOpts.Watch {
+		writeError(w, apierrors.NewBadRequest("watch is not supported on a delete collection"))
+		return
+	}
+	opts, err := deleteOptions(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	validate := func(ctx context.Context, obj runtime.Object) error {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		return h.admit.Admit(ctx, admission.Attributes{
+			Operation: admission.Delete, Resource: req.gvr, Namespace: m.GetNamespace(), Name: m.GetName(),
+		})
+	}
+	out, err := deleter.DeleteCollection(ctx, req.Namespace, validate, opts, listOpts)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeObject(w, r, http.StatusOK, h.gv.GroupVersion, out)
+}
+
 // writeJSON writes v with encoding/json, for bodies that are not scheme objects
 // (discovery documents, /version).
 func writeJSON(w http.ResponseWriter, code int, contentType string, v interface{}) {
@@ -444,43 +603,64 @@ func writeJSON(w http.ResponseWriter, code int, contentType string, v interface{
 	_, _ = w.Write(append(data, '\n'))
 }
 
-// applyPatch applies a patch of patchType to old and decodes the result into into.
-// Errors are API statuses: 400 for a malformed patch or result, 422 for a JSON patch
-// operation that cannot apply (a test that fails, a path that does not exist).
-func applyPatch(patchType types.PatchType, patch []byte, old runtime.Object, gvk schema.GroupVersionKind, into runtime.Object) (runtime.Object, error) {
+// applyPatch applies a patch of patchType to old and decodes the result into into,
+// checking it for unknown and duplicate fields under fieldValidation as a request body
+// is: Strict fails, Warn (the default) returns one warning each, Ignore drops them.
+// Errors are API statuses: 400 for a malformed patch or result (under Strict, "strict
+// decoding error: unknown field ..."), 422 for a JSON patch operation that cannot apply
+// (a test that fails, a path that does not exist).
+func applyPatch(patchType types.PatchType, patch []byte, old runtime.Object, gvk schema.GroupVersionKind, into runtime.Object, fieldValidation string) (runtime.Object, []string, error) {
 	oldJSON, err := runtime.Encode(scheme.EncoderFor(gvk.GroupVersion()), old)
 	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return nil, nil, apierrors.NewInternalError(err)
 	}
 	var patched []byte
 	switch patchType {
 	case types.JSONPatchType:
 		p, err := jsonpatch.DecodePatch(patch)
 		if err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
+			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 		if patched, err = p.Apply(oldJSON); err != nil {
-			return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+			return nil, nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 				Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid, Message: err.Error(),
 			}}
 		}
 	case types.MergePatchType:
 		if patched, err = jsonpatch.MergePatch(oldJSON, patch); err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
+			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 	case types.StrategicMergePatchType:
 		if patched, err = strategicpatch.StrategicMergePatch(oldJSON, patch, into); err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
+			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 	default:
-		return nil, unsupportedMediaType(string(patchType))
+		return nil, nil, unsupportedMediaType(string(patchType))
 	}
-	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(patched, &gvk, into)
+	decoder := scheme.StrictCodecs.UniversalDeserializer()
+	switch fieldValidation {
+	case "", metav1.FieldValidationWarn, metav1.FieldValidationStrict:
+	case metav1.FieldValidationIgnore:
+		decoder = scheme.Codecs.UniversalDeserializer()
+	default:
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("fieldValidation parameter unsupported: %q, must be one of Ignore, Warn or Strict", fieldValidation))
+	}
+	var warnings []string
+	obj, _, err := decoder.Decode(patched, &gvk, into)
+	if strictErr, ok := runtime.AsStrictDecodingError(err); ok && obj != nil {
+		if fieldValidation == metav1.FieldValidationStrict {
+			return nil, nil, apierrors.NewBadRequest(err.Error())
+		}
+		for _, e := range strictErr.Errors() {
+			warnings = append(warnings, e.Error())
+		}
+		err = nil
+	}
 	if err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the patched object is not a valid %s: %v", gvk.Kind, err))
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the patched object is not a valid %s: %v", gvk.Kind, err))
 	}
 	if obj != into {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the patch changed the kind of the object to %s", obj.GetObjectKind().GroupVersionKind().Kind))
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the patch changed the kind of the object to %s", obj.GetObjectKind().GroupVersionKind().Kind))
 	}
-	return obj, nil
+	return obj, warnings, nil
 }

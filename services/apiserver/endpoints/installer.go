@@ -61,6 +61,9 @@ func verbs(storage rest.Storage) []string {
 	if _, ok := storage.(rest.GracefulDeleter); ok {
 		v = append(v, "delete")
 	}
+	if _, ok := storage.(rest.CollectionDeleter); ok {
+		v = append(v, "deletecollection")
+	}
 	if _, ok := storage.(rest.Getter); ok {
 		v = append(v, "get")
 	}
@@ -87,6 +90,18 @@ func verbs(storage rest.Storage) []string {
 	return v
 }
 
+// subresourceVerbs lists the verbs of a subresource's storage: a subresource always
+// names one object, so there is no deletecollection (pods/status shares the pods Store).
+func subresourceVerbs(storage rest.Storage) []string {
+	var v []string
+	for _, verb := range verbs(storage) {
+		if verb != "deletecollection" {
+			v = append(v, verb)
+		}
+	}
+	return v
+}
+
 // apiResourceList is the legacy discovery document of gv (GET /api/v1).
 func (gv *APIGroupVersion) apiResourceList() *metav1.APIResourceList {
 	list := &metav1.APIResourceList{
@@ -100,7 +115,7 @@ func (gv *APIGroupVersion) apiResourceList() *metav1.APIResourceList {
 		})
 		for _, name := range r.subresourceNames() {
 			sub := r.Subresources[name]
-			resource := metav1.APIResource{Name: r.Name + "/" + name, Namespaced: r.Namespaced, Kind: sub.Kind, Verbs: verbs(sub.Storage)}
+			resource := metav1.APIResource{Name: r.Name + "/" + name, Namespaced: r.Namespaced, Kind: sub.Kind, Verbs: subresourceVerbs(sub.Storage)}
 			if gvk := subresourceKind(sub, gv.GroupVersion); gvk.GroupVersion() != gv.GroupVersion {
 				resource.Group, resource.Version = gvk.Group, gvk.Version
 			}

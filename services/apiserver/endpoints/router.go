@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/kube-openapi/pkg/common"
 
 	"skiff.dev/services/apiserver/admission"
 	"skiff.dev/services/apiserver/authentication"
@@ -48,6 +49,10 @@ type Config struct {
 	Authenticator authentication.Authenticator
 	// Authorizer decides on each authenticated request; required.
 	Authorizer authorization.Authorizer
+	// OpenAPIDefinitions are the schemas of every served kind and what they reference,
+	// as openapi-gen generates them (skiff.dev/services/apiserver/openapi); they make
+	// /openapi/v3's schemas and server-side apply's type information. Required.
+	OpenAPIDefinitions common.GetOpenAPIDefinitions
 	// Ready reports whether the apiserver can serve (its storage is reachable); /readyz
 	// answers 500 with the error otherwise.
 	Ready func() error
@@ -67,6 +72,9 @@ func NewHandler(cfg Config) http.Handler {
 	r := chi.NewRouter()
 	if cfg.Authenticator == nil || cfg.Authorizer == nil {
 		panic("endpoints: Config.Authenticator and Config.Authorizer are required")
+	}
+	if cfg.OpenAPIDefinitions == nil {
+		panic("endpoints: Config.OpenAPIDefinitions is required")
 	}
 	r.Use(recoverPanics, logRequests, withAuthentication(cfg.Authenticator), withImpersonation(cfg.Authorizer), withNonResourceAuthorization(cfg.Authorizer))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, notFoundPath(r.URL.Path)) })
@@ -94,16 +102,18 @@ func NewHandler(cfg Config) http.Handler {
 		ok(w, req)
 	})
 
-	openapi := newOpenAPIV3(append([]*APIGroupVersion{cfg.Core}, cfg.Groups...))
+	openapi := newOpenAPI(append([]*APIGroupVersion{cfg.Core}, cfg.Groups...), cfg.OpenAPIDefinitions)
+	fields := &fieldManagers{openAPI: openapi}
 	r.Get("/openapi/v3", openapi.serveIndex)
 	r.Get("/openapi/v3/*", openapi.serveDocument)
+	openapi.registerV2(r)
 
 	d := newDiscovery(cfg.Core, cfg.Groups)
 	r.Get("/api", d.serveAPIVersions)
 	r.Get("/apis", d.serveAPIGroupList)
 
 	cfg.Core.index()
-	core := &resourceHandler{gv: cfg.Core, admit: cfg.Admission, authz: cfg.Authorizer, metrics: m}
+	core := &resourceHandler{gv: cfg.Core, admit: cfg.Admission, authz: cfg.Authorizer, metrics: m, fields: fields}
 	r.Get("/api/v1", d.serveResourceList(cfg.Core))
 	r.Handle("/api/v1/*", core)
 	for _, gv := range cfg.Groups {
@@ -111,7 +121,7 @@ func NewHandler(cfg Config) http.Handler {
 		prefix := "/apis/" + gv.GroupVersion.Group
 		r.Get(prefix, d.serveAPIGroup(gv))
 		r.Get(prefix+"/"+gv.GroupVersion.Version, d.serveResourceList(gv))
-		r.Handle(prefix+"/"+gv.GroupVersion.Version+"/*", &resourceHandler{gv: gv, admit: cfg.Admission, authz: cfg.Authorizer, metrics: m})
+		r.Handle(prefix+"/"+gv.GroupVersion.Version+"/*", &resourceHandler{gv: gv, admit: cfg.Admission, authz: cfg.Authorizer, metrics: m, fields: fields})
 	}
 	return r
 }

@@ -5,14 +5,16 @@ package registry
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -23,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/storage/names"
+	"k8s.io/apiserver/pkg/util/dryrun"
 
 	"skiff.dev/services/apiserver/registry/rest"
 	"skiff.dev/services/apiserver/storage"
@@ -47,16 +51,24 @@ type Store struct {
 	Strategy Strategy
 	// Storage is the key-value store beneath.
 	Storage storage.Interface
+	// DeleteCollectionWorkers is how many deletes DeleteCollection runs at once; 0 means
+	// DefaultDeleteCollectionWorkers. Mirrors kube-apiserver's --delete-collection-workers.
+	DeleteCollectionWorkers int
 }
 
+// DefaultDeleteCollectionWorkers is DeleteCollection's parallelism when the Store sets
+// none: enough to keep etcd busy while deleting thousands of pods in a few seconds.
+const DefaultDeleteCollectionWorkers = 16
+
 var (
-	_ rest.Getter          = (*Store)(nil)
-	_ rest.Lister          = (*Store)(nil)
-	_ rest.Creater         = (*Store)(nil)
-	_ rest.Updater         = (*Store)(nil)
-	_ rest.GracefulDeleter = (*Store)(nil)
-	_ rest.Watcher         = (*Store)(nil)
-	_ rest.TableConvertor  = (*Store)(nil)
+	_ rest.Getter            = (*Store)(nil)
+	_ rest.Lister            = (*Store)(nil)
+	_ rest.Creater           = (*Store)(nil)
+	_ rest.Updater           = (*Store)(nil)
+	_ rest.GracefulDeleter   = (*Store)(nil)
+	_ rest.CollectionDeleter = (*Store)(nil)
+	_ rest.Watcher           = (*Store)(nil)
+	_ rest.TableConvertor    = (*Store)(nil)
 )
 
 // New returns an empty object of the resource's kind.
@@ -64,6 +76,15 @@ func (e *Store) New() runtime.Object { return e.NewFunc() }
 
 // NewList returns an empty list of the resource's kind.
 func (e *Store) NewList() runtime.Object { return e.NewListFunc() }
+
+// GetResetFields lists the fields the strategy resets (see ResetFieldsStrategy); nil
+// when it resets none.
+func (e *Store) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	if s, ok := e.Strategy.(ResetFieldsStrategy); ok {
+		return s.GetResetFields()
+	}
+	return nil
+}
 
 // WithStrategy returns a copy of e that uses strategy: subresources such as pods/status
 // share the storage and differ only in what an update may change.
@@ -79,8 +100,8 @@ func (e *Store) KeyFunc(namespace, name string) (string, error) {
 	if name == "" {
 		return "", apierrors.NewBadRequest("name parameter required.")
 	}
-	if msgs := pathSegmentNameMayNotBe(name); msgs != "" {
-		return "", apierrors.NewBadRequest(fmt.Sprintf("Name parameter invalid: %q: %s", name, msgs))
+	if msgs := path.IsValidPathSegmentName(name); len(msgs) != 0 {
+		return "", apierrors.NewBadRequest(fmt.Sprintf("Name parameter invalid: %q: %s", name, strings.Join(msgs, ";")))
 	}
 	if !e.Strategy.NamespaceScoped() {
 		return e.KeyRoot + "/" + name, nil
@@ -97,18 +118,6 @@ func (e *Store) collectionKey(namespace string) string {
 		return e.KeyRoot + "/"
 	}
 	return e.KeyRoot + "/" + namespace + "/"
-}
-
-// pathSegmentNameMayNotBe mirrors apimachinery's path.IsValidPathSegmentName: names that
-// cannot appear as one URL path segment.
-func pathSegmentNameMayNotBe(name string) string {
-	if name == "." || name == ".." {
-		return fmt.Sprintf("may not be '%s'", name)
-	}
-	if strings.ContainsAny(name, "/%") {
-		return "may not contain '/' or '%'"
-	}
-	return ""
 }
 
 // Create stores a new object: it fills server-managed metadata (uid, creationTimestamp,
@@ -130,7 +139,7 @@ func (e *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 		objMeta.SetNamespace("")
 	}
 	if objMeta.GetName() == "" && objMeta.GetGenerateName() != "" {
-		objMeta.SetName(GenerateName(objMeta.GetGenerateName()))
+		objMeta.SetName(names.SimpleNameGenerator.GenerateName(objMeta.GetGenerateName()))
 	}
 	objMeta.SetUID(uuid.NewUUID())
 	objMeta.SetCreationTimestamp(metav1.Now())
@@ -144,7 +153,7 @@ func (e *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 	if errs := e.Strategy.Validate(ctx, obj); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(e.groupKind(), objMeta.GetName(), errs)
 	}
-	if isDryRun(opts.DryRun) {
+	if dryrun.IsDryRun(opts.DryRun) {
 		return obj, nil
 	}
 	key, err := e.KeyFunc(objMeta.GetNamespace(), objMeta.GetName())
@@ -254,7 +263,7 @@ func (e *Store) Update(ctx context.Context, namespace, name string, objInfo rest
 	}
 	out := e.NewFunc()
 	var dryRunResult runtime.Object
-	dryRun := opts != nil && isDryRun(opts.DryRun)
+	dryRun := opts != nil && dryrun.IsDryRun(opts.DryRun)
 	err = e.Storage.GuaranteedUpdate(ctx, key, out, nil, func(existing runtime.Object) (runtime.Object, error) {
 		obj, err := objInfo.UpdatedObject(ctx, existing)
 		if err != nil {
@@ -358,10 +367,10 @@ func (e *Store) Delete(ctx context.Context, namespace, name string, opts *metav1
 	if err := e.Storage.Get(ctx, key, storage.GetOptions{}, existing); err != nil {
 		return nil, false, e.InterpretError(err, name)
 	}
-	if err := checkPreconditions(existing, preconditions); err != nil {
-		return nil, false, apierrors.NewConflict(e.Resource, name, err)
+	if err := preconditions.Check(key, existing); err != nil {
+		return nil, false, e.InterpretError(err, name)
 	}
-	if isDryRun(opts.DryRun) {
+	if dryrun.IsDryRun(opts.DryRun) {
 		return existing, false, nil
 	}
 	markOpts := *opts
@@ -393,6 +402,86 @@ func (e *Store) Delete(ctx context.Context, namespace, name string, opts *metav1
 		return nil, false, e.InterpretError(err, name)
 	}
 	return out, true, nil
+}
+
+// DeleteCollection lists the objects in namespace ("" = every namespace) matching
+// listOpts and deletes each as Delete does with opts (pods gracefully, objects with
+// finalizers only marked), in DeleteCollectionWorkers parallel workers. deleteValidation
+// (admission) runs on each object first; the first error it or a delete returns is the
+// result, objects already gone are skipped. It returns the list as it was read. Mirrors
+// Store.DeleteCollection in k8s.io/apiserver/pkg/registry/generic/registry/store.go.
+func (e *Store) DeleteCollection(ctx context.Context, namespace string, deleteValidation rest.ValidateObjectFunc, opts *metav1.DeleteOptions, listOpts *metainternalversion.ListOptions) (runtime.Object, error) {
+	if listOpts == nil {
+		listOpts = &metainternalversion.ListOptions{}
+	} else {
+		listOpts = listOpts.DeepCopy()
+	}
+	if opts == nil {
+		opts = &metav1.DeleteOptions{}
+	}
+	listObj, err := e.List(ctx, namespace, listOpts)
+	if err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractList(listObj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	workers := e.DeleteCollectionWorkers
+	if workers <= 0 {
+		workers = DefaultDeleteCollectionWorkers
+	}
+	workers = min(workers, len(items))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next := make(chan runtime.Object)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for item := range next {
+				if err := e.deleteItem(ctx, item, deleteValidation, opts); err != nil {
+					errs <- err
+					cancel() // the first failure stops the rest, as in kube
+					return
+				}
+			}
+		}()
+	}
+feed:
+	for _, item := range items {
+		select {
+		case next <- item:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	return listObj, nil
+}
+
+// deleteItem deletes one object DeleteCollection listed; one already gone is no error.
+func (e *Store) deleteItem(ctx context.Context, item runtime.Object, deleteValidation rest.ValidateObjectFunc, opts *metav1.DeleteOptions) error {
+	m, err := meta.Accessor(item)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if deleteValidation != nil {
+		if err := deleteValidation(ctx, item); err != nil {
+			return err
+		}
+	}
+	if _, _, err := e.Delete(ctx, m.GetNamespace(), m.GetName(), opts.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
 }
 
 // validatePropagation mirrors the DeleteOptions checks of kube's ValidateDeleteOptions.
@@ -499,23 +588,6 @@ func (e *Store) markForDeletion(ctx context.Context, key, name string, precondit
 	return out, pending, nil
 }
 
-func checkPreconditions(obj runtime.Object, p *storage.Preconditions) error {
-	if p == nil {
-		return nil
-	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return err
-	}
-	if p.UID != nil && *p.UID != m.GetUID() {
-		return fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, m.GetUID())
-	}
-	if p.ResourceVersion != nil && *p.ResourceVersion != m.GetResourceVersion() {
-		return fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, m.GetResourceVersion())
-	}
-	return nil
-}
-
 // InterpretError maps storage errors to API errors with this resource's name, as
 // k8s.io/apiserver/pkg/registry/generic/registry/storage_factory's storeerr does.
 // Errors that already are API errors pass through.
@@ -564,23 +636,4 @@ const registryConflictMessage = "the object has been modified; please apply your
 
 func (e *Store) groupKind() schema.GroupKind {
 	return schema.GroupKind{Group: e.Resource.Group, Kind: e.Kind}
-}
-
-func isDryRun(dryRun []string) bool { return len(dryRun) > 0 }
-
-// GenerateName appends five random characters to base, trimming base so the result fits
-// in 63 characters. Mirrors names.SimpleNameGenerator (the alphabet avoids vowels and
-// look-alike characters so no words are spelled).
-func GenerateName(base string) string {
-	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
-	const randomLength, maxNameLength = 5, 63
-	if len(base) > maxNameLength-randomLength {
-		base = base[:maxNameLength-randomLength]
-	}
-	b := make([]byte, randomLength)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return base + string(b)
 }

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,4 +70,13 @@ type IndexedStrategy interface {
 type TTLStrategy interface {
 	// TTL is how long an object lives after its last write.
 	TTL() time.Duration
+}
+
+// ResetFieldsStrategy is implemented by strategies that reset fields a client sets: the
+// main resource keeps the stored status, a status subresource the stored spec. Server-side
+// apply must not record a manager as owning them. Mirrors rest.ResetFieldsStrategy.
+type ResetFieldsStrategy interface {
+	// GetResetFields lists, per API version, the fields PrepareForCreate and
+	// PrepareForUpdate reset.
+	GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set
 }

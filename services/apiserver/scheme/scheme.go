@@ -13,6 +13,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -52,6 +53,7 @@ var ServedGroupVersions = []schema.GroupVersion{
 	corev1.SchemeGroupVersion,
 	coordinationv1.SchemeGroupVersion,
 	certificatesv1.SchemeGroupVersion,
+	rbacv1.SchemeGroupVersion,
 	appsv1.SchemeGroupVersion,
 	batchv1.SchemeGroupVersion,
 }
@@ -62,6 +64,7 @@ func init() {
 	utilruntime.Must(certificatesv1.AddToScheme(Scheme))
 	utilruntime.Must(authorizationv1.AddToScheme(Scheme))
 	utilruntime.Must(authenticationv1.AddToScheme(Scheme))
+	utilruntime.Must(rbacv1.AddToScheme(Scheme))
 	utilruntime.Must(appsv1.AddToScheme(Scheme))
 	utilruntime.Must(batchv1.AddToScheme(Scheme))
 	// autoscaling/v1 Scale is what deployments/scale and replicasets/scale read and write.

@@ -6,7 +6,9 @@ package storage
 
 import (
 	"context"
+	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -78,6 +80,29 @@ type UpdateFunc func(input runtime.Object) (output runtime.Object, err error)
 type Preconditions struct {
 	UID             *types.UID
 	ResourceVersion *string
+}
+
+// Check returns ErrCodeInvalidObj for key, with kube's "Precondition failed: ..."
+// message, when obj's uid or resourceVersion differs from a set precondition. A nil p
+// always holds. Mirrors k8s.io/apiserver/pkg/storage.Preconditions.Check.
+func (p *Preconditions) Check(key string, obj runtime.Object) error {
+	if p == nil {
+		return nil
+	}
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return NewInvalidObjError(key, err.Error())
+	}
+	if p.UID != nil && *p.UID != acc.GetUID() {
+		return NewInvalidObjError(key, fmt.Sprintf(
+			"Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, acc.GetUID()))
+	}
+	if p.ResourceVersion != nil && *p.ResourceVersion != acc.GetResourceVersion() {
+		return NewInvalidObjError(key, fmt.Sprintf(
+			"Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v",
+			*p.ResourceVersion, acc.GetResourceVersion()))
+	}
+	return nil
 }
 
 // GetOptions tunes Get.

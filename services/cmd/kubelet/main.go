@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -51,6 +52,8 @@ func main() {
 	natsCAFile := flag.String("nats-ca-file", "", "CA verifying NATS's serving certificate (default: --client-ca-file, else the CA of --kubeconfig)")
 	natsCertFile := flag.String("nats-cert-file", "", "client certificate toward NATS, which requires mutual TLS; read at every connect, so a rotated one is used (default: <cert-dir>/kubelet-client-current.pem)")
 	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: the --nats-cert-file file, which then holds both)")
+	podManifestPath := flag.String("pod-manifest-path", "", "directory (or file) of static pod manifests the kubelet runs on its own and mirrors into the API server; empty means none")
+	fileCheckFrequency := flag.Duration("file-check-frequency", 20*time.Second, "how often --pod-manifest-path is read again")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -141,6 +144,9 @@ func main() {
 		Logger:          logger,
 		Recorder:        recorder,
 		TracerProvider:  tp,
+
+		PodManifestPath:    *podManifestPath,
+		FileCheckFrequency: *fileCheckFrequency,
 	})
 	if err != nil {
 		logger.Error("create kubelet", "err", err)

@@ -59,7 +59,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "skiff: %v\n", err)
 		os.Exit(1)
 	}
-	slog.Info("skiff is running", "apiserver", cluster.APIServerURL, "runtime", cfg.Runtime)
+	slog.Info("skiff is running", "apiserver", cluster.APIServerURL, "runtime", cfg.Runtime, "staticPodPath", cluster.StaticPodPath)
 	fmt.Printf("export KUBECONFIG=%s\n", cluster.Kubeconfig)
 	<-ctx.Done()
 	slog.Info("stopping")

@@ -1,9 +1,10 @@
 // Package config is where the kubelet learns which pods it should run: the
 // API server's pods bound to this node, watched with a client-go informer
-// (field selector spec.nodeName=<node>, all namespaces), turned into
-// PodUpdates on one channel for the sync loop. Mirrors kubelet's
-// pkg/kubelet/config (PodConfig, NewSourceApiserver) and the PodUpdate type
-// of pkg/kubelet/types.
+// (field selector spec.nodeName=<node>, all namespaces), and the static pods
+// of a manifest directory (source "file"), turned into PodUpdates on one
+// channel for the sync loop. Mirrors kubelet's pkg/kubelet/config
+// (PodConfig, NewSourceApiserver, NewSourceFile) and the PodUpdate type of
+// pkg/kubelet/types.
 package config
 
 import (
@@ -11,14 +12,18 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	kubetypes "skiff.dev/services/kubelet/types"
 )
 
 // PodOperation says what a PodUpdate means. Mirrors kubetypes.PodOperation.
@@ -56,7 +61,7 @@ func (o PodOperation) String() string {
 }
 
 // ApiserverSource is the name of the API server pod source.
-const ApiserverSource = "api"
+const ApiserverSource = kubetypes.ApiserverSource
 
 // PodUpdate is one change to the desired pods. The pods are the informer's
 // objects: shared, never to be modified. Mirrors kubetypes.PodUpdate.
@@ -78,6 +83,7 @@ type PodConfig struct {
 	factory  informers.SharedInformerFactory
 	informer cache.SharedIndexInformer
 	updates  chan PodUpdate
+	file     *sourceFile
 
 	mu   sync.Mutex
 	done <-chan struct{}
@@ -107,13 +113,35 @@ func NewPodConfig(client kubernetes.Interface, nodeName string, logger *slog.Log
 	return c
 }
 
+// AddFileSource adds the static pod source: the manifests under path (a
+// directory or one file), read at Run and every period after (0 means
+// DefaultFileCheckFrequency). Call it before Run.
+func (c *PodConfig) AddFileSource(path string, period time.Duration) {
+	if period <= 0 {
+		period = DefaultFileCheckFrequency
+	}
+	c.file = &sourceFile{
+		path: path, nodeName: c.nodeName, period: period, logger: c.logger,
+		send: c.send, pods: map[types.UID]*v1.Pod{}, seen: make(chan struct{}),
+	}
+}
+
 // Updates returns the channel of pod changes (the sync loop's configCh).
 func (c *PodConfig) Updates() <-chan PodUpdate { return c.updates }
 
-// SeenAllSources reports whether the initial list of pods has been
-// delivered; until then the kubelet must not clean up pods it does not know,
-// since it may just not have heard of them yet.
-func (c *PodConfig) SeenAllSources() bool { return c.informer.HasSynced() }
+// SeenAllSources reports whether every source delivered its initial pods;
+// until then the kubelet must not clean up pods it does not know, since it
+// may just not have heard of them yet.
+func (c *PodConfig) SeenAllSources() bool {
+	if c.file != nil {
+		select {
+		case <-c.file.seen:
+		default:
+			return false
+		}
+	}
+	return c.informer.HasSynced()
+}
 
 // Run watches until ctx ends (retrying, with the informer's backoff, while
 // the API server is unreachable), then stops the informer and returns.
@@ -122,6 +150,14 @@ func (c *PodConfig) Run(ctx context.Context) {
 	c.done = ctx.Done()
 	c.mu.Unlock()
 	c.factory.Start(ctx.Done())
+	if c.file != nil {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.file.run(ctx)
+		}()
+		defer func() { <-done }()
+	}
 	<-ctx.Done()
 	c.factory.Shutdown()
 }

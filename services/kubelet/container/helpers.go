@@ -3,6 +3,7 @@ package container
 import (
 	"encoding/json"
 	"hash/fnv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -54,4 +55,15 @@ func HashContainer(container *v1.Container) uint64 {
 // IsHostNetworkPod reports whether pod shares the node's network namespace.
 func IsHostNetworkPod(pod *v1.Pod) bool {
 	return pod.Spec.HostNetwork
+}
+
+// ParseContainerID parses "<type>://<id>", as a pod status' containerID
+// shows it; anything else (including "") gives the zero ContainerID.
+// Mirrors kubecontainer.ParseContainerID.
+func ParseContainerID(s string) ContainerID {
+	typ, id, ok := strings.Cut(s, "://")
+	if !ok || id == "" {
+		return ContainerID{}
+	}
+	return ContainerID{Type: typ, ID: id}
 }

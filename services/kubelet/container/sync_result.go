@@ -18,6 +18,7 @@ var (
 	ErrImageNeverPull        = errors.New("ErrImageNeverPull")
 	ErrInvalidImageName      = errors.New("InvalidImageName")
 	ErrKillContainer         = errors.New("KillContainerError")
+	ErrPostStartHook         = errors.New("PostStartHookError")
 	ErrCreatePodSandbox      = errors.New("CreatePodSandboxError")
 	ErrKillPodSandbox        = errors.New("KillPodSandboxError")
 )

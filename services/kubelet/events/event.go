@@ -10,6 +10,10 @@ const (
 	FailedToStartContainer  = "Failed"
 	KillingContainer        = "Killing"
 	BackOffStartContainer   = "BackOff"
+	ContainerUnhealthy      = "Unhealthy"
+	ContainerProbeWarning   = "ProbeWarning"
+	FailedPostStartHook     = "FailedPostStartHook"
+	FailedPreStopHook       = "FailedPreStopHook"
 )
 
 // Image event reasons.
@@ -23,9 +27,8 @@ const (
 
 // Node event reasons.
 const (
-	NodeReady          = "NodeReady"
-	NodeNotReady       = "NodeNotReady"
-	StartingKubelet    = "Starting"
-	RegisteredNode     = "RegisteredNode"
-	ContainerUnhealthy = "Unhealthy"
+	NodeReady       = "NodeReady"
+	NodeNotReady    = "NodeNotReady"
+	StartingKubelet = "Starting"
+	RegisteredNode  = "RegisteredNode"
 )

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -25,9 +27,11 @@ type startSpec struct {
 	isInit    bool
 }
 
-// startContainer pulls the image, creates the container and starts it. On
-// failure it returns a message for the pod status and one of container's
-// Err* values. Mirrors kuberuntime's startContainer.
+// startContainer pulls the image, creates the container, starts it and runs
+// its postStart hook; a failed hook (FailedPostStartHook event) kills the
+// container, which restarts per restartPolicy. On failure it returns a
+// message for the pod status and one of container's Err* values. Mirrors
+// kuberuntime's startContainer.
 func (m *Manager) startContainer(ctx context.Context, podSandboxID string, sandboxConfig *runtimeapi.PodSandboxConfig, spec startSpec, pod *v1.Pod, podStatus *container.PodStatus, podIPs []string) (string, error) {
 	c := spec.container
 	imageRef, msg, err := m.imagePuller.EnsureImageExists(ctx, pod, c, sandboxConfig)
@@ -74,6 +78,19 @@ func (m *Manager) startContainer(ctx context.Context, podSandboxID string, sandb
 	}
 	m.recordContainerEvent(pod, c, v1.EventTypeNormal, events.StartedContainer, "Started container %v", c.Name)
 	m.logger.Debug("started container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "containerID", containerID, "restartCount", restartCount)
+
+	// Step 4: the post-start hook.
+	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		id := container.ContainerID{Type: m.Type(), ID: containerID}
+		if msg, err := m.runner.Run(ctx, id, pod, c, c.Lifecycle.PostStart); err != nil {
+			m.logger.Info("postStart hook failed", "pod", podRef(pod), "container", c.Name, "err", err)
+			m.recordContainerEvent(pod, c, v1.EventTypeWarning, events.FailedPostStartHook, "%s", msg)
+			if err := m.killContainer(ctx, pod, id, c.Name, "FailedPostStartHook", nil); err != nil {
+				m.logger.Error("failed to kill container after its postStart hook failed", "pod", podRef(pod), "container", c.Name, "err", err)
+			}
+			return msg, container.ErrPostStartHook
+		}
+	}
 	return "", nil
 }
 
@@ -269,8 +286,10 @@ func expandEnv(s string, vars map[string]string) string {
 
 // killContainer stops one container, giving it the pod's grace period (the
 // deletion grace period once the pod is being deleted, else
-// terminationGracePeriodSeconds), or gracePeriodOverride, and never less than
-// 2 s. Mirrors kuberuntime's killContainer.
+// terminationGracePeriodSeconds), or gracePeriodOverride: its preStop hook
+// runs first, within that period (FailedPreStopHook on failure), and
+// StopContainer gets what remains, never less than 2 s. Mirrors
+// kuberuntime's killContainer.
 func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, id container.ContainerID, name, reason string, gracePeriodOverride *int64) error {
 	gracePeriod := int64(minimumGracePeriodInSeconds)
 	if pod != nil {
@@ -284,7 +303,6 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, id container.C
 	if gracePeriodOverride != nil {
 		gracePeriod = *gracePeriodOverride
 	}
-	gracePeriod = max(gracePeriod, minimumGracePeriodInSeconds)
 
 	m.logger.Info("killing container", "pod", podRef(pod), "container", name, "containerID", id.String(), "gracePeriod", gracePeriod, "reason", reason)
 	if pod != nil {
@@ -293,7 +311,12 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, id container.C
 			msg = reason
 		}
 		m.recordContainerEvent(pod, containerByName(pod, name), v1.EventTypeNormal, events.KillingContainer, "%s", msg)
+		if spec := containerByName(pod, name); spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && gracePeriod > 0 {
+			gracePeriod -= m.executePreStopHook(ctx, pod, id, spec, gracePeriod)
+		}
 	}
+	// A container always gets a short window to stop before SIGKILL.
+	gracePeriod = max(gracePeriod, minimumGracePeriodInSeconds)
 	// StopContainer blocks for up to the grace period, so its deadline is
 	// the grace period on top of the usual request timeout.
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(gracePeriod)*time.Second+m.requestTimeout)
@@ -303,6 +326,27 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, id container.C
 		return fmt.Errorf("CRI StopContainer %s (%s): %w", id.ID, name, err)
 	}
 	return nil
+}
+
+// executePreStopHook runs spec's preStop hook for at most gracePeriod
+// seconds and returns the whole seconds it took. A failure is reported as a
+// FailedPreStopHook event whose message does not repeat the hook's output
+// (it may hold secrets). Mirrors kuberuntime's executePreStopHook.
+func (m *Manager) executePreStopHook(ctx context.Context, pod *v1.Pod, id container.ContainerID, spec *v1.Container, gracePeriod int64) int64 {
+	start := time.Now()
+	hctx, cancel := context.WithTimeout(ctx, time.Duration(gracePeriod)*time.Second)
+	defer cancel()
+	_, err := m.runner.Run(hctx, id, pod, spec, spec.Lifecycle.PreStop)
+	switch {
+	case err == nil:
+	case hctx.Err() != nil && ctx.Err() == nil:
+		// Out of time, not failed: the container is stopped now.
+		m.logger.Info("preStop hook not completed in grace period", "pod", podRef(pod), "container", spec.Name, "gracePeriod", gracePeriod)
+	default:
+		m.logger.Info("preStop hook failed", "pod", podRef(pod), "container", spec.Name, "err", err)
+		m.recordContainerEvent(pod, spec, v1.EventTypeWarning, events.FailedPreStopHook, "PreStopHook failed")
+	}
+	return int64(time.Since(start).Seconds())
 }
 
 // killContainersWithSyncResult stops the running containers of runningPod in
@@ -434,4 +478,33 @@ func podRef(pod *v1.Pod) string {
 		return ""
 	}
 	return pod.Namespace + "/" + pod.Name
+}
+
+// RunInContainer runs cmd in the running container id with CRI ExecSync and
+// returns stdout followed by stderr; a non-zero exit is a
+// *container.ExitError, a timeout container.ErrCommandTimedOut. timeout is
+// rounded up to whole seconds (CRI's unit); 0 means none. Mirrors
+// kubeGenericRuntimeManager.RunInContainer.
+func (m *Manager) RunInContainer(ctx context.Context, id container.ContainerID, cmd []string, timeout time.Duration) ([]byte, error) {
+	seconds := int64((timeout + time.Second - 1) / time.Second)
+	// The runtime enforces the timeout; the call's own deadline leaves it
+	// room to answer.
+	callTimeout := m.requestTimeout
+	if seconds > 0 {
+		callTimeout = time.Duration(seconds)*time.Second + m.requestTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := m.runtimeService.ExecSync(cctx, &runtimeapi.ExecSyncRequest{ContainerId: id.ID, Cmd: cmd, Timeout: seconds})
+	if err != nil {
+		if grpcstatus.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
+			return nil, container.ErrCommandTimedOut
+		}
+		return nil, fmt.Errorf("CRI ExecSync %s: %s", id.ID, grpcMessage(err))
+	}
+	out := append(resp.GetStdout(), resp.GetStderr()...)
+	if resp.GetExitCode() != 0 {
+		return out, &container.ExitError{Code: int(resp.GetExitCode())}
+	}
+	return out, nil
 }

@@ -20,6 +20,8 @@ import (
 
 	eventrecorder "skiff.dev/services/internal/events"
 	"skiff.dev/services/kubelet/container"
+	"skiff.dev/services/kubelet/lifecycle"
+	"skiff.dev/services/kubelet/prober/results"
 )
 
 const (
@@ -45,8 +47,16 @@ type Options struct {
 	// pod; nil means 10 s doubling to 300 s.
 	ImagePullBackOff *flowcontrol.Backoff
 	// Recorder reports the pod events kubelet reports from here (Pulling,
-	// Pulled, Created, Started, Killing, BackOff, Failed); nil records none.
+	// Pulled, Created, Started, Killing, BackOff, Failed, FailedPostStartHook,
+	// FailedPreStopHook); nil records none.
 	Recorder record.EventRecorder
+	// LivenessManager and StartupManager hold the probes' results: a
+	// container that failed either is killed (and restarted per
+	// restartPolicy). nil: no container is killed for its probes.
+	LivenessManager, StartupManager *results.Manager
+	// KubeletVersion, e.g. "v1.32.4", makes httpGet lifecycle hooks'
+	// User-Agent "kube-lifecycle/1.32".
+	KubeletVersion string
 }
 
 // Manager is the kubelet's CRI client: it reads runtime state (GetPods,
@@ -63,6 +73,10 @@ type Manager struct {
 	logger           *slog.Logger
 	imagePuller      *imageManager
 	recorder         record.EventRecorder
+	livenessManager  *results.Manager
+	startupManager   *results.Manager
+	// runner runs the containers' postStart and preStop hooks.
+	runner *lifecycle.HandlerRunner
 
 	mu             sync.Mutex
 	runtimeName    string
@@ -87,11 +101,14 @@ func NewManager(conn grpc.ClientConnInterface, opts Options) *Manager {
 		requestTimeout:   opts.RequestTimeout,
 		logger:           opts.Logger,
 		recorder:         opts.Recorder,
+		livenessManager:  opts.LivenessManager,
+		startupManager:   opts.StartupManager,
 	}
 	if m.recorder == nil {
 		m.recorder = eventrecorder.Nop{}
 	}
 	m.imagePuller = &imageManager{m: m, backOff: opts.ImagePullBackOff}
+	m.runner = lifecycle.NewHandlerRunner(m, m, opts.KubeletVersion)
 	return m
 }
 

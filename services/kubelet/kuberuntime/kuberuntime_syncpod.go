@@ -11,6 +11,7 @@ import (
 
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/events"
+	"skiff.dev/services/kubelet/prober/results"
 )
 
 // podActions is what SyncPod must do to bring the runtime to the pod's spec.
@@ -36,6 +37,9 @@ type containerToKillInfo struct {
 	container *v1.Container
 	name      string
 	message   string
+	// gracePeriodOverride is the failed probe's terminationGracePeriodSeconds,
+	// which replaces the pod's for a liveness or startup kill.
+	gracePeriodOverride *int64
 }
 
 func shouldRestartOnFailure(pod *v1.Pod) bool {
@@ -51,10 +55,12 @@ func containerSucceeded(c *v1.Container, podStatus *container.PodStatus) bool {
 // decides what to kill, create and start, honouring restartPolicy (Always
 // restarts any exited container, OnFailure only those that exited non-zero,
 // Never none) and running init containers one at a time before the regular
-// ones. Crash-loop backoff is applied later, when starting. Mirrors
-// kuberuntime's computePodActions (without ephemeral and sidecar containers,
-// probes and in-place resize).
-func computePodActions(pod *v1.Pod, podStatus *container.PodStatus) podActions {
+// ones. A running container that failed its liveness or startup probe is
+// killed (with the probe's terminationGracePeriodSeconds, if set), and
+// restarted unless restartPolicy is Never. Crash-loop backoff is
+// applied later, when starting. Mirrors kuberuntime's computePodActions
+// (without ephemeral and sidecar containers and in-place resize).
+func (m *Manager) computePodActions(pod *v1.Pod, podStatus *container.PodStatus) podActions {
 	createPodSandbox, attempt, sandboxID := podSandboxChanged(pod, podStatus)
 	changes := podActions{
 		KillPod:          createPodSandbox,
@@ -134,16 +140,30 @@ func computePodActions(pod *v1.Pod, podStatus *container.PodStatus) podActions {
 			continue
 		}
 		// A running container is kept unless its spec changed (the image,
-		// for a pod object); then it is replaced whatever the restart policy.
-		if cs.Hash == 0 || cs.Hash == container.HashContainer(c) {
+		// for a pod object), then it is replaced whatever the restart
+		// policy, or it failed its liveness or startup probe.
+		if cs.Hash != 0 && cs.Hash != container.HashContainer(c) {
+			changes.ContainersToStart = append(changes.ContainersToStart, idx)
+			changes.ContainersToKill[cs.ID] = containerToKillInfo{
+				container: c, name: c.Name,
+				message: fmt.Sprintf("Container %s definition changed, will be restarted", c.Name),
+			}
+			continue
+		}
+		message, probe, failed := m.probeFailure(c, cs.ID)
+		if !failed {
 			keepCount++
 			continue
 		}
-		changes.ContainersToStart = append(changes.ContainersToStart, idx)
-		changes.ContainersToKill[cs.ID] = containerToKillInfo{
-			container: c, name: c.Name,
-			message: fmt.Sprintf("Container %s definition changed, will be restarted", c.Name),
+		if shouldRestartOnFailure(pod) {
+			message += ", will be restarted"
+			changes.ContainersToStart = append(changes.ContainersToStart, idx)
 		}
+		info := containerToKillInfo{container: c, name: c.Name, message: message}
+		if pod.DeletionGracePeriodSeconds == nil && probe.TerminationGracePeriodSeconds != nil {
+			info.gracePeriodOverride = probe.TerminationGracePeriodSeconds
+		}
+		changes.ContainersToKill[cs.ID] = info
 	}
 	if keepCount == 0 && len(changes.ContainersToStart) == 0 {
 		changes.KillPod = true
@@ -167,7 +187,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 	}
 
 	// Step 1.
-	changes := computePodActions(pod, podStatus)
+	changes := m.computePodActions(pod, podStatus)
 	m.logger.Debug("computePodActions", "pod", podRef(pod), "createSandbox", changes.CreateSandbox, "killPod", changes.KillPod,
 		"start", changes.ContainersToStart, "kill", len(changes.ContainersToKill))
 
@@ -194,7 +214,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 		for id, info := range changes.ContainersToKill {
 			r := container.NewSyncResult(container.KillContainer, info.name)
 			result.AddSyncResult(r)
-			if err := m.killContainer(ctx, pod, id, info.name, info.message, nil); err != nil {
+			if err := m.killContainer(ctx, pod, id, info.name, info.message, info.gracePeriodOverride); err != nil {
 				r.Fail(container.ErrKillContainer, err.Error())
 				return result
 			}
@@ -259,6 +279,22 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 		_ = start("container", startSpec{container: &pod.Spec.Containers[idx]})
 	}
 	return result
+}
+
+// probeFailure says whether running container id (of spec c) failed its
+// liveness or startup probe, with the Killing event's message and the probe.
+func (m *Manager) probeFailure(c *v1.Container, id container.ContainerID) (string, *v1.Probe, bool) {
+	if m.livenessManager != nil && c.LivenessProbe != nil {
+		if r, ok := m.livenessManager.Get(id); ok && r == results.Failure {
+			return fmt.Sprintf("Container %s failed liveness probe", c.Name), c.LivenessProbe, true
+		}
+	}
+	if m.startupManager != nil && c.StartupProbe != nil {
+		if r, ok := m.startupManager.Get(id); ok && r == results.Failure {
+			return fmt.Sprintf("Container %s failed startup probe", c.Name), c.StartupProbe, true
+		}
+	}
+	return "", nil, false
 }
 
 // doBackOff reports whether container c must wait before restarting: its

@@ -210,7 +210,7 @@ func TestComputePodActions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			podStatus := tt.status(tt.pod)
-			actions := computePodActions(tt.pod, podStatus)
+			actions := (&Manager{}).computePodActions(tt.pod, podStatus)
 			if actions.CreateSandbox != tt.wantCreate {
 				t.Errorf("CreateSandbox = %v, want %v", actions.CreateSandbox, tt.wantCreate)
 			}

@@ -17,6 +17,7 @@ const (
 	PodCompleted             = "PodCompleted"
 	ContainersNotReady       = "ContainersNotReady"
 	ContainersNotInitialized = "ContainersNotInitialized"
+	ReadinessGatesNotReady   = "ReadinessGatesNotReady"
 )
 
 // PodConditionByKubelet reports whether the kubelet owns (computes) pod
@@ -57,12 +58,43 @@ func GenerateContainersReadyCondition(spec *v1.PodSpec, containerStatuses []v1.C
 	return v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionTrue}
 }
 
-// GeneratePodReadyCondition is ContainersReady, restated as Ready (skiff has
-// no readiness gates or probes yet). Mirrors status.GeneratePodReadyCondition.
-func GeneratePodReadyCondition(spec *v1.PodSpec, containerStatuses []v1.ContainerStatus, podPhase v1.PodPhase) v1.PodCondition {
+// GeneratePodReadyCondition is ContainersReady restated as Ready, and then
+// False with reason ReadinessGatesNotReady while a condition named by one of
+// spec.readinessGates is missing from conditions (the pod's current ones) or
+// not True. Mirrors status.GeneratePodReadyCondition.
+func GeneratePodReadyCondition(spec *v1.PodSpec, conditions []v1.PodCondition, containerStatuses []v1.ContainerStatus, podPhase v1.PodPhase) v1.PodCondition {
 	c := GenerateContainersReadyCondition(spec, containerStatuses, podPhase)
 	c.Type = v1.PodReady
+	if c.Status != v1.ConditionTrue {
+		return c
+	}
+	var unready []string
+	for _, rg := range spec.ReadinessGates {
+		i := slices.IndexFunc(conditions, func(c v1.PodCondition) bool { return c.Type == rg.ConditionType })
+		switch {
+		case i < 0:
+			unready = append(unready, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", string(rg.ConditionType)))
+		case conditions[i].Status != v1.ConditionTrue:
+			unready = append(unready, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", string(rg.ConditionType), conditions[i].Status))
+		}
+	}
+	if len(unready) > 0 {
+		return v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: ReadinessGatesNotReady, Message: strings.Join(unready, ", ")}
+	}
 	return c
+}
+
+// NeedToReconcilePodReadiness reports whether pod, as the API has it, has
+// readiness gates and a Ready condition that no longer matches them (a gate's
+// condition changed): the kubelet must sync it. Mirrors
+// status.NeedToReconcilePodReadiness.
+func NeedToReconcilePodReadiness(pod *v1.Pod) bool {
+	if len(pod.Spec.ReadinessGates) == 0 {
+		return false
+	}
+	want := GeneratePodReadyCondition(&pod.Spec, pod.Status.Conditions, pod.Status.ContainerStatuses, pod.Status.Phase)
+	i := slices.IndexFunc(pod.Status.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.PodReady })
+	return i >= 0 && (pod.Status.Conditions[i].Status != want.Status || pod.Status.Conditions[i].Message != want.Message)
 }
 
 // GeneratePodInitializedCondition is True once every init container

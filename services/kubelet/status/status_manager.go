@@ -28,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"skiff.dev/services/internal/tracing"
+	kubetypes "skiff.dev/services/kubelet/types"
 )
 
 // syncPeriod is how often every cached status is checked against the API
@@ -36,9 +37,10 @@ const syncPeriod = 10 * time.Second
 
 // PodGetter returns the kubelet's latest copy of a pod from its config
 // source, used to notice when the API server's status drifted from the
-// cached one.
+// cached one; a static pod's status lives in its mirror pod.
 type PodGetter interface {
 	GetPodByUID(uid types.UID) (*v1.Pod, bool)
+	GetMirrorPodByPod(pod *v1.Pod) (*v1.Pod, bool)
 }
 
 // PodDeletionSafetyProvider tells whether a pod may still have running
@@ -421,6 +423,11 @@ func (m *Manager) needsReconcile(uid types.UID, status v1.PodStatus) bool {
 	if !ok {
 		return false
 	}
+	if kubetypes.IsStaticPod(pod) {
+		if pod, ok = m.podGetter.GetMirrorPodByPod(pod); !ok {
+			return false
+		}
+	}
 	apiStatus := pod.Status.DeepCopy()
 	normalizeStatus(pod, apiStatus)
 	return !isPodStatusByKubeletEqual(apiStatus, &status)
@@ -428,6 +435,10 @@ func (m *Manager) needsReconcile(uid types.UID, status v1.PodStatus) bool {
 
 // errPodRecreated stops a sync whose pod name now belongs to another UID.
 var errPodRecreated = errors.New("pod was deleted and recreated")
+
+// errMirrorPodOutdated stops a static pod's sync while its mirror pod is not
+// (yet) the current one; the kubelet recreates it, and a later sync writes.
+var errMirrorPodOutdated = errors.New("mirror pod is outdated")
 
 // syncPod writes one status: it reads the pod, merges the cached status into
 // the API's (keeping conditions the kubelet does not own, and holding back a
@@ -447,7 +458,14 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID, s versionedPodStat
 			return err
 		}
 		if current.UID != uid {
-			return errPodRecreated
+			// A static pod's status goes to its current mirror pod.
+			static, ok := m.podGetter.GetPodByUID(uid)
+			if !ok || !kubetypes.IsStaticPod(static) {
+				return errPodRecreated
+			}
+			if !kubetypes.IsMirrorPodOf(current, static) {
+				return errMirrorPodOutdated
+			}
 		}
 		merged := mergePodStatus(current.Status, s.status, m.safety.PodCouldHaveRunningContainers(uid))
 		apiStatus := current.Status.DeepCopy()
@@ -469,6 +487,8 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID, s versionedPodStat
 	switch {
 	case apierrors.IsNotFound(err):
 		// Deleted: RemoveOrphanedStatuses forgets it at housekeeping.
+		return
+	case errors.Is(err, errMirrorPodOutdated):
 		return
 	case errors.Is(err, errPodRecreated):
 		m.mu.Lock()
@@ -510,7 +530,8 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID, s versionedPodStat
 // the API server: its API phase is terminal and the pod worker has finished.
 // Mirrors manager.canBeDeleted.
 func (m *Manager) canBeDeleted(pod *v1.Pod, podIsFinished bool) bool {
-	if pod.DeletionTimestamp == nil {
+	// A mirror pod is deleted by the kubelet's mirror client, never here.
+	if pod.DeletionTimestamp == nil || kubetypes.IsMirrorPod(pod) || kubetypes.IsStaticPod(pod) {
 		return false
 	}
 	if pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed {

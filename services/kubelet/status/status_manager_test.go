@@ -17,6 +17,8 @@ type podGetter map[types.UID]*v1.Pod
 
 func (g podGetter) GetPodByUID(uid types.UID) (*v1.Pod, bool) { p, ok := g[uid]; return p, ok }
 
+func (g podGetter) GetMirrorPodByPod(*v1.Pod) (*v1.Pod, bool) { return nil, false }
+
 // safety answers PodCouldHaveRunningContainers with its value.
 type safety bool
 

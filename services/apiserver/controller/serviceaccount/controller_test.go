@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/storage/names"
 
 	"skiff.dev/services/apiserver/controller/serviceaccount"
 	"skiff.dev/services/apiserver/registry"
@@ -80,7 +81,7 @@ func TestControllerEnsuresDefaultServiceAccounts(t *testing.T) {
 	}
 
 	// Fresh names, as the package's tests share one etcd.
-	a, b := registry.GenerateName("ctl-a-"), registry.GenerateName("ctl-b-")
+	a, b := names.SimpleNameGenerator.GenerateName("ctl-a-"), names.SimpleNameGenerator.GenerateName("ctl-b-")
 	createNamespace(a)
 	createNamespace(b)
 	var first *corev1.ServiceAccount

@@ -1,7 +1,9 @@
-// Package authorization serves authorization.k8s.io/v1 SelfSubjectAccessReview: a user
-// asks whether it may do something and the apiserver's own authorizer answers, so
-// `kubectl auth can-i` tells exactly what a request would meet. Mirrors
-// k8s.io/kubernetes/pkg/registry/authorization/selfsubjectaccessreview.
+// Package authorization serves the authorization.k8s.io/v1 reviews: a user asks whether
+// it may do something (SelfSubjectAccessReview) or what it may do in a namespace
+// (SelfSubjectRulesReview), or asks about another user (SubjectAccessReview,
+// LocalSubjectAccessReview); the apiserver's own authorizer answers, so `kubectl auth
+// can-i` tells exactly what a request would meet. Mirrors
+// k8s.io/kubernetes/pkg/registry/authorization.
 package authorization
 
 import (

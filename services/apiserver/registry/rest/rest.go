@@ -80,6 +80,17 @@ type GracefulDeleter interface {
 	Delete(ctx context.Context, namespace, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error)
 }
 
+// ValidateObjectFunc checks one object an operation is about to act on, e.g. admission of
+// each object a DeleteCollection deletes. Mirrors rest.ValidateObjectFunc.
+type ValidateObjectFunc func(ctx context.Context, obj runtime.Object) error
+
+// CollectionDeleter deletes every object of a collection matching listOpts, each as a
+// Delete with opts would (gracefully for pods), after deleteValidation accepts it. It
+// returns the list of the objects it acted on. Mirrors rest.CollectionDeleter.
+type CollectionDeleter interface {
+	DeleteCollection(ctx context.Context, namespace string, deleteValidation ValidateObjectFunc, opts *metav1.DeleteOptions, listOpts *metainternalversion.ListOptions) (runtime.Object, error)
+}
+
 // Watcher streams changes to a collection filtered by opts.
 type Watcher interface {
 	Watch(ctx context.Context, namespace string, opts *metainternalversion.ListOptions) (watch.Interface, error)

@@ -286,7 +286,7 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, out runtime.Ob
 		if state == nil {
 			return storage.NewKeyNotFoundError(key, 0)
 		}
-		if err := checkPreconditions(key, preconditions, state.obj); err != nil {
+		if err := preconditions.Check(key, state.obj); err != nil {
 			return err
 		}
 		updated, err := tryUpdate(state.obj)
@@ -344,7 +344,7 @@ func (s *Store) Delete(ctx context.Context, key string, out runtime.Object, prec
 		if state == nil {
 			return storage.NewKeyNotFoundError(key, 0)
 		}
-		if err := checkPreconditions(key, preconditions, state.obj); err != nil {
+		if err := preconditions.Check(key, state.obj); err != nil {
 			return err
 		}
 		txn, err := s.kv.Txn(ctx).
@@ -383,27 +383,6 @@ func (s *Store) stateFrom(kvs []*mvccpb.KeyValue) (*objState, error) {
 		return nil, err
 	}
 	return &objState{obj: obj, data: kv.Value, rev: kv.ModRevision}, nil
-}
-
-// checkPreconditions mirrors storage.Preconditions.Check in Kubernetes, messages included.
-func checkPreconditions(key string, p *storage.Preconditions, obj runtime.Object) error {
-	if p == nil {
-		return nil
-	}
-	acc, err := meta.Accessor(obj)
-	if err != nil {
-		return storage.NewInvalidObjError(key, err.Error())
-	}
-	if p.UID != nil && *p.UID != acc.GetUID() {
-		return storage.NewInvalidObjError(key, fmt.Sprintf(
-			"Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, acc.GetUID()))
-	}
-	if p.ResourceVersion != nil && *p.ResourceVersion != acc.GetResourceVersion() {
-		return storage.NewInvalidObjError(key, fmt.Sprintf(
-			"Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v",
-			*p.ResourceVersion, acc.GetResourceVersion()))
-	}
-	return nil
 }
 
 // encode serializes obj with resourceVersion cleared (it is never stored: it is the

@@ -7,6 +7,7 @@ package certificatesigningrequest
 import (
 	"context"
 	"fmt"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"slices"
 	"time"
 
@@ -78,6 +79,28 @@ func (Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 		}
 	}
 	csr.Status = certificatesv1.CertificateSigningRequestStatus{}
+}
+
+// GetResetFields: the main resource keeps the stored spec and status. Mirrors
+// csrStrategy.
+func (Strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{"certificates.k8s.io/v1": fieldpath.NewSet(
+		fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("status"),
+	)}
+}
+
+// GetResetFields: the approval subresource keeps the stored spec and certificate.
+// Mirrors csrApprovalStrategy.
+func (ApprovalStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{"certificates.k8s.io/v1": fieldpath.NewSet(
+		fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("status", "certificate"),
+	)}
+}
+
+// GetResetFields: the status subresource keeps the stored spec. Mirrors
+// csrStatusStrategy.
+func (StatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{"certificates.k8s.io/v1": fieldpath.NewSet(fieldpath.MakePathOrDie("spec"))}
 }
 
 // PrepareForUpdate keeps the stored spec and status: the main resource changes only

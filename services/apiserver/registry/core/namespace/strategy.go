@@ -108,6 +108,12 @@ type REST struct {
 	*registry.Store
 }
 
+// DeleteCollection is not served for namespaces, as kube-apiserver does not serve it:
+// each namespace goes through Delete and the namespace controller. Declaring it hides
+// the embedded Store's, whose deletes would skip Terminating, so REST does not
+// implement rest.CollectionDeleter and discovery lists no deletecollection.
+func (r *REST) DeleteCollection() {}
+
 // Delete sets deletionTimestamp and phase Terminating and returns the namespace; a second
 // delete of a terminating namespace changes nothing. Preconditions in opts (uid,
 // resourceVersion) that fail give 409 Conflict.

@@ -5,6 +5,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sort"
 	"strings"
 
@@ -75,6 +76,16 @@ func (Strategy) GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
 	f := registry.ObjectMetaFieldsSet(&node.ObjectMeta, false)
 	f["spec.unschedulable"] = fmt.Sprint(node.Spec.Unschedulable)
 	return labels.Set(node.Labels), f, nil
+}
+
+// GetResetFields: the main resource keeps the stored status. Mirrors nodeStrategy.
+func (Strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{"v1": fieldpath.NewSet(fieldpath.MakePathOrDie("status"))}
+}
+
+// GetResetFields: nodes/status keeps the stored spec. Mirrors nodeStatusStrategy.
+func (StatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{"v1": fieldpath.NewSet(fieldpath.MakePathOrDie("spec"))}
 }
 
 // PrepareForUpdate keeps the stored spec.

@@ -6,6 +6,7 @@ package pod
 import (
 	"context"
 	"fmt"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
@@ -141,6 +142,21 @@ func (Strategy) CheckGracefulDelete(ctx context.Context, obj runtime.Object, opt
 	}
 	options.GracePeriodSeconds = &grace
 	return grace > 0
+}
+
+// GetResetFields: the main resource keeps the stored status. Mirrors podStrategy.
+func (Strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{"v1": fieldpath.NewSet(fieldpath.MakePathOrDie("status"))}
+}
+
+// GetResetFields: pods/status keeps the stored spec, deletionTimestamp and owner
+// references. Mirrors podStatusStrategy.
+func (StatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{"v1": fieldpath.NewSet(
+		fieldpath.MakePathOrDie("spec"),
+		fieldpath.MakePathOrDie("metadata", "deletionTimestamp"),
+		fieldpath.MakePathOrDie("metadata", "ownerReferences"),
+	)}
 }
 
 // PrepareForCreate is never used on the status subresource.

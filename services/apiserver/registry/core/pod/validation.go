@@ -46,6 +46,7 @@ func validatePodSpec(spec *corev1.PodSpec, fldPath *field.Path) field.ErrorList 
 		allErrs = append(allErrs, field.Required(fldPath.Child("containers"), ""))
 	}
 	allErrs = append(allErrs, validateContainers(spec.Containers, names, fldPath.Child("containers"))...)
+	allErrs = append(allErrs, validateProbesAndHooks(spec, fldPath)...)
 	if !supportedRestartPolicies.Has(spec.RestartPolicy) {
 		allErrs = append(allErrs, field.NotSupported(fldPath.Child("restartPolicy"), spec.RestartPolicy, sets.List(supportedRestartPolicies)))
 	}
