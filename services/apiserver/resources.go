@@ -3,8 +3,12 @@ package apiserver
 import (
 	"skiff.dev/services/apiserver/authorization"
 	"skiff.dev/services/apiserver/registry"
+	"skiff.dev/services/apiserver/registry/apps/deployment"
+	"skiff.dev/services/apiserver/registry/apps/replicaset"
 	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
 	authorizationregistry "skiff.dev/services/apiserver/registry/authorization"
+	"skiff.dev/services/apiserver/registry/batch/cronjob"
+	"skiff.dev/services/apiserver/registry/batch/job"
 	"skiff.dev/services/apiserver/registry/certificates/certificatesigningrequest"
 	"skiff.dev/services/apiserver/registry/coordination/lease"
 	"skiff.dev/services/apiserver/registry/core/configmap"
@@ -49,5 +53,9 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		clusterrole.NewDescriptor(rbacGuard),
 		rolebinding.NewDescriptor(rbacGuard),
 		clusterrolebinding.NewDescriptor(rbacGuard),
+		deployment.Descriptor,
+		replicaset.Descriptor,
+		job.Descriptor,
+		cronjob.Descriptor,
 	}
 }

@@ -29,13 +29,17 @@ const (
 
 // controllerAliases are the names --controllers accepted before kube 1.28.
 var controllerAliases = map[string]string{
-	"nodelifecycle":    NodeLifecycleController,
-	"nodeipam":         NodeIpamController,
-	"podgc":            PodGarbageCollectorController,
-	"replicaset":       ReplicaSetController,
-	"deployment":       DeploymentController,
-	"job":              JobController,
-	"garbagecollector": GarbageCollectorController,
+	"nodelifecycle":      NodeLifecycleController,
+	"nodeipam":           NodeIpamController,
+	"podgc":              PodGarbageCollectorController,
+	"replicaset":         ReplicaSetController,
+	"deployment":         DeploymentController,
+	"job":                JobController,
+	"garbagecollector":   GarbageCollectorController,
+	"ttl-after-finished": TTLAfterFinishedController,
+	"cronjob":            CronJobController,
+	"endpointslice":      EndpointSliceController,
+	"endpoint":           EndpointsController,
 }
 
 // ControllerContext is what every controller is built from (kube's
@@ -73,6 +77,14 @@ func NewControllerInitializers() map[string]InitFunc {
 		TaintEvictionController:       startTaintEvictionController,
 		NodeIpamController:            startNodeIpamController,
 		PodGarbageCollectorController: startPodGCController,
+		ReplicaSetController:          startReplicaSetController,
+		DeploymentController:          startDeploymentController,
+		JobController:                 startJobController,
+		TTLAfterFinishedController:    startTTLAfterFinishedController,
+		GarbageCollectorController:    startGarbageCollectorController,
+		CronJobController:             startCronJobController,
+		EndpointSliceController:       startEndpointSliceController,
+		EndpointsController:           startEndpointsController,
 	}
 }
 

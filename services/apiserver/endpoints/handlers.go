@@ -163,7 +163,7 @@ func (h *resourceHandler) writeMaybeTable(ctx context.Context, w http.ResponseWr
 			obj = table
 		}
 	}
-	writeObject(w, r, http.StatusOK, h.gv.GroupVersion, obj)
+	writeObject(w, r, http.StatusOK, req.gvk.GroupVersion(), obj)
 }
 
 // setRowKinds gives full objects embedded in Table rows (includeObject=Object) their
@@ -334,7 +334,7 @@ func (h *resourceHandler) runUpdate(ctx context.Context, w http.ResponseWriter, 
 		writeError(w, err)
 		return
 	}
-	writeObject(w, r, code, h.gv.GroupVersion, out)
+	writeObject(w, r, code, req.gvk.GroupVersion(), out)
 }
 
 // doUpdate admits and performs an update and returns the stored object and the status
@@ -457,7 +457,7 @@ func (h *resourceHandler) serverSideApply(ctx context.Context, w http.ResponseWr
 		writeError(w, err)
 		return
 	}
-	writeObject(w, r, code, h.gv.GroupVersion, out)
+	writeObject(w, r, code, req.gvk.GroupVersion(), out)
 }
 
 // createFromApply creates the object an apply names when it does not exist yet.
@@ -515,7 +515,7 @@ func (h *resourceHandler) delete(ctx context.Context, w http.ResponseWriter, r *
 		writeError(w, err)
 		return
 	}
-	writeObject(w, r, http.StatusOK, h.gv.GroupVersion, out)
+	writeObject(w, r, http.StatusOK, req.gvk.GroupVersion(), out)
 }
 
 // deleteOptions reads DeleteOptions from the body (kubectl sends one without kind) or,

@@ -21,7 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/apiserver/pkg/util/dryrun"
@@ -344,11 +346,16 @@ func (e *Store) beforeUpdate(ctx context.Context, namespace, name string, obj, o
 	return nil
 }
 
-// Delete removes the object, or, for a graceful delete (pods with a grace period), only
-// sets deletionTimestamp and deletionGracePeriodSeconds and leaves the removal to the
-// object's owner (the kubelet). The bool is true if the object is gone. Preconditions in
-// opts (uid, resourceVersion) that fail give 409 Conflict. Mirrors Store.Delete and
-// rest.BeforeDelete.
+// Delete removes the object, or only marks it (deletionTimestamp) while something must
+// happen first: a graceful delete (pods with a grace period) leaves the removal to the
+// object's owner (the kubelet), and finalizers hold the object until their owners remove
+// them (the update that removes the last one deletes it). opts.propagationPolicy decides
+// what happens to the object's dependents, as kube's garbage collector reads it: Orphan
+// adds the "orphan" finalizer, Foreground adds "foregroundDeletion", Background (the
+// default) adds neither and the collector deletes the dependents after the owner is gone.
+// The bool is true if the object is gone. Errors: 409 Conflict for failed preconditions
+// (uid, resourceVersion), 422 for contradictory or unknown propagation options. Mirrors
+// Store.Delete, rest.BeforeDelete and deletionFinalizersForGarbageCollection.
 func (e *Store) Delete(ctx context.Context, namespace, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
 	key, err := e.KeyFunc(namespace, name)
 	if err != nil {
@@ -356,6 +363,9 @@ func (e *Store) Delete(ctx context.Context, namespace, name string, opts *metav1
 	}
 	if opts == nil {
 		opts = &metav1.DeleteOptions{}
+	}
+	if errs := validatePropagation(opts); len(errs) > 0 {
+		return nil, false, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
 	}
 	var preconditions *storage.Preconditions
 	if p := opts.Preconditions; p != nil {
@@ -371,19 +381,26 @@ func (e *Store) Delete(ctx context.Context, namespace, name string, opts *metav1
 	if dryrun.IsDryRun(opts.DryRun) {
 		return existing, false, nil
 	}
-	if graceful, ok := e.Strategy.(GracefulDeleteStrategy); ok && graceful.CheckGracefulDelete(ctx, existing, opts) {
-		out, pending, err := e.markForDeletion(ctx, key, name, preconditions, opts)
+	markOpts := *opts
+	graceful := false
+	if gs, ok := e.Strategy.(GracefulDeleteStrategy); ok {
+		graceful = gs.CheckGracefulDelete(ctx, existing, &markOpts)
+	}
+	if !graceful {
+		zero := int64(0)
+		markOpts.GracePeriodSeconds = &zero
+	}
+	existingMeta, _ := meta.Accessor(existing)
+	if _, changed := deletionFinalizers(existingMeta, opts); graceful || changed || len(existingMeta.GetFinalizers()) > 0 {
+		out, pending, err := e.markForDeletion(ctx, key, name, preconditions, &markOpts)
 		if err != nil || pending {
 			return out, false, err
 		}
-		// The grace period was shortened to zero on an already-marked object: delete now.
-	}
-	if existingMeta, _ := meta.Accessor(existing); len(existingMeta.GetFinalizers()) > 0 {
-		// Finalizers hold the object: mark it and let their owners remove them; the
-		// update that removes the last one deletes it (see Update).
-		zero := int64(0)
-		out, _, err := e.markForDeletion(ctx, key, name, preconditions, &metav1.DeleteOptions{GracePeriodSeconds: &zero})
-		return out, false, err
+		// Nothing holds the object any more (a grace period shortened to zero, the
+		// last finalizer gone): delete the state just written, and only that.
+		outMeta, _ := meta.Accessor(out)
+		version := outMeta.GetResourceVersion()
+		preconditions = &storage.Preconditions{ResourceVersion: &version}
 	}
 	out := e.NewFunc()
 	if err := e.Storage.Delete(ctx, key, out, preconditions); err != nil {
@@ -483,10 +500,69 @@ func (e *Store) afterDelete(ctx context.Context, obj runtime.Object) {
 	}
 }
 
-// markForDeletion sets deletionTimestamp = now + grace and deletionGracePeriodSeconds,
-// never lengthening an earlier, shorter grace period. It reports pending=false when the
-// resulting grace period is zero, meaning the caller should delete at once. Mirrors
-// rest.BeforeDelete and Store.updateForGracefulDeletionAndFinalizers.
+// validatePropagation mirrors the DeleteOptions checks of kube's ValidateDeleteOptions.
+func validatePropagation(opts *metav1.DeleteOptions) field.ErrorList {
+	var errs field.ErrorList
+	if opts.OrphanDependents != nil && opts.PropagationPolicy != nil {
+		errs = append(errs, field.Invalid(field.NewPath("propagationPolicy"), opts.PropagationPolicy, "orphanDependents and deletionPropagation cannot be both set"))
+	}
+	if p := opts.PropagationPolicy; p != nil && *p != metav1.DeletePropagationForeground &&
+		*p != metav1.DeletePropagationBackground && *p != metav1.DeletePropagationOrphan {
+		errs = append(errs, field.NotSupported(field.NewPath("propagationPolicy"), *p,
+			[]string{string(metav1.DeletePropagationForeground), string(metav1.DeletePropagationBackground), string(metav1.DeletePropagationOrphan)}))
+	}
+	return errs
+}
+
+// deletionFinalizers returns the finalizers an object should carry once deleted with
+// opts, and whether they differ from what it carries: the garbage collector's "orphan"
+// finalizer for the Orphan policy (or orphanDependents: true), "foregroundDeletion" for
+// Foreground, neither for Background. With no policy in opts, a finalizer already there
+// decides, else Background. Mirrors deletionFinalizersForGarbageCollection,
+// shouldOrphanDependents and shouldDeleteDependents.
+func deletionFinalizers(m metav1.Object, opts *metav1.DeleteOptions) ([]string, bool) {
+	current := m.GetFinalizers()
+	has := func(f string) bool {
+		for _, c := range current {
+			if c == f {
+				return true
+			}
+		}
+		return false
+	}
+	var orphan, foreground bool
+	switch {
+	case opts.PropagationPolicy != nil:
+		orphan = *opts.PropagationPolicy == metav1.DeletePropagationOrphan
+		foreground = *opts.PropagationPolicy == metav1.DeletePropagationForeground
+	case opts.OrphanDependents != nil:
+		orphan = *opts.OrphanDependents
+	default:
+		orphan, foreground = has(metav1.FinalizerOrphanDependents), has(metav1.FinalizerDeleteDependents)
+	}
+	var want []string
+	for _, f := range current {
+		if f != metav1.FinalizerOrphanDependents && f != metav1.FinalizerDeleteDependents {
+			want = append(want, f)
+		}
+	}
+	if orphan {
+		want = append(want, metav1.FinalizerOrphanDependents)
+	}
+	if foreground {
+		want = append(want, metav1.FinalizerDeleteDependents)
+	}
+	if sets.New(want...).Equal(sets.New(current...)) {
+		return current, false
+	}
+	return want, true
+}
+
+// markForDeletion sets the deletion finalizers opts asks for (see deletionFinalizers),
+// deletionTimestamp = now + grace and deletionGracePeriodSeconds, never lengthening an
+// earlier, shorter grace period. It reports pending=false when nothing holds the object
+// any more (grace period zero, no finalizers), meaning the caller should delete at once.
+// Mirrors rest.BeforeDelete and Store.updateForGracefulDeletionAndFinalizers.
 func (e *Store) markForDeletion(ctx context.Context, key, name string, preconditions *storage.Preconditions, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
 	grace := int64(0)
 	if opts.GracePeriodSeconds != nil {
@@ -499,21 +575,24 @@ func (e *Store) markForDeletion(ctx context.Context, key, name string, precondit
 		if err != nil {
 			return nil, err
 		}
-		if current := m.GetDeletionGracePeriodSeconds(); m.GetDeletionTimestamp() != nil && current != nil && *current <= grace {
-			// Already marked with a grace period at least as short: nothing to change.
-			pending = *current > 0
-			return existing, nil
+		if finalizers, changed := deletionFinalizers(m, opts); changed {
+			m.SetFinalizers(finalizers)
 		}
-		if grace == 0 && m.GetDeletionTimestamp() != nil {
-			// Shortened to zero: the caller deletes now, or finalizers still hold it.
-			pending = false
+		gracePending := false
+		switch current := m.GetDeletionGracePeriodSeconds(); {
+		case m.GetDeletionTimestamp() != nil && current != nil && *current <= grace:
+			// Already marked with a grace period at least as short: keep it.
+			gracePending = *current > 0
+		case grace == 0 && m.GetDeletionTimestamp() != nil:
+			// Shortened to zero.
 			m.SetDeletionGracePeriodSeconds(&grace)
-			return existing, nil
+		default:
+			now := metav1.NewTime(time.Now().Add(time.Duration(grace) * time.Second))
+			m.SetDeletionTimestamp(&now)
+			m.SetDeletionGracePeriodSeconds(&grace)
+			gracePending = grace > 0
 		}
-		now := metav1.NewTime(time.Now().Add(time.Duration(grace) * time.Second))
-		m.SetDeletionTimestamp(&now)
-		m.SetDeletionGracePeriodSeconds(&grace)
-		pending = grace > 0
+		pending = gracePending || len(m.GetFinalizers()) > 0
 		return existing, nil
 	})
 	if err != nil {

@@ -5,8 +5,11 @@
 package scheme
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -53,6 +56,8 @@ var ServedGroupVersions = []schema.GroupVersion{
 	certificatesv1.SchemeGroupVersion,
 	rbacv1.SchemeGroupVersion,
 	discoveryv1.SchemeGroupVersion,
+	appsv1.SchemeGroupVersion,
+	batchv1.SchemeGroupVersion,
 }
 
 func init() {
@@ -63,6 +68,10 @@ func init() {
 	utilruntime.Must(authorizationv1.AddToScheme(Scheme))
 	utilruntime.Must(authenticationv1.AddToScheme(Scheme))
 	utilruntime.Must(rbacv1.AddToScheme(Scheme))
+	utilruntime.Must(appsv1.AddToScheme(Scheme))
+	utilruntime.Must(batchv1.AddToScheme(Scheme))
+	// autoscaling/v1 Scale is what deployments/scale and replicasets/scale read and write.
+	utilruntime.Must(autoscalingv1.AddToScheme(Scheme))
 	// Status, WatchEvent and the option types live in the core group version too, as in
 	// kube-apiserver; Table and PartialObjectMetadata in meta.k8s.io/v1.
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})

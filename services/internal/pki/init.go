@@ -58,16 +58,15 @@ type Identity struct {
 var (
 	Admin     = Identity{Name: "admin", CommonName: "admin", Organizations: []string{"system:masters"}}
 	Scheduler = Identity{Name: "scheduler", CommonName: "system:kube-scheduler"}
-	CSRSigner = Identity{Name: "csr-signer", CommonName: "system:skiff:csr-signer"}
-	ExecProxy = Identity{Name: "exec-proxy", CommonName: "system:skiff:exec-proxy"}
+	// ControllerManager is kube-controller-manager's identity.
+	ControllerManager = Identity{Name: "controller-manager", CommonName: "system:kube-controller-manager"}
+	CSRSigner         = Identity{Name: "csr-signer", CommonName: "system:skiff:csr-signer"}
+	ExecProxy         = Identity{Name: "exec-proxy", CommonName: "system:skiff:exec-proxy"}
 	// FrontProxyClient is the apiserver's identity toward exec-proxy: exec-proxy trusts
 	// X-Remote-User/X-Remote-Group only from it (kube's --requestheader-allowed-names
 	// default, front-proxy-client).
 	FrontProxyClient = Identity{Name: "front-proxy-client", CommonName: "front-proxy-client"}
 )
-
-// ControllerManager is kube-controller-manager's identity.
-var ControllerManager = Identity{Name: "controller-manager", CommonName: "system:kube-controller-manager"}
 
 // Identities are the client identities Init issues, each with a kubeconfig.
 var Identities = []Identity{Admin, Scheduler, ControllerManager, CSRSigner, ExecProxy, FrontProxyClient}

@@ -251,6 +251,13 @@ func controllerRoles() []rbacv1.ClusterRole {
 		return clusterRole(controllerRolePrefix+name, nil, rules...)
 	}
 	return []rbacv1.ClusterRole{
+		c("cronjob-controller",
+			rule("get", "list", "watch", "update").groups(batchGroup).resources("cronjobs").done(),
+			rule("get", "list", "watch", "create", "update", "delete", "patch").groups(batchGroup).resources("jobs").done(),
+			rule("update").groups(batchGroup).resources("cronjobs/status").done(),
+			rule("update").groups(batchGroup).resources("cronjobs/finalizers").done(),
+			rule("list", "delete").groups(legacyGroup).resources("pods").done(),
+			eventsRule()),
 		c("deployment-controller",
 			rule("get", "list", "watch", "update").groups(extensionsGroup, appsGroup).resources("deployments").done(),
 			rule("update").groups(extensionsGroup, appsGroup).resources("deployments/status").done(),
@@ -302,6 +309,9 @@ func controllerRoles() []rbacv1.ClusterRole {
 			eventsRule()),
 		c("service-account-controller",
 			rule("create").groups(legacyGroup).resources("serviceaccounts").done(),
+			eventsRule()),
+		c("ttl-after-finished-controller",
+			rule("get", "list", "watch", "delete").groups(batchGroup).resources("jobs").done(),
 			eventsRule()),
 	}
 }

@@ -17,6 +17,21 @@ import (
 // k8s.io/kubernetes/pkg/apis/core/v1/defaults.go.
 func SetDefaults(pod *corev1.Pod) {
 	spec := &pod.Spec
+	SetPodSpecDefaults(spec)
+	if spec.Priority == nil {
+		spec.Priority = ptr.To(int32(0))
+	}
+	if spec.PreemptionPolicy == nil {
+		spec.PreemptionPolicy = ptr.To(corev1.PreemptLowerPriority)
+	}
+	addDefaultTolerations(spec)
+}
+
+// SetPodSpecDefaults fills the defaults of a pod spec that kube's SetDefaults_PodSpec
+// fills, without what admission adds to pods only (priority, preemption policy, default
+// tolerations): workload controllers' pod templates are defaulted with it, so a
+// Deployment's stored template reads as kube's does.
+func SetPodSpecDefaults(spec *corev1.PodSpec) {
 	if spec.RestartPolicy == "" {
 		spec.RestartPolicy = corev1.RestartPolicyAlways
 	}
@@ -35,19 +50,12 @@ func SetDefaults(pod *corev1.Pod) {
 	if spec.EnableServiceLinks == nil {
 		spec.EnableServiceLinks = ptr.To(corev1.DefaultEnableServiceLinks)
 	}
-	if spec.Priority == nil {
-		spec.Priority = ptr.To(int32(0))
-	}
-	if spec.PreemptionPolicy == nil {
-		spec.PreemptionPolicy = ptr.To(corev1.PreemptLowerPriority)
-	}
 	for i := range spec.InitContainers {
 		setContainerDefaults(&spec.InitContainers[i])
 	}
 	for i := range spec.Containers {
 		setContainerDefaults(&spec.Containers[i])
 	}
-	addDefaultTolerations(spec)
 }
 
 func setContainerDefaults(c *corev1.Container) {

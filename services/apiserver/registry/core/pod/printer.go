@@ -2,6 +2,7 @@ package pod
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -158,4 +159,15 @@ func hasPodReadyCondition(conditions []corev1.PodCondition) bool {
 		}
 	}
 	return false
+}
+
+// ContainerCells are the CONTAINERS and IMAGES cells of a workload's wide row: the
+// containers' names and images, comma-separated. Mirrors printers' layoutContainerCells.
+func ContainerCells(containers []corev1.Container) (names, images string) {
+	n := make([]string, len(containers))
+	i := make([]string, len(containers))
+	for k, c := range containers {
+		n[k], i[k] = c.Name, c.Image
+	}
+	return strings.Join(n, ","), strings.Join(i, ",")
 }

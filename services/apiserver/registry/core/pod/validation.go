@@ -3,6 +3,7 @@ package pod
 import (
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -25,6 +26,16 @@ func ValidatePod(pod *corev1.Pod) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMeta(&pod.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 	allErrs = append(allErrs, validatePodSpec(&pod.Spec, field.NewPath("spec"))...)
 	return allErrs
+}
+
+// ValidatePodTemplateSpec checks a workload's pod template (spec.template of a
+// Deployment, ReplicaSet or Job) at fldPath: its labels and annotations and its pod spec,
+// as ValidatePod checks a pod's. Mirrors ValidatePodTemplateSpec.
+func ValidatePodTemplateSpec(t *corev1.PodTemplateSpec, fldPath *field.Path) field.ErrorList {
+	metaPath := fldPath.Child("metadata")
+	allErrs := metav1validation.ValidateLabels(t.Labels, metaPath.Child("labels"))
+	allErrs = append(allErrs, apivalidation.ValidateAnnotations(t.Annotations, metaPath.Child("annotations"))...)
+	return append(allErrs, validatePodSpec(&t.Spec, fldPath.Child("spec"))...)
 }
 
 func validatePodSpec(spec *corev1.PodSpec, fldPath *field.Path) field.ErrorList {

@@ -1,0 +1,66 @@
+// Package validation checks what the workload resources (Deployments, ReplicaSets, Jobs)
+// share: a label selector that selects the pod template it carries. Mirrors the selector
+// and template checks of k8s.io/kubernetes/pkg/apis/apps/validation.
+package validation
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"skiff.dev/services/apiserver/registry/core/pod"
+)
+
+// ValidateSelectorAndTemplate checks spec.selector (required, non-empty, well formed)
+// and spec.template (a valid pod template whose labels the selector matches), under
+// specPath. Errors are kube's: "spec.selector: Required value", "spec.selector: Invalid
+// value: ...: empty selector is invalid for deployment", and "spec.template.metadata.labels:
+// Invalid value: ...: `selector` does not match template `labels`".
+func ValidateSelectorAndTemplate(selector *metav1.LabelSelector, template *corev1.PodTemplateSpec, specPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	selPath := specPath.Child("selector")
+	if selector == nil {
+		allErrs = append(allErrs, field.Required(selPath, ""))
+	} else {
+		allErrs = append(allErrs, metav1validation.ValidateLabelSelector(selector, metav1validation.LabelSelectorValidationOptions{}, selPath)...)
+		if len(selector.MatchLabels)+len(selector.MatchExpressions) == 0 {
+			allErrs = append(allErrs, field.Invalid(selPath, selector, "empty selector is invalid for deployment"))
+		}
+	}
+	tmplPath := specPath.Child("template")
+	if selector != nil && len(allErrs) == 0 {
+		sel, err := metav1.LabelSelectorAsSelector(selector)
+		if err == nil && !sel.Matches(labels.Set(template.Labels)) {
+			allErrs = append(allErrs, field.Invalid(tmplPath.Child("metadata", "labels"), template.Labels, "`selector` does not match template `labels`"))
+		}
+	}
+	return append(allErrs, pod.ValidatePodTemplateSpec(template, tmplPath)...)
+}
+
+// ValidateRestartPolicyAlways checks that a long-running workload's pods restart: a
+// Deployment's or ReplicaSet's template must say restartPolicy Always.
+func ValidateRestartPolicyAlways(template *corev1.PodTemplateSpec, tmplPath *field.Path) field.ErrorList {
+	if template.Spec.RestartPolicy != corev1.RestartPolicyAlways {
+		return field.ErrorList{field.NotSupported(tmplPath.Child("spec", "restartPolicy"), template.Spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)})}
+	}
+	return nil
+}
+
+// ValidateSelectorUnchanged forbids changing spec.selector after create, as apps/v1 does.
+func ValidateSelectorUnchanged(newSel, oldSel *metav1.LabelSelector, specPath *field.Path) field.ErrorList {
+	if !apiequality.Semantic.DeepEqual(newSel, oldSel) {
+		return field.ErrorList{field.Invalid(specPath.Child("selector"), newSel, "field is immutable")}
+	}
+	return nil
+}
+
+// ValidateNonnegative checks a count field (replicas, minReadySeconds, ...).
+func ValidateNonnegative(value int64, fldPath *field.Path) field.ErrorList {
+	if value < 0 {
+		return field.ErrorList{field.Invalid(fldPath, value, "must be greater than or equal to 0")}
+	}
+	return nil
+}

@@ -1,0 +1,163 @@
+package garbagecollector_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controllermanager/deployment"
+	"skiff.dev/services/controllermanager/garbagecollector"
+	"skiff.dev/services/controllermanager/replicaset"
+	"skiff.dev/services/internal/events"
+)
+
+// start runs a real apiserver with the ReplicaSet and Deployment controllers and the
+// garbage collector.
+func start(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	cfg := apiservertest.Start(t)
+	cfg.QPS, cfg.Burst = -1, 0
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	recorder, err := events.New(events.Config{Component: "controller-manager", Client: cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	rsc := replicaset.New(factory, cs, recorder)
+	dc := deployment.New(factory, cs, recorder)
+	gc := garbagecollector.New(factory, cs, recorder)
+	factory.Start(ctx.Done())
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); rsc.Run(ctx, 2) }()
+	go func() { defer wg.Done(); dc.Run(ctx, 2) }()
+	go func() { defer wg.Done(); gc.Run(ctx, 2) }()
+	go func() { _ = recorder.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait(); factory.Shutdown() })
+	return cs
+}
+
+func newDeployment(name string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
+			},
+		},
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// counts returns how many ReplicaSets and pods carry the label app=name.
+func counts(ctx context.Context, cs kubernetes.Interface, name string) (int, int, error) {
+	sel := metav1.ListOptions{LabelSelector: "app=" + name}
+	rsets, err := cs.AppsV1().ReplicaSets("default").List(ctx, sel)
+	if err != nil {
+		return 0, 0, err
+	}
+	pods, err := cs.CoreV1().Pods("default").List(ctx, sel)
+	if err != nil {
+		return 0, 0, err
+	}
+	return len(rsets.Items), len(pods.Items), nil
+}
+
+// createAndWait creates a Deployment and waits for its ReplicaSet and pods.
+func createAndWait(t *testing.T, cs kubernetes.Interface, name string, replicas int32) {
+	t.Helper()
+	if _, err := cs.AppsV1().Deployments("default").Create(context.Background(), newDeployment(name, replicas), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the ReplicaSet and pods", func(ctx context.Context) (bool, error) {
+		rsets, pods, err := counts(ctx, cs, name)
+		return err == nil && rsets == 1 && pods == int(replicas), nil
+	})
+}
+
+func TestBackgroundDeletionRemovesDependentsAfterTheOwner(t *testing.T) {
+	cs := start(t)
+	ctx := context.Background()
+	createAndWait(t, cs, "bg", 2)
+	if err := cs.AppsV1().Deployments("default").Delete(ctx, "bg", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AppsV1().Deployments("default").Get(ctx, "bg", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a background delete removes the owner at once; get: %v", err)
+	}
+	waitFor(t, "the dependents to go", func(ctx context.Context) (bool, error) {
+		rsets, pods, err := counts(ctx, cs, "bg")
+		return err == nil && rsets == 0 && pods == 0, nil
+	})
+}
+
+func TestForegroundDeletionRemovesDependentsBeforeTheOwner(t *testing.T) {
+	cs := start(t)
+	ctx := context.Background()
+	createAndWait(t, cs, "fg", 3)
+	if err := cs.AppsV1().Deployments("default").Delete(ctx, "fg", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the owner to go, last", func(ctx context.Context) (bool, error) {
+		_, err := cs.AppsV1().Deployments("default").Get(ctx, "fg", metav1.GetOptions{})
+		if err == nil {
+			return false, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		rsets, pods, err := counts(ctx, cs, "fg")
+		if err != nil {
+			return false, err
+		}
+		if rsets != 0 || pods != 0 {
+			t.Fatalf("the Deployment went before its dependents: %d ReplicaSets, %d pods left", rsets, pods)
+		}
+		return true, nil
+	})
+}
+
+func TestOrphanDeletionLeavesDependentsWithoutOwnerReference(t *testing.T) {
+	cs := start(t)
+	ctx := context.Background()
+	createAndWait(t, cs, "orphans", 2)
+	if err := cs.AppsV1().Deployments("default").Delete(ctx, "orphans", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the owner to go", func(ctx context.Context) (bool, error) {
+		_, err := cs.AppsV1().Deployments("default").Get(ctx, "orphans", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	rsets, err := cs.AppsV1().ReplicaSets("default").List(ctx, metav1.ListOptions{LabelSelector: "app=orphans"})
+	if err != nil || len(rsets.Items) != 1 {
+		t.Fatalf("the ReplicaSet should stay: %v %v", rsets, err)
+	}
+	if refs := rsets.Items[0].OwnerReferences; len(refs) != 0 {
+		t.Errorf("the orphaned ReplicaSet still has owner references: %+v", refs)
+	}
+	if _, pods, err := counts(ctx, cs, "orphans"); err != nil || pods != 2 {
+		t.Errorf("the ReplicaSet's pods should stay: %d (%v)", pods, err)
+	}
+}

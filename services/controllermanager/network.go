@@ -1,0 +1,36 @@
+package controllermanager
+
+import (
+	"context"
+
+	"skiff.dev/services/controllermanager/endpoint"
+	"skiff.dev/services/controllermanager/endpointslice"
+)
+
+// The start functions of the Service controllers (kube's
+// cmd/kube-controller-manager/app discovery.go and core.go).
+
+// EndpointSliceController and EndpointsController are kube's names for the controllers
+// that keep a Service's EndpointSlices and Endpoints.
+const (
+	EndpointSliceController = "endpointslice-controller"
+	EndpointsController     = "endpoints-controller"
+)
+
+// endpointWorkers is kube's default of --concurrent-service-endpoint-syncs and
+// --concurrent-endpointslice-syncs.
+const endpointWorkers = 5
+
+func startEndpointSliceController(ctx context.Context, cc ControllerContext) error {
+	f := cc.InformerFactory
+	c := endpointslice.NewController(f.Core().V1().Pods(), f.Core().V1().Services(), f.Discovery().V1().EndpointSlices(), cc.Client, cc.Recorder)
+	go c.Run(ctx, endpointWorkers)
+	return nil
+}
+
+func startEndpointsController(ctx context.Context, cc ControllerContext) error {
+	f := cc.InformerFactory
+	c := endpoint.NewController(f.Core().V1().Pods(), f.Core().V1().Services(), f.Core().V1().Endpoints(), cc.Client, cc.Recorder)
+	go c.Run(ctx, endpointWorkers)
+	return nil
+}

@@ -1,0 +1,61 @@
+package controllermanager
+
+import (
+	"context"
+
+	"skiff.dev/services/controllermanager/cronjob"
+	"skiff.dev/services/controllermanager/deployment"
+	"skiff.dev/services/controllermanager/garbagecollector"
+	"skiff.dev/services/controllermanager/job"
+	"skiff.dev/services/controllermanager/replicaset"
+	"skiff.dev/services/controllermanager/ttlafterfinished"
+)
+
+// The start functions of the workload controllers and the garbage collector (kube's
+// cmd/kube-controller-manager/app apps.go, batch.go and core.go).
+
+// TTLAfterFinishedController is kube's name for the controller that deletes finished
+// Jobs after ttlSecondsAfterFinished.
+const TTLAfterFinishedController = "ttl-after-finished-controller"
+
+// CronJobController is kube's name for the CronJob controller.
+const CronJobController = "cronjob-controller"
+
+// ttlAfterFinishedWorkers and cronJobWorkers are kube's defaults of
+// --concurrent-ttl-after-finished-syncs and --concurrent-cron-job-syncs.
+const (
+	ttlAfterFinishedWorkers = 5
+	cronJobWorkers          = 5
+)
+
+func startReplicaSetController(ctx context.Context, cc ControllerContext) error {
+	go replicaset.New(cc.InformerFactory, cc.Client, cc.Recorder).Run(ctx, cc.Options.ConcurrentRSSyncs)
+	return nil
+}
+
+func startDeploymentController(ctx context.Context, cc ControllerContext) error {
+	go deployment.New(cc.InformerFactory, cc.Client, cc.Recorder).Run(ctx, cc.Options.ConcurrentDeploymentSyncs)
+	return nil
+}
+
+func startJobController(ctx context.Context, cc ControllerContext) error {
+	go job.New(cc.InformerFactory, cc.Client, cc.Recorder).Run(ctx, cc.Options.ConcurrentJobSyncs)
+	return nil
+}
+
+func startTTLAfterFinishedController(ctx context.Context, cc ControllerContext) error {
+	go ttlafterfinished.New(cc.InformerFactory, cc.Client, cc.Recorder).Run(ctx, ttlAfterFinishedWorkers)
+	return nil
+}
+
+func startGarbageCollectorController(ctx context.Context, cc ControllerContext) error {
+	go garbagecollector.New(cc.InformerFactory, cc.Client, cc.Recorder).Run(ctx, cc.Options.ConcurrentGCSyncs)
+	return nil
+}
+
+func startCronJobController(ctx context.Context, cc ControllerContext) error {
+	c := cronjob.New(cc.InformerFactory, cc.Client, cc.Recorder)
+	c.Clock = cc.Clock
+	go c.Run(ctx, cronJobWorkers)
+	return nil
+}
