@@ -30,6 +30,7 @@ import (
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/certificate"
+	"skiff.dev/services/kubelet/hollow"
 	criruntime "skiff.dev/services/runtime"
 	"skiff.dev/services/runtime/containerd"
 	"skiff.dev/services/runtime/process"
@@ -89,6 +90,9 @@ type Config struct {
 	// NATSPort is the embedded NATS server's client port (4222) events travel through;
 	// 0 picks a free one; -1 runs no NATS, and components POST their events instead.
 	NATSPort int
+	// HollowNodes is how many hollow nodes (package kubelet/hollow: real kubelets over
+	// simulated runtimes, named hollow-0, hollow-1, ...) join besides the kubelet; 0 runs none.
+	HollowNodes int
 	// TraceExporter, when set, receives every service's spans (tests use
 	// tracetest.InMemoryExporter); otherwise spans go over OTLP when
 	// OTEL_EXPORTER_OTLP_ENDPOINT is set, and nowhere when it is not.
@@ -376,6 +380,19 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		}
 		return kl.Run(ctx)
 	})
+
+	if cfg.HollowNodes > 0 {
+		hollowDir := filepath.Join(dataDir, "hollow")
+		for i := range cfg.HollowNodes {
+			if err := dropStaleKubeconfig(filepath.Join(hollowDir, hollow.NodeName("", i), "kubelet.kubeconfig"), apiURL); err != nil {
+				return nil, nil, err
+			}
+		}
+		run("hollow-nodes", func(ctx context.Context) error {
+			return hollow.Run(ctx, hollow.Config{Nodes: cfg.HollowNodes, BootstrapKubeconfig: filepath.Join(kubeletDir, "bootstrap-kubelet.kubeconfig"),
+				RootDir: hollowDir, NodeIP: nodeIP, TracerProvider: obs.kubelet})
+		})
+	}
 
 	wait = func() error {
 		wg.Wait()

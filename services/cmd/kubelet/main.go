@@ -29,6 +29,7 @@ import (
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/certificate"
+	"skiff.dev/services/kubelet/hollow"
 	"skiff.dev/services/kubelet/nodestatus"
 )
 
@@ -61,6 +62,8 @@ func main() {
 	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: the --nats-cert-file file, which then holds both)")
 	podManifestPath := flag.String("pod-manifest-path", "", "directory (or file) of static pod manifests the kubelet runs on its own and mirrors into the API server; empty means none")
 	fileCheckFrequency := flag.Duration("file-check-frequency", 20*time.Second, "how often --pod-manifest-path is read again")
+	hollowNodes := flag.Int("hollow-nodes", 0, "run this many hollow nodes (kubemark's) instead of one kubelet: each the real kubelet over its own simulated runtime, joining through --bootstrap-kubeconfig, with its state under <root-dir>/<name>; no kubelet API")
+	hollowNamePrefix := flag.String("hollow-name-prefix", hollow.DefaultNamePrefix, "with --hollow-nodes, the nodes' names are this prefix followed by 0, 1, ...")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -74,6 +77,10 @@ func main() {
 	// must end that wait too.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *hollowNodes > 0 {
+		os.Exit(runHollowNodes(ctx, logger, hollow.Config{Nodes: *hollowNodes, NamePrefix: *hollowNamePrefix,
+			BootstrapKubeconfig: *bootstrapKubeconfig, RootDir: *rootDir, NodeIP: *nodeIP, Logger: logger}))
+	}
 	if *certDir == "" {
 		*certDir = filepath.Join(*rootDir, "pki")
 	}
@@ -176,6 +183,23 @@ func main() {
 		logger.Error("kubelet failed", "err", err)
 		os.Exit(1)
 	}
+}
+
+// runHollowNodes runs cfg's hollow nodes until ctx ends, traced when OTLP is set up,
+// and returns the process's exit code.
+func runHollowNodes(ctx context.Context, logger *slog.Logger, cfg hollow.Config) int {
+	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "kubelet"})
+	if err != nil {
+		logger.Error("tracing", "err", err)
+		return 1
+	}
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	cfg.TracerProvider = tp
+	if err := hollow.Run(ctx, cfg); err != nil {
+		logger.Error("hollow nodes failed", "err", err)
+		return 1
+	}
+	return 0
 }
 
 // kubeletServerTLS loads the kubelet API's serving key pair and the CA its

@@ -38,6 +38,7 @@ func main() {
 	flag.StringVar(&cfg.SandboxImage, "pod-infra-container-image", "", "the private containerd's pod sandbox (pause) image (default "+containerd.DefaultSandboxImage+")")
 	flag.StringVar(&cfg.PodCIDR, "pod-cidr", allinone.DefaultPodCIDR, "the node's pod IP range while its spec.podCIDR is empty")
 	flag.StringVar(&cfg.NodeName, "node-name", "", "the kubelet's node name (default: host name)")
+	flag.IntVar(&cfg.HollowNodes, "hollow-nodes", 0, "also run this many hollow nodes (hollow-0, hollow-1, ...): real kubelets over simulated runtimes, as kubemark's, for scale tests")
 	csrAutoApprove := flag.Bool("csr-auto-approve", true, "let csr-signer approve kubelet certificate requests that pass its checks; false leaves every request to `kubectl certificate approve`")
 	flag.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	flag.Parse()
