@@ -28,6 +28,7 @@ import (
 	"skiff.dev/services/csrsigner"
 	"skiff.dev/services/internal/embedetcd"
 	"skiff.dev/services/internal/pki"
+	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/certificate"
 	"skiff.dev/services/kubelet/hollow"
@@ -90,6 +91,9 @@ type Config struct {
 	// NATSPort is the embedded NATS server's client port (4222) events travel through;
 	// 0 picks a free one; -1 runs no NATS, and components POST their events instead.
 	NATSPort int
+	// ProfilingPort, when positive, serves Go's /debug/pprof for the whole process (every
+	// service shares it) over plain HTTP on BindAddress; 0 serves none.
+	ProfilingPort int
 	// HollowNodes is how many hollow nodes (package kubelet/hollow: real kubelets over
 	// simulated runtimes, named hollow-0, hollow-1, ...) join besides the kubelet; 0 runs none.
 	HollowNodes int
@@ -233,6 +237,13 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		}()
 	}
 	run("apiserver", func(ctx context.Context) error { return api.Serve(ctx, l) })
+	if cfg.ProfilingPort > 0 {
+		pl, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.ProfilingPort)))
+		if err != nil {
+			return nil, nil, fmt.Errorf("profiling listen: %w", err)
+		}
+		run("profiling", func(ctx context.Context) error { return serving.Serve(ctx, pl, nil, nil, serving.WithProfiling()) })
+	}
 	if err := api.EnsureSystemNamespaces(runCtx); err != nil {
 		return nil, nil, err
 	}

@@ -25,6 +25,7 @@ import (
 	"skiff.dev/services/apiserver"
 	"skiff.dev/services/internal/events"
 	"skiff.dev/services/internal/pki"
+	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
 )
 
@@ -44,6 +45,7 @@ func main() {
 	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
 	saIssuer := flag.String("service-account-issuer", "", "iss of the service-account tokens the apiserver issues (default https://kubernetes.default.svc.cluster.local)")
 	apiAudiences := flag.String("api-audiences", "", "comma-separated audiences a service-account token must name one of, and the default of a TokenRequest (default: the issuer)")
+	profilingAddress := flag.String("profiling-address", "", "where Go's /debug/pprof (and /healthz) are served over plain HTTP, e.g. 127.0.0.1:6060 (\"\" = off)")
 	flag.Parse()
 
 	var level slog.Level
@@ -77,6 +79,10 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := serveProfiling(ctx, *profilingAddress); err != nil {
+		logger.Error("profiling", "err", err)
+		os.Exit(1)
+	}
 	serviceAccounts := func(cfg *apiserver.Config) {
 		cfg.ServiceAccountIssuer = *saIssuer
 		if *apiAudiences != "" {
@@ -164,4 +170,17 @@ func run(ctx context.Context, etcdServers string, etcdTLS *tls.Config, addr, pki
 	}
 	slog.Info("serving the API", "address", "https://"+l.Addr().String(), "etcd", etcdServers)
 	return api.Serve(ctx, l)
+}
+
+// serveProfiling serves /debug/pprof on addr until ctx ends; "" serves nothing.
+func serveProfiling(ctx context.Context, addr string) error {
+	if addr == "" {
+		return nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	go func() { _ = serving.Serve(ctx, l, nil, nil, serving.WithProfiling()) }()
+	return nil
 }

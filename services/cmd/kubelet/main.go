@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/certificate"
@@ -64,9 +65,16 @@ func main() {
 	fileCheckFrequency := flag.Duration("file-check-frequency", 20*time.Second, "how often --pod-manifest-path is read again")
 	hollowNodes := flag.Int("hollow-nodes", 0, "run this many hollow nodes (kubemark's) instead of one kubelet: each the real kubelet over its own simulated runtime, joining through --bootstrap-kubeconfig, with its state under <root-dir>/<name>; no kubelet API")
 	hollowNamePrefix := flag.String("hollow-name-prefix", hollow.DefaultNamePrefix, "with --hollow-nodes, the nodes' names are this prefix followed by 0, 1, ...")
+	profilingAddress := flag.String("profiling-address", "", "where Go's /debug/pprof (and /healthz) are served over plain HTTP, e.g. 127.0.0.1:6061 (\"\" = off)")
+	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
 	flag.Parse()
 
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "kubelet: --log-level: %v\n", err)
+		os.Exit(2)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(logger)
 	logMaxSize, err := resource.ParseQuantity(*containerLogMaxSize)
 	if err != nil || logMaxSize.Value() <= 0 {
@@ -77,6 +85,14 @@ func main() {
 	// must end that wait too.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *profilingAddress != "" {
+		l, err := net.Listen("tcp", *profilingAddress)
+		if err != nil {
+			logger.Error("profiling", "err", err)
+			os.Exit(1)
+		}
+		go func() { _ = serving.Serve(ctx, l, nil, nil, serving.WithProfiling()) }()
+	}
 	if *hollowNodes > 0 {
 		os.Exit(runHollowNodes(ctx, logger, hollow.Config{Nodes: *hollowNodes, NamePrefix: *hollowNamePrefix,
 			BootstrapKubeconfig: *bootstrapKubeconfig, RootDir: *rootDir, NodeIP: *nodeIP, Logger: logger}))

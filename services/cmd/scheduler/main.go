@@ -42,6 +42,7 @@ func main() {
 	leaseDuration := flag.Duration("leader-elect-lease-duration", 15*time.Second, "how long a leader's Lease lasts without renewal")
 	renewDeadline := flag.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up")
 	retryPeriod := flag.Duration("leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the Lease")
+	profiling := flag.Bool("profiling", false, "serve Go's /debug/pprof beside /healthz and /metrics")
 	flag.Parse()
 
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -93,7 +94,7 @@ func main() {
 		registry := prometheus.NewRegistry()
 		registry.MustRegister(sched.Metrics(), recorder.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		go func() {
-			if err := serving.Serve(ctx, l, nil, registry); err != nil {
+			if err := serving.Serve(ctx, l, nil, registry, profilingOption(*profiling)...); err != nil {
 				logger.Error("health endpoints stopped", "err", err)
 			}
 		}()
@@ -154,4 +155,12 @@ func natsClientTLS(kubeconfig *rest.Config, natsURL, caFile, certFile, keyFile s
 		return nil, errors.New("--nats-cert-file and --nats-ca-file go together")
 	}
 	return events.ClientTLSFromFiles(caFile, certFile, keyFile)
+}
+
+// profilingOption is serving's option for --profiling.
+func profilingOption(on bool) []serving.Option {
+	if on {
+		return []serving.Option{serving.WithProfiling()}
+	}
+	return nil
 }
