@@ -48,6 +48,8 @@ type Result struct {
 	Creators int `json:"creators"`
 	// Errors counts failed creates.
 	Errors int `json:"errors"`
+	// Nodes counts the distinct nodes the pods were bound to.
+	Nodes int `json:"nodes"`
 	// Seconds runs from the first create call to the last pod seen Running.
 	Seconds float64 `json:"seconds"`
 	// PodsPerSecond is Pods / Seconds.
@@ -140,7 +142,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := <-watchDone; err != nil {
 		return nil, err
 	}
-	res := &Result{Pods: cfg.Pods, Creators: cfg.Creators, Errors: errCount}
+	res := &Result{Pods: cfg.Pods, Creators: cfg.Creators, Errors: errCount, Nodes: len(seen.nodes)}
 	var startup, scheduling []float64
 	last := start
 	for name, t := range created {
@@ -191,11 +193,12 @@ func benchPod(name, image string) *corev1.Pod {
 // observations are the moments the watch saw each pod bound and Running.
 type observations struct {
 	bound, running map[string]time.Time
+	nodes          map[string]bool
 	want           chan int
 }
 
 func newObservations(n int) *observations {
-	return &observations{bound: make(map[string]time.Time, n), running: make(map[string]time.Time, n), want: make(chan int, 1)}
+	return &observations{bound: make(map[string]time.Time, n), running: make(map[string]time.Time, n), nodes: map[string]bool{}, want: make(chan int, 1)}
 }
 
 // expect tells follow how many pods were created, once creation is over.
@@ -275,6 +278,7 @@ func (o *observations) observe(pod *corev1.Pod) {
 	now := time.Now()
 	if _, ok := o.bound[pod.Name]; !ok && pod.Spec.NodeName != "" {
 		o.bound[pod.Name] = now
+		o.nodes[pod.Spec.NodeName] = true
 	}
 	if _, ok := o.running[pod.Name]; !ok && pod.Status.Phase == corev1.PodRunning {
 		o.running[pod.Name] = now
