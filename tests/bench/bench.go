@@ -81,7 +81,8 @@ type ProcessUsage struct {
 	CPUSeconds float64 `json:"cpuSeconds"`
 }
 
-// Run creates cfg.Pods pods, waits until all are Running, and measures.
+// Run creates cfg.Pods pods, waits until all are Running, and measures. When only the
+// final DeleteCollection fails, the result so far is returned with the error.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Pods <= 0 || cfg.Creators <= 0 {
 		return nil, errors.New("bench: Pods and Creators must be positive")
@@ -172,7 +173,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	t = time.Now()
 	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		return nil, fmt.Errorf("bench: delete the pods: %w", err)
+		return res, fmt.Errorf("bench: delete the pods: %w", err)
 	}
 	res.DeleteCollectionMs = ms(time.Since(t))
 	return res, nil
