@@ -7,7 +7,7 @@ GOTESTFLAGS ?= -count=1 -timeout 20m
 
 FUZZTIME  ?= 10s
 
-.PHONY: all build run test test-unit test-e2e test-containerd test-fuzz bench vet fmt clean openapi
+.PHONY: all build run test test-unit test-e2e test-containerd test-fuzz bench bench-e2e vet fmt clean openapi
 
 all: build
 
@@ -59,6 +59,13 @@ openapi:
 		--go-header-file /dev/null --report-filename /dev/null \
 		--output-dir apiserver/openapi --output-pkg skiff.dev/services/apiserver/openapi \
 		--output-file zz_generated.openapi.go $(OPENAPI_PACKAGES)
+
+## bench-e2e: skiff with simulated containers and 100 hollow nodes, then skiff-bench:
+##            1,000 and 5,000 pods from 50 creators, one JSON line each. With
+##            BENCH_KUBECONFIG=path, the same runs against that cluster (any Kubernetes-compatible one).
+##            HOLLOW_PROCESS=separate runs the hollow nodes in their own process.
+bench-e2e:
+	GO="$(GO)" BIN="$(BIN)" scripts/bench-e2e.sh
 
 vet:
 	cd services && $(GO) vet ./...

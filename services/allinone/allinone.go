@@ -30,8 +30,10 @@ import (
 	"skiff.dev/services/csrsigner"
 	"skiff.dev/services/internal/embedetcd"
 	"skiff.dev/services/internal/pki"
+	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/certificate"
+	"skiff.dev/services/kubelet/hollow"
 	"skiff.dev/services/kubelet/volumemanager"
 	criruntime "skiff.dev/services/runtime"
 	"skiff.dev/services/runtime/containerd"
@@ -95,6 +97,12 @@ type Config struct {
 	// ControllerManager are the in-process controller manager's options; zero value:
 	// controllermanager.DefaultOptions().
 	ControllerManager controllermanager.Options
+	// ProfilingPort, when positive, serves Go's /debug/pprof for the whole process (every
+	// service shares it) over plain HTTP on BindAddress; 0 serves none.
+	ProfilingPort int
+	// HollowNodes is how many hollow nodes (package kubelet/hollow: real kubelets over
+	// simulated runtimes, named hollow-0, hollow-1, ...) join besides the kubelet; 0 runs none.
+	HollowNodes int
 	// TraceExporter, when set, receives every service's spans (tests use
 	// tracetest.InMemoryExporter); otherwise spans go over OTLP when
 	// OTEL_EXPORTER_OTLP_ENDPOINT is set, and nowhere when it is not.
@@ -235,6 +243,13 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		}()
 	}
 	run("apiserver", func(ctx context.Context) error { return api.Serve(ctx, l) })
+	if cfg.ProfilingPort > 0 {
+		pl, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.ProfilingPort)))
+		if err != nil {
+			return nil, nil, fmt.Errorf("profiling listen: %w", err)
+		}
+		run("profiling", func(ctx context.Context) error { return serving.Serve(ctx, pl, nil, nil, serving.WithProfiling()) })
+	}
 	if err := api.EnsureSystemNamespaces(runCtx); err != nil {
 		return nil, nil, err
 	}
@@ -403,6 +418,19 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		}
 		return kl.Run(ctx)
 	})
+
+	if cfg.HollowNodes > 0 {
+		hollowDir := filepath.Join(dataDir, "hollow")
+		for i := range cfg.HollowNodes {
+			if err := dropStaleKubeconfig(filepath.Join(hollowDir, hollow.NodeName("", i), "kubelet.kubeconfig"), apiURL); err != nil {
+				return nil, nil, err
+			}
+		}
+		run("hollow-nodes", func(ctx context.Context) error {
+			return hollow.Run(ctx, hollow.Config{Nodes: cfg.HollowNodes, BootstrapKubeconfig: filepath.Join(kubeletDir, "bootstrap-kubelet.kubeconfig"),
+				RootDir: hollowDir, NodeIP: nodeIP, TracerProvider: obs.kubelet})
+		})
+	}
 
 	wait = func() error {
 		wg.Wait()

@@ -21,6 +21,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"skiff.dev/services/internal/tracing"
 )
 
 // MaxMsgSize is the largest CRI message, in bytes, either side accepts: the
@@ -39,8 +41,8 @@ const GracefulStopTimeout = 5 * time.Second
 // socket is mode 0600: whoever can reach a CRI socket can run anything on the
 // node. It returns nil after a stop caused by ctx, otherwise the error that
 // ended serving. Servers get OpenTelemetry spans from the global tracer
-// provider (a no-op unless tracing is set up), so the runtime's side of each
-// CRI call joins the kubelet's trace.
+// provider when tracing is set up (none otherwise), so the runtime's side of
+// each CRI call joins the kubelet's trace.
 func Serve(ctx context.Context, socketPath string, rs runtimeapi.RuntimeServiceServer, is runtimeapi.ImageServiceServer) error {
 	if err := os.MkdirAll(filepath.Dir(socketPath), 0o755); err != nil {
 		return fmt.Errorf("serve CRI: %w", err)
@@ -61,7 +63,7 @@ func Serve(ctx context.Context, socketPath string, rs runtimeapi.RuntimeServiceS
 	srv := grpc.NewServer(
 		grpc.MaxRecvMsgSize(MaxMsgSize),
 		grpc.MaxSendMsgSize(MaxMsgSize),
-		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+		tracing.GRPCServerOption(nil),
 	)
 	runtimeapi.RegisterRuntimeServiceServer(srv, rs)
 	runtimeapi.RegisterImageServiceServer(srv, is)

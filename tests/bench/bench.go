@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -47,6 +48,8 @@ type Result struct {
 	Creators int `json:"creators"`
 	// Errors counts failed creates.
 	Errors int `json:"errors"`
+	// Nodes counts the distinct nodes the pods were bound to.
+	Nodes int `json:"nodes"`
 	// Seconds runs from the first create call to the last pod seen Running.
 	Seconds float64 `json:"seconds"`
 	// PodsPerSecond is Pods / Seconds.
@@ -78,7 +81,8 @@ type ProcessUsage struct {
 	CPUSeconds float64 `json:"cpuSeconds"`
 }
 
-// Run creates cfg.Pods pods, waits until all are Running, and measures.
+// Run creates cfg.Pods pods, waits until all are Running, and measures. When only the
+// final DeleteCollection fails, the result so far is returned with the error.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Pods <= 0 || cfg.Creators <= 0 {
 		return nil, errors.New("bench: Pods and Creators must be positive")
@@ -99,17 +103,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if len(list.Items) > 0 {
 		return nil, fmt.Errorf("bench: namespace %s already holds %d pods", cfg.Namespace, len(list.Items))
 	}
-	w, err := pods.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		return nil, fmt.Errorf("bench: watch: %w", err)
-	}
-	defer w.Stop()
-
 	var mu sync.Mutex
 	created := make(map[string]time.Time, cfg.Pods)
 	seen := newObservations(cfg.Pods)
 	watchDone := make(chan error, 1)
-	go func() { watchDone <- seen.follow(ctx, w, cfg.Pods) }()
+	go func() { watchDone <- seen.follow(ctx, pods, list.ResourceVersion, cfg.Pods) }()
 
 	start := time.Now()
 	names := make(chan int)
@@ -145,7 +143,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := <-watchDone; err != nil {
 		return nil, err
 	}
-	res := &Result{Pods: cfg.Pods, Creators: cfg.Creators, Errors: errCount}
+	res := &Result{Pods: cfg.Pods, Creators: cfg.Creators, Errors: errCount, Nodes: len(seen.nodes)}
 	var startup, scheduling []float64
 	last := start
 	for name, t := range created {
@@ -175,7 +173,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	t = time.Now()
 	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		return nil, fmt.Errorf("bench: delete the pods: %w", err)
+		return res, fmt.Errorf("bench: delete the pods: %w", err)
 	}
 	res.DeleteCollectionMs = ms(time.Since(t))
 	return res, nil
@@ -196,23 +194,54 @@ func benchPod(name, image string) *corev1.Pod {
 // observations are the moments the watch saw each pod bound and Running.
 type observations struct {
 	bound, running map[string]time.Time
+	nodes          map[string]bool
 	want           chan int
 }
 
 func newObservations(n int) *observations {
-	return &observations{bound: make(map[string]time.Time, n), running: make(map[string]time.Time, n), want: make(chan int, 1)}
+	return &observations{bound: make(map[string]time.Time, n), running: make(map[string]time.Time, n), nodes: map[string]bool{}, want: make(chan int, 1)}
 }
 
 // expect tells follow how many pods were created, once creation is over.
 func (o *observations) expect(n int) { o.want <- n }
 
-// follow records events until as many pods as expected are Running.
-func (o *observations) follow(ctx context.Context, w watch.Interface, max int) error {
+// follow records events until as many pods as expected are Running. Like a reflector,
+// it watches again from the last resourceVersion it saw when the apiserver ends the
+// watch (kube-apiserver and skiff's both end a watcher that falls behind), and lists
+// again when that resourceVersion is gone (410).
+func (o *observations) follow(ctx context.Context, pods podClient, resourceVersion string, max int) error {
 	want := max
-	wantKnown := false
+	wantKnown, relist := false, false
+	var w watch.Interface
+	defer func() {
+		if w != nil {
+			w.Stop()
+		}
+	}()
 	for {
 		if wantKnown && len(o.running) >= want {
 			return nil
+		}
+		if w == nil && relist {
+			list, err := pods.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return fmt.Errorf("bench: list again: %w", err)
+			}
+			for i := range list.Items {
+				o.observe(&list.Items[i])
+			}
+			resourceVersion, relist = list.ResourceVersion, false
+		}
+		if w == nil {
+			var err error
+			w, err = pods.Watch(ctx, metav1.ListOptions{ResourceVersion: resourceVersion, AllowWatchBookmarks: true})
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				relist = true
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("bench: watch: %w", err)
+			}
 		}
 		select {
 		case n := <-o.want:
@@ -221,21 +250,46 @@ func (o *observations) follow(ctx context.Context, w watch.Interface, max int) e
 			return fmt.Errorf("bench: %d of %d pods Running when time ran out: %w", len(o.running), want, ctx.Err())
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return fmt.Errorf("bench: the watch ended with %d of %d pods Running", len(o.running), want)
+				w.Stop()
+				w = nil
+				continue
+			}
+			if ev.Type == watch.Error {
+				if status, isStatus := ev.Object.(*metav1.Status); isStatus && status.Code == 410 {
+					relist = true
+				}
+				w.Stop()
+				w = nil
+				continue
 			}
 			pod, isPod := ev.Object.(*corev1.Pod)
 			if !isPod {
 				continue
 			}
-			now := time.Now()
-			if _, ok := o.bound[pod.Name]; !ok && pod.Spec.NodeName != "" {
-				o.bound[pod.Name] = now
-			}
-			if _, ok := o.running[pod.Name]; !ok && pod.Status.Phase == corev1.PodRunning {
-				o.running[pod.Name] = now
+			resourceVersion = pod.ResourceVersion
+			if ev.Type != watch.Bookmark {
+				o.observe(pod)
 			}
 		}
 	}
+}
+
+// observe records the moment pod is first seen bound and first seen Running.
+func (o *observations) observe(pod *corev1.Pod) {
+	now := time.Now()
+	if _, ok := o.bound[pod.Name]; !ok && pod.Spec.NodeName != "" {
+		o.bound[pod.Name] = now
+		o.nodes[pod.Spec.NodeName] = true
+	}
+	if _, ok := o.running[pod.Name]; !ok && pod.Status.Phase == corev1.PodRunning {
+		o.running[pod.Name] = now
+	}
+}
+
+// podClient is what follow needs of a namespace's pods.
+type podClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -20,15 +22,15 @@ import (
 )
 
 // TestBenchmarkRunsAgainstSkiff runs the benchmark once at a small size against the
-// all-in-one with simulated containers, to prove it works end to end; the figures
-// themselves come from `make bench-e2e`, never from a test.
+// all-in-one with simulated containers and 10 hollow nodes, to prove both work end to
+// end; the figures themselves come from `make bench-e2e`, never from a test.
 func TestBenchmarkRunsAgainstSkiff(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "skiff")
 	if out, err := exec.Command("go", "build", "-o", bin, "skiff.dev/services/cmd/skiff").CombinedOutput(); err != nil {
 		t.Fatalf("building skiff: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "--data-dir", filepath.Join(dir, "data"), "--runtime", "sim", "--node-name", "bench",
+	cmd := exec.Command(bin, "--data-dir", filepath.Join(dir, "data"), "--runtime", "sim", "--node-name", "bench", "--hollow-nodes", "10",
 		"--apiserver-port", "0", "--etcd-port", "0", "--exec-proxy-port", "0", "--kubelet-port", "0", "--nats-port", "0")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -70,13 +72,35 @@ func TestBenchmarkRunsAgainstSkiff(t *testing.T) {
 	cfg.QPS = -1
 	client := kubernetes.NewForConfigOrDie(cfg)
 
-	res, err := bench.Run(context.Background(), bench.Config{Client: client, Namespace: "bench", Pods: 60, Creators: 6,
-		Image: "pause", Processes: map[string]int{"skiff": cmd.Process.Pid}, Timeout: 3 * time.Minute})
+	// The bench node and hollow-0 … hollow-9, each through its own TLS bootstrap.
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ready := 0
+		for _, n := range nodes.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready == 11, nil
+	}); err != nil {
+		t.Fatalf("11 Ready nodes (bench, hollow-0 … hollow-9): %v", err)
+	}
+
+	res, err := bench.Run(context.Background(), bench.Config{Client: client, Namespace: "bench", Pods: 200, Creators: 10,
+		Image: "pause", Processes: map[string]int{"skiff": cmd.Process.Pid}, Timeout: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	line, _ := json.Marshal(res)
 	t.Logf("%s", line)
+	if res.Nodes < 2 {
+		t.Errorf("want the pods spread over the hollow nodes too, got %d node(s)", res.Nodes)
+	}
 	if res.Errors != 0 || res.PodsPerSecond <= 0 {
 		t.Errorf("want every pod created and Running, got %s", line)
 	}

@@ -25,6 +25,7 @@ import (
 	"skiff.dev/services/apiserver"
 	"skiff.dev/services/internal/events"
 	"skiff.dev/services/internal/pki"
+	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
 )
 
@@ -49,6 +50,7 @@ func main() {
 	advertiseAddress := flag.String("advertise-address", "", "IP the kubernetes Service's endpoints point at (default: the host's default-route address)")
 	maxInflight := flag.Int("max-requests-inflight", apiserver.DefaultMaxRequestsInFlight, "read-only requests (get, list) served at once; beyond, 429 (0 = unlimited; watches, streams, nodes and the control plane are not counted)")
 	maxMutatingInflight := flag.Int("max-mutating-requests-inflight", apiserver.DefaultMaxMutatingRequestsInFlight, "mutating requests served at once; beyond, 429 (0 = unlimited)")
+	profilingAddress := flag.String("profiling-address", "", "where Go's /debug/pprof (and /healthz) are served over plain HTTP, e.g. 127.0.0.1:6060 (\"\" = off)")
 	flag.Parse()
 
 	var level slog.Level
@@ -82,6 +84,10 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := serveProfiling(ctx, *profilingAddress); err != nil {
+		logger.Error("profiling", "err", err)
+		os.Exit(1)
+	}
 	var advertiseIP net.IP
 	if *advertiseAddress != "" {
 		if advertiseIP = net.ParseIP(*advertiseAddress); advertiseIP == nil {
@@ -178,4 +184,17 @@ func run(ctx context.Context, etcdServers string, etcdTLS *tls.Config, addr, pki
 	}
 	slog.Info("serving the API", "address", "https://"+l.Addr().String(), "etcd", etcdServers)
 	return api.Serve(ctx, l)
+}
+
+// serveProfiling serves /debug/pprof on addr until ctx ends; "" serves nothing.
+func serveProfiling(ctx context.Context, addr string) error {
+	if addr == "" {
+		return nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	go func() { _ = serving.Serve(ctx, l, nil, nil, serving.WithProfiling()) }()
+	return nil
 }

@@ -36,6 +36,7 @@ func main() {
 	natsCAFile := flag.String("nats-ca-file", "", "CA verifying NATS's serving certificate (default: <pki-dir>/ca.crt)")
 	natsCertFile := flag.String("nats-cert-file", "", "client certificate toward NATS, which requires mutual TLS (default: <pki-dir>/csr-signer.crt)")
 	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: <pki-dir>/csr-signer.key)")
+	profiling := flag.Bool("profiling", false, "serve Go's /debug/pprof beside /healthz and /metrics")
 	flag.Parse()
 
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -99,7 +100,7 @@ func main() {
 		registry := prometheus.NewRegistry()
 		registry.MustRegister(controller.Metrics(), recorder.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		go func() {
-			if err := serving.Serve(ctx, l, controller.Ready, registry); err != nil {
+			if err := serving.Serve(ctx, l, controller.Ready, registry, profilingOption(*profiling)...); err != nil {
 				logger.Error("health endpoints stopped", "err", err)
 			}
 		}()
@@ -115,4 +116,12 @@ func orDefault(value, def string) string {
 		return def
 	}
 	return value
+}
+
+// profilingOption is serving's option for --profiling.
+func profilingOption(on bool) []serving.Option {
+	if on {
+		return []serving.Option{serving.WithProfiling()}
+	}
+	return nil
 }

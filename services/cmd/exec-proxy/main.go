@@ -35,17 +35,18 @@ func main() {
 	kubeletCert := flag.String("kubelet-client-certificate", "", "client certificate toward kubelets (pki: exec-proxy.crt)")
 	kubeletKey := flag.String("kubelet-client-key", "", "client key toward kubelets (pki: exec-proxy.key)")
 	healthAddress := flag.String("health-address", "", "where /healthz, /livez, /readyz and /metrics are served over plain HTTP (\"\" = off; /healthz is also on the HTTPS port)")
+	profiling := flag.Bool("profiling", false, "serve Go's /debug/pprof beside /healthz and /metrics")
 	flag.Parse()
 
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	slog.SetDefault(logger)
-	if err := run(logger, *kubeconfig, net.JoinHostPort(*bindAddress, strconv.Itoa(*port)), *certFile, *keyFile, *caFile, *kubeletCert, *kubeletKey, *healthAddress); err != nil {
+	if err := run(logger, *kubeconfig, net.JoinHostPort(*bindAddress, strconv.Itoa(*port)), *certFile, *keyFile, *caFile, *kubeletCert, *kubeletKey, *healthAddress, profilingOption(*profiling)); err != nil {
 		logger.Error("exec-proxy stopped", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(logger *slog.Logger, kubeconfig, addr, certFile, keyFile, caFile, kubeletCertFile, kubeletKeyFile, healthAddress string) error {
+func run(logger *slog.Logger, kubeconfig, addr, certFile, keyFile, caFile, kubeletCertFile, kubeletKeyFile, healthAddress string, healthOptions []serving.Option) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -92,7 +93,7 @@ func run(logger *slog.Logger, kubeconfig, addr, certFile, keyFile, caFile, kubel
 		registry := prometheus.NewRegistry()
 		registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		go func() {
-			if err := serving.Serve(ctx, hl, nil, registry); err != nil {
+			if err := serving.Serve(ctx, hl, nil, registry, healthOptions...); err != nil {
 				logger.Error("health endpoints stopped", "err", err)
 			}
 		}()
@@ -103,4 +104,12 @@ func run(logger *slog.Logger, kubeconfig, addr, certFile, keyFile, caFile, kubel
 	}
 	logger.Info("serving exec-proxy", "addr", l.Addr().String())
 	return p.Serve(ctx, l, &tls.Config{Certificates: []tls.Certificate{servingCert}, ClientCAs: ca})
+}
+
+// profilingOption is serving's option for --profiling.
+func profilingOption(on bool) []serving.Option {
+	if on {
+		return []serving.Option{serving.WithProfiling()}
+	}
+	return nil
 }

@@ -26,10 +26,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/certificate"
 	"skiff.dev/services/kubelet/eviction"
+	"skiff.dev/services/kubelet/hollow"
 	"skiff.dev/services/kubelet/nodestatus"
 )
 
@@ -63,9 +65,18 @@ func main() {
 	podManifestPath := flag.String("pod-manifest-path", "", "directory (or file) of static pod manifests the kubelet runs on its own and mirrors into the API server; empty means none")
 	fileCheckFrequency := flag.Duration("file-check-frequency", 20*time.Second, "how often --pod-manifest-path is read again")
 	evictionHard := flag.String("eviction-hard", eviction.DefaultEvictionHard, "thresholds (signal<quantity or percentage, comma-separated; signals memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available) below which the node reports MemoryPressure, DiskPressure or PIDPressure; pods are not evicted")
+	hollowNodes := flag.Int("hollow-nodes", 0, "run this many hollow nodes (kubemark's) instead of one kubelet: each the real kubelet over its own simulated runtime, joining through --bootstrap-kubeconfig, with its state under <root-dir>/<name>; no kubelet API")
+	hollowNamePrefix := flag.String("hollow-name-prefix", hollow.DefaultNamePrefix, "with --hollow-nodes, the nodes' names are this prefix followed by 0, 1, ...")
+	profilingAddress := flag.String("profiling-address", "", "where Go's /debug/pprof (and /healthz) are served over plain HTTP, e.g. 127.0.0.1:6061 (\"\" = off)")
+	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
 	flag.Parse()
 
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "kubelet: --log-level: %v\n", err)
+		os.Exit(2)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(logger)
 	logMaxSize, err := resource.ParseQuantity(*containerLogMaxSize)
 	if err != nil || logMaxSize.Value() <= 0 {
@@ -76,6 +87,18 @@ func main() {
 	// must end that wait too.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *profilingAddress != "" {
+		l, err := net.Listen("tcp", *profilingAddress)
+		if err != nil {
+			logger.Error("profiling", "err", err)
+			os.Exit(1)
+		}
+		go func() { _ = serving.Serve(ctx, l, nil, nil, serving.WithProfiling()) }()
+	}
+	if *hollowNodes > 0 {
+		os.Exit(runHollowNodes(ctx, logger, hollow.Config{Nodes: *hollowNodes, NamePrefix: *hollowNamePrefix,
+			BootstrapKubeconfig: *bootstrapKubeconfig, RootDir: *rootDir, NodeIP: *nodeIP, Logger: logger}))
+	}
 	thresholds, err := eviction.ParseThresholds(*evictionHard)
 	if err != nil {
 		logger.Error("--eviction-hard", "err", err)
@@ -184,6 +207,23 @@ func main() {
 		logger.Error("kubelet failed", "err", err)
 		os.Exit(1)
 	}
+}
+
+// runHollowNodes runs cfg's hollow nodes until ctx ends, traced when OTLP is set up,
+// and returns the process's exit code.
+func runHollowNodes(ctx context.Context, logger *slog.Logger, cfg hollow.Config) int {
+	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "kubelet"})
+	if err != nil {
+		logger.Error("tracing", "err", err)
+		return 1
+	}
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	cfg.TracerProvider = tp
+	if err := hollow.Run(ctx, cfg); err != nil {
+		logger.Error("hollow nodes failed", "err", err)
+		return 1
+	}
+	return 0
 }
 
 // kubeletServerTLS loads the kubelet API's serving key pair and the CA its

@@ -35,6 +35,7 @@ func main() {
 	// only the holder binds.
 	election := leaderelection.DefaultOptions("kube-scheduler")
 	election.AddFlags(flag.CommandLine)
+	profiling := flag.Bool("profiling", false, "serve Go's /debug/pprof beside /healthz and /metrics")
 	flag.Parse()
 
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -86,7 +87,7 @@ func main() {
 		registry := prometheus.NewRegistry()
 		registry.MustRegister(sched.Metrics(), recorder.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		go func() {
-			if err := serving.Serve(ctx, l, nil, registry); err != nil {
+			if err := serving.Serve(ctx, l, nil, registry, profilingOption(*profiling)...); err != nil {
 				logger.Error("health endpoints stopped", "err", err)
 			}
 		}()
@@ -102,4 +103,12 @@ func main() {
 		logger.Error("scheduler stopped", "err", err)
 		os.Exit(1)
 	}
+}
+
+// profilingOption is serving's option for --profiling.
+func profilingOption(on bool) []serving.Option {
+	if on {
+		return []serving.Option{serving.WithProfiling()}
+	}
+	return nil
 }

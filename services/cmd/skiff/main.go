@@ -40,6 +40,9 @@ func main() {
 	flag.StringVar(&cfg.SandboxImage, "pod-infra-container-image", "", "the private containerd's pod sandbox (pause) image (default "+containerd.DefaultSandboxImage+")")
 	flag.StringVar(&cfg.PodCIDR, "pod-cidr", allinone.DefaultPodCIDR, "the node's pod IP range while its spec.podCIDR is empty")
 	flag.StringVar(&cfg.NodeName, "node-name", "", "the kubelet's node name (default: host name)")
+	profiling := flag.Bool("profiling", false, "serve Go's /debug/pprof for every service of the process on --profiling-port")
+	profilingPort := flag.Int("profiling-port", 6060, "port of /debug/pprof with --profiling, on --bind-address")
+	flag.IntVar(&cfg.HollowNodes, "hollow-nodes", 0, "also run this many hollow nodes (hollow-0, hollow-1, ...): real kubelets over simulated runtimes, as kubemark's, for scale tests")
 	csrAutoApprove := flag.Bool("csr-auto-approve", true, "let csr-signer approve kubelet certificate requests that pass its checks; false leaves every request to `kubectl certificate approve`")
 	flag.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	// The in-process controller manager takes kube-controller-manager's flags
@@ -48,6 +51,9 @@ func main() {
 	cfg.ControllerManager.AddFlags(flag.CommandLine)
 	flag.Parse()
 	cfg.Runtime = allinone.Runtime(runtimeName)
+	if *profiling {
+		cfg.ProfilingPort = *profilingPort
+	}
 	cfg.ManualCSRApproval = !*csrAutoApprove
 
 	var level slog.Level

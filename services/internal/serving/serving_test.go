@@ -63,6 +63,40 @@ func TestEndpoints(t *testing.T) {
 	}
 }
 
+func TestProfiling(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		opts     []Option
+		wantCode int
+	}{
+		{"off by default", nil, http.StatusNotFound},
+		{"served with WithProfiling", []Option{WithProfiling()}, http.StatusOK},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- Serve(ctx, l, nil, nil, c.opts...) }()
+			defer func() { cancel(); <-done }()
+			resp, err := http.Get("http://" + l.Addr().String() + "/debug/pprof/goroutine?debug=1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.wantCode {
+				t.Fatalf("/debug/pprof/goroutine: %d, want %d", resp.StatusCode, c.wantCode)
+			}
+			if c.wantCode == http.StatusOK && !strings.Contains(string(body), "goroutine profile") {
+				t.Errorf("/debug/pprof/goroutine is no goroutine profile: %.200s", body)
+			}
+		})
+	}
+}
+
 func TestServeTLSRequiresClientCAs(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -166,13 +166,23 @@ func WrapTransport(tp trace.TracerProvider) func(http.RoundTripper) http.RoundTr
 }
 
 // GRPCClientOption traces a gRPC client's calls (CRI, etcd): a client span per RPC named
-// after the full method, e.g. "runtime.v1.RuntimeService/RunPodSandbox".
+// after the full method, e.g. "runtime.v1.RuntimeService/RunPodSandbox"; nil tp means
+// the global provider. With tracing off it adds nothing: otelgrpc's stats handler costs
+// a context, attributes and metadata per call even over a no-op provider, and no span
+// would carry the trace on.
 func GRPCClientOption(tp trace.TracerProvider) grpc.DialOption {
+	if isNoop(orGlobal(tp)) {
+		return grpc.EmptyDialOption{}
+	}
 	return grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(orGlobal(tp)), otelgrpc.WithPropagators(Propagator)))
 }
 
-// GRPCServerOption traces a gRPC server's calls (the built-in CRI runtimes).
+// GRPCServerOption traces a gRPC server's calls (the built-in CRI runtimes); nil tp
+// means the global provider. With tracing off it adds nothing, as GRPCClientOption.
 func GRPCServerOption(tp trace.TracerProvider) grpc.ServerOption {
+	if isNoop(orGlobal(tp)) {
+		return grpc.EmptyServerOption{}
+	}
 	return grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(orGlobal(tp)), otelgrpc.WithPropagators(Propagator)))
 }
 

@@ -61,10 +61,12 @@ func main() {
 	defer stop()
 	res, err := bench.Run(ctx, bench.Config{Client: client, Namespace: *namespace, Pods: *podCount, Creators: *creators,
 		Image: *image, Processes: processes, Timeout: *timeout})
+	if res != nil {
+		_ = json.NewEncoder(os.Stdout).Encode(res)
+	}
 	if err != nil {
 		fail(err)
 	}
-	_ = json.NewEncoder(os.Stdout).Encode(res)
 }
 
 func fail(err error) {

@@ -1,0 +1,172 @@
+// Package hollow runs many hollow nodes in one process, as Kubernetes' kubemark does
+// (cmd/kubemark, pkg/kubemark/hollow_kubelet.go): each is the real kubelet (syncLoop,
+// PLEG, pod workers, status manager, node status and Lease) over its own simulated CRI
+// runtime (package sim) served on its own unix socket, so the kubelet still speaks only
+// CRI. Each joins the cluster as any kubelet does, through its own TLS bootstrap
+// (a CertificateSigningRequest for system:node:<name>). Hollow kubelets serve no
+// kubelet API (no exec, attach or logs) and publish their events by POSTing them.
+package hollow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"go.opentelemetry.io/otel/trace"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/tracing"
+	"skiff.dev/services/kubelet"
+	"skiff.dev/services/kubelet/certificate"
+	criruntime "skiff.dev/services/runtime"
+	"skiff.dev/services/runtime/sim"
+)
+
+// DefaultNamePrefix starts every hollow node's name: hollow-0, hollow-1, ...
+const DefaultNamePrefix = "hollow-"
+
+// Config is a set of hollow nodes.
+type Config struct {
+	// Nodes is how many hollow nodes run; at least 1.
+	Nodes int
+	// NamePrefix starts each node's name, followed by its index; "" means
+	// DefaultNamePrefix.
+	NamePrefix string
+	// BootstrapKubeconfig is the kubeconfig with a bootstrap token each node requests
+	// its client certificate with; required.
+	BootstrapKubeconfig string
+	// RootDir holds one directory per node (<RootDir>/<name>: kubeconfig, key pairs,
+	// pod logs and the sim runtime's socket); required.
+	RootDir string
+	// NodeIP is the InternalIP every hollow node reports; "" means the kubelet's default.
+	NodeIP string
+	// Capacity overrides entries of each node's capacity (kubelet.Config.Capacity).
+	Capacity v1.ResourceList
+	// TracerProvider traces the kubelets' requests, syncs and CRI calls; nil means none.
+	TracerProvider trace.TracerProvider
+	// Logger receives the kubelets' logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// NodeName is the name of hollow node i: prefix followed by i.
+func NodeName(prefix string, i int) string {
+	if prefix == "" {
+		prefix = DefaultNamePrefix
+	}
+	return fmt.Sprintf("%s%d", prefix, i)
+}
+
+// Run starts cfg.Nodes hollow nodes and runs them until ctx ends; each node's runtime
+// and kubelet stop with it. A node that cannot start (its bootstrap failed, its socket
+// cannot be served) ends every node: Run returns that error once all have stopped,
+// and nil after a stop caused by ctx.
+func Run(ctx context.Context, cfg Config) error {
+	switch {
+	case cfg.Nodes < 1:
+		return errors.New("hollow: Nodes must be at least 1")
+	case cfg.BootstrapKubeconfig == "":
+		return errors.New("hollow: BootstrapKubeconfig is required")
+	case cfg.RootDir == "":
+		return errors.New("hollow: RootDir is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = tracing.Noop()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, cfg.Nodes)
+	for i := range cfg.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := runNode(ctx, cfg, NodeName(cfg.NamePrefix, i)); err != nil && ctx.Err() == nil {
+				errs[i] = err
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// runNode runs one hollow node: its sim runtime on <dir>/sim.sock, its TLS bootstrap,
+// then its kubelet, until ctx ends.
+func runNode(ctx context.Context, cfg Config, name string) error {
+	dir := filepath.Join(cfg.RootDir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("hollow node %s: %w", name, err)
+	}
+	logger := cfg.Logger.With("hollowNode", name)
+	rt := sim.NewHollow()
+	defer rt.Close()
+	socket := filepath.Join(dir, "sim.sock")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() {
+		err := criruntime.Serve(ctx, socket, rt, rt)
+		if err != nil {
+			cancel() // the kubelet would wait for a runtime that is gone
+		}
+		served <- err
+	}()
+
+	err := func() error {
+		restConfig, _, err := certificate.NewClientConfig(ctx, certificate.ClientOptions{
+			NodeName:                name,
+			KubeconfigPath:          filepath.Join(dir, "kubelet.kubeconfig"),
+			BootstrapKubeconfigPath: cfg.BootstrapKubeconfig,
+			CertDir:                 filepath.Join(dir, "pki"),
+			RotateCertificates:      true,
+			Logger:                  logger,
+		})
+		if err != nil {
+			return err
+		}
+		restConfig.QPS, restConfig.UserAgent = -1, "skiff-kubelet-hollow"
+		restConfig.WrapTransport = tracing.WrapTransport(cfg.TracerProvider)
+		client, err := kubernetes.NewForConfig(restConfig)
+		if err != nil {
+			return err
+		}
+		recorder, err := events.New(events.Config{Component: "kubelet", Host: name, Client: client})
+		if err != nil {
+			return err
+		}
+		go func() { _ = recorder.Run(ctx) }()
+		kl, err := kubelet.New(kubelet.Config{
+			NodeName:        name,
+			Client:          client,
+			RuntimeEndpoint: "unix://" + socket,
+			RootDir:         dir,
+			NodeIP:          cfg.NodeIP,
+			NodeLabels:      map[string]string{"skiff.dev/hollow-node": "true"},
+			Capacity:        cfg.Capacity,
+			Logger:          logger,
+			Recorder:        recorder,
+			TracerProvider:  cfg.TracerProvider,
+		})
+		if err != nil {
+			return err
+		}
+		return kl.Run(ctx)
+	}()
+	cancel()
+	if serveErr := <-served; serveErr != nil {
+		err = errors.Join(err, serveErr)
+	}
+	if err != nil {
+		return fmt.Errorf("hollow node %s: %w", name, err)
+	}
+	return nil
+}
