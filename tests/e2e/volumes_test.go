@@ -9,6 +9,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -149,5 +150,27 @@ func TestVolumesAndEnv(t *testing.T) {
 			out, _ := c.kubectl(ctx, "get", "events", "--field-selector", "involvedObject.name=badenv,reason=Failed", "-o", "jsonpath={.items[*].message}")
 			return strings.Contains(out, "Error: "+message), fmt.Sprintf("Failed events: %q", out)
 		})
+	})
+
+	t.Run("a container allocating past its memory limit is OOMKilled", func(t *testing.T) {
+		hog := corev1.Container{Name: "hog", Image: "busybox", Command: []string{"sh", "-c", "tail /dev/zero"},
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi")}}}
+		create(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hog"}, Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{hog}}})
+		eventually(t, 90*time.Second, func() (bool, string) {
+			pod, err := c.client.CoreV1().Pods("default").Get(ctx, "hog", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			cs := containerStatus(pod)
+			if cs == nil || cs.State.Terminated == nil {
+				return false, fmt.Sprintf("status %+v", pod.Status.ContainerStatuses)
+			}
+			term := cs.State.Terminated
+			return term.Reason == "OOMKilled" && term.ExitCode == 137, fmt.Sprintf("terminated %s, exit code %d", term.Reason, term.ExitCode)
+		})
+		if out := c.mustKubectl(ctx, "get", "pod", "hog", "--no-headers"); !strings.Contains(out, "OOMKilled") {
+			t.Errorf("kubectl get pod hog: %q, want STATUS OOMKilled", out)
+		}
 	})
 }
