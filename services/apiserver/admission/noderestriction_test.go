@@ -76,6 +76,8 @@ func TestNodeRestriction(t *testing.T) {
 			object: node("n1", map[string]string{"node-role.kubernetes.io/worker": ""}, unreachable), old: node("n1", map[string]string{"node-role.kubernetes.io/worker": ""}, unreachable)},
 		{name: "a node may not update another Node", op: admission.Update, resource: nodes, sub: "status", obj: "n2",
 			object: node("n2", nil), old: node("n2", nil), forbids: `node "n1" is not allowed to modify node "n2"`},
+		{name: "a node's status write carrying taints it has not seen yet is let through (nodes/status keeps the stored spec)",
+			op: admission.Update, resource: nodes, sub: "status", obj: "n1", object: node("n1", nil), old: node("n1", nil, unreachable)},
 		{name: "a node may not remove its taints", op: admission.Update, resource: nodes, obj: "n1",
 			object: node("n1", nil), old: node("n1", nil, unreachable), forbids: `node "n1" is not allowed to modify taints`},
 		{name: "a node may not add kubernetes.io labels on update", op: admission.Update, resource: nodes, obj: "n1",
