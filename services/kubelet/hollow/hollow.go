@@ -23,6 +23,7 @@ import (
 	"skiff.dev/services/internal/events"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet"
+	"skiff.dev/services/kubelet/volumemanager"
 	"skiff.dev/services/kubelet/certificate"
 	criruntime "skiff.dev/services/runtime"
 	"skiff.dev/services/runtime/sim"
@@ -96,6 +97,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}()
 	}
 	wg.Wait()
+	// The hollow kubelets mount their pods' tmpfs volumes (secrets, the service-account
+	// token) for real; none may outlive the nodes, or their directories cannot be removed.
+	errs = append(errs, volumemanager.UnmountAll(cfg.RootDir))
 	return errors.Join(errs...)
 }
 
