@@ -23,8 +23,8 @@ import (
 	"skiff.dev/services/internal/events"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet"
-	"skiff.dev/services/kubelet/volumemanager"
 	"skiff.dev/services/kubelet/certificate"
+	"skiff.dev/services/kubelet/volumemanager"
 	criruntime "skiff.dev/services/runtime"
 	"skiff.dev/services/runtime/sim"
 )
