@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"skiff.dev/services/kubelet/volumemanager"
 )
 
 // restartable is a service process the test can kill and start again with the same
@@ -101,6 +103,10 @@ func TestNodeLifecycle(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 	kubeletDir := filepath.Join(dir, "kubelet")
+	// The kubelet mounts its pods' token volumes (tmpfs) for real and is killed without a
+	// chance to unmount them: they must go before the directory can be removed. Cleanups
+	// run last-registered first, so this runs after the kubelet's stop and before dir's removal.
+	t.Cleanup(func() { _ = volumemanager.UnmountAll(kubeletDir) })
 	kubelet := startRestartable(t, kubeletBin, "--node-name", node,
 		"--bootstrap-kubeconfig", filepath.Join(pkiDir, "bootstrap-kubelet.kubeconfig"),
 		"--kubeconfig", filepath.Join(kubeletDir, "kubelet.kubeconfig"), "--root-dir", kubeletDir,
