@@ -5,15 +5,27 @@ DATA_DIR  ?= $(CURDIR)/skiff-data
 BIN       := $(CURDIR)/bin
 GOTESTFLAGS ?= -count=1 -timeout 20m
 
-FUZZTIME  ?= 10s
+FUZZTIME  ?= 10000x
+# CoreDNS, run unmodified as the cluster DNS (bin/coredns for the all-in-one; the
+# coredns/coredns image of deploy/offline/build.sh carries the same version).
+COREDNS_VERSION ?= v1.15.0
 
-.PHONY: all build run test test-unit test-e2e test-containerd test-fuzz bench bench-e2e vet fmt clean openapi
+.PHONY: all build run test test-unit test-e2e test-containerd test-fuzz bench bench-e2e vet fmt clean openapi proto proto-check coredns
 
 all: build
 
 ## build: compile every service binary into bin/
 build:
 	cd services && $(GO) build -o $(BIN)/ ./cmd/...
+
+## coredns: bin/coredns, CoreDNS COREDNS_VERSION from the Go module proxy (static), which
+##          the all-in-one runs as its cluster DNS when it finds it beside bin/skiff;
+##          built once (delete it to rebuild)
+coredns: $(BIN)/coredns
+
+$(BIN)/coredns:
+	GOBIN=$(BIN) CGO_ENABLED=0 GOWORK=off GOFLAGS=-trimpath \
+		$(GO) install -ldflags "-s -w" github.com/coredns/coredns@$(COREDNS_VERSION)
 
 ## run: start skiff (etcd, apiserver, scheduler, runtime, kubelet) in one process;
 ##      RUNTIME=process (default) runs real host processes, RUNTIME=sim simulates them,
@@ -29,18 +41,34 @@ test: vet test-unit test-fuzz test-e2e
 test-unit:
 	cd services && $(GO) test $(GOTESTFLAGS) ./...
 
-test-e2e:
+test-e2e: coredns
 	cd tests && $(GO) test $(GOTESTFLAGS) $$($(GO) list ./... | grep -v /tests/containerd)
 
 ## test-containerd: the real-container suite (tests/containerd): skiff on a private
 ##                  containerd with CNI; as root, after scripts/install-containerd.sh
-test-containerd:
+test-containerd: coredns
 	cd tests && $(GO) test $(GOTESTFLAGS) ./containerd/
 
-## test-fuzz: run each fuzz target for FUZZTIME (request decoding, selectors, patches)
+## test-fuzz: run each fuzz target (package:target) for FUZZTIME inputs (a count, Nx:
+##            a duration can end in Go 1.26's spurious "context deadline exceeded",
+##            golang/go#75804): request bodies per
+##            content type, patches, list/watch/delete options, selectors, continue tokens
+##            and resourceVersions, URL paths, Accept, bootstrap and service-account
+##            tokens, CSRs, kubelet query parameters. Their committed corpora
+##            (testdata/fuzz/) also run as plain tests in test-unit.
+FUZZ_TARGETS := \
+	apiserver/endpoints:FuzzDecodeBody apiserver/endpoints:FuzzDecodeJSON apiserver/endpoints:FuzzDecodeYAML \
+	apiserver/endpoints:FuzzDecodeProtobuf apiserver/endpoints:FuzzListOptions apiserver/endpoints:FuzzApplyPatch \
+	apiserver/endpoints:FuzzDeleteOptions apiserver/endpoints:FuzzResourcePath apiserver/endpoints:FuzzAccept \
+	apiserver/storage:FuzzSelectionPredicate apiserver/storage/etcd3:FuzzDecodeContinue \
+	apiserver/storage/etcd3:FuzzContinueRoundTrip apiserver/storage/etcd3:FuzzParseResourceVersion \
+	apiserver/serviceaccount:FuzzVerify apiserver/authentication:FuzzBootstrapTokenHeader \
+	internal/pki:FuzzParseBootstrapToken internal/pki:FuzzParseBootstrapTokens csrsigner:FuzzCSR \
+	kubelet/server:FuzzLogOptions kubelet/server:FuzzStreamOptions
 test-fuzz:
-	cd services && for target in FuzzDecodeBody FuzzListOptions FuzzApplyPatch; do \
-		$(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) ./apiserver/endpoints/ || exit 1; \
+	cd services && for spec in $(FUZZ_TARGETS); do \
+		pkg=$${spec%%:*}; target=$${spec##*:}; \
+		$(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) ./$$pkg/ || exit 1; \
 	done
 
 ## bench: the Go benchmarks of the storage layers
@@ -60,6 +88,17 @@ openapi:
 		--output-dir apiserver/openapi --output-pkg skiff.dev/services/apiserver/openapi \
 		--output-file zz_generated.openapi.go $(OPENAPI_PACKAGES)
 
+## proto: regenerate the Go code of skiff's own gRPC APIs (proto/**/*.proto, the Go
+##        module skiff.dev/proto) with Debian's protoc, protoc-gen-go and
+##        protoc-gen-go-grpc (scripts/install-protoc.sh installs them)
+proto:
+	scripts/proto.sh
+
+## proto-check: fail when the committed generated code is not what `make proto` gives
+##              (generates into a temporary directory and diffs; CI runs it)
+proto-check:
+	scripts/proto.sh --check
+
 ## bench-e2e: skiff with simulated containers and 100 hollow nodes, then skiff-bench:
 ##            1,000 and 5,000 pods from 50 creators, one JSON line each. With
 ##            BENCH_KUBECONFIG=path, the same runs against that cluster (any Kubernetes-compatible one).
@@ -68,11 +107,12 @@ bench-e2e:
 	GO="$(GO)" BIN="$(BIN)" scripts/bench-e2e.sh
 
 vet:
+	cd proto && $(GO) vet ./...
 	cd services && $(GO) vet ./...
 	cd tests && $(GO) vet ./...
 
 fmt:
-	gofmt -w services tests
+	gofmt -w services tests proto
 
 clean:
 	rm -rf $(BIN) $(DATA_DIR)
@@ -82,14 +122,14 @@ COMPOSE         ?= $(shell docker compose version >/dev/null 2>&1 && echo "docke
 COMPOSE_PROJECT ?= skiff
 KUBELETS        ?= 3
 
-.PHONY: images offline-images up down test-compose
+.PHONY: images offline-images up down test-compose test-faults
 
 ## images: one FROM-scratch image per skiff service (skiff/<service>:dev) from
 ##         deploy/*.Dockerfile, out of static binaries built on the host
 images:
-	GO="$(GO)" deploy/images.sh
+	GO="$(GO)" scripts/images.sh
 
-## offline-images: etcd, NATS and Jaeger built from the Go module proxy into images with
+## offline-images: etcd, NATS, Jaeger and CoreDNS built from the Go module proxy into images with
 ##                 their official names, for a machine that cannot pull; kept once built
 offline-images:
 	deploy/offline/build.sh
@@ -110,3 +150,9 @@ down:
 ## test-compose: the compose end-to-end suite (tests/compose) on the images above
 test-compose: images offline-images
 	cd tests && SKIFF_COMPOSE_TEST=1 COMPOSE="$(COMPOSE)" $(GO) test -count=1 -timeout 40m -v ./compose/
+
+## test-faults: the fault matrix (tests/faults) on the same images: compose.yaml's stack
+##              with sim kubelets, each fault struck while pods are created; prints the
+##              table of docs/reliability.md. FAULTS_PODS (90 a row) sets the size.
+test-faults: images offline-images
+	cd tests && SKIFF_FAULTS_TEST=1 COMPOSE="$(COMPOSE)" $(GO) test -count=1 -timeout 40m -v ./faults/

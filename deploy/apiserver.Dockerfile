@@ -1,5 +1,5 @@
 # skiff/apiserver: the apiserver: Kubernetes REST and watch over etcd, HTTPS on 6443.
-# A static binary built on the host by `make images` (deploy/images.sh) and the
+# A static binary built on the host by `make images` (scripts/images.sh) and the
 # healthcheck's probe (deploy/probe); FROM scratch, so nothing is pulled.
 FROM scratch
 LABEL dev.skiff.image=images.sh

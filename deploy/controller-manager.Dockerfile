@@ -1,6 +1,6 @@
 # skiff/controller-manager: kube-controller-manager's controllers (node lifecycle, taint
 # eviction, node IPAM, pod GC, workloads); health and metrics on 10257.
-# A static binary built on the host by `make images` (deploy/images.sh) and the
+# A static binary built on the host by `make images` (scripts/images.sh) and the
 # healthcheck's probe (deploy/probe); FROM scratch, so nothing is pulled.
 FROM scratch
 LABEL dev.skiff.image=images.sh

@@ -1,5 +1,5 @@
 # skiff/exec-proxy: exec-proxy: forwards kubectl exec, attach, port-forward and logs to kubelets, on 10443.
-# A static binary built on the host by `make images` (deploy/images.sh) and the
+# A static binary built on the host by `make images` (scripts/images.sh) and the
 # healthcheck's probe (deploy/probe); FROM scratch, so nothing is pulled.
 FROM scratch
 LABEL dev.skiff.image=images.sh

@@ -1,5 +1,5 @@
 # skiff/scheduler: the scheduler: binds pending pods to nodes; health and metrics on 10259.
-# A static binary built on the host by `make images` (deploy/images.sh) and the
+# A static binary built on the host by `make images` (scripts/images.sh) and the
 # healthcheck's probe (deploy/probe); FROM scratch, so nothing is pulled.
 FROM scratch
 LABEL dev.skiff.image=images.sh

@@ -5,9 +5,10 @@
 #   quay.io/coreos/etcd:$ETCD_VERSION   etcd + etcdctl (wrapper module ./etcd)
 #   nats:$NATS_VERSION                  nats-server (go install)
 #   jaegertracing/jaeger:$JAEGER_VERSION Jaeger v2 (wrapper module ./jaeger)
+#   coredns/coredns:$COREDNS_VERSION     CoreDNS, unmodified (go install)
 # An image whose tag already exists is kept: delete it (docker rmi) to rebuild it.
 # Binaries are static (CGO_ENABLED=0), built on the host; docker build needs no base
-# image but scratch. Usage: build.sh [etcd|nats|jaeger]... (default: all three)
+# image but scratch. Usage: build.sh [etcd|nats|jaeger|coredns]... (default: all four)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OFFLINE_BUILD_DIR:-$here/../.build/offline}
@@ -17,6 +18,8 @@ ETCD_VERSION=v3.6.16
 NATS_VERSION=2.15.2
 JAEGER_VERSION=2.13.0
 JAEGER_MODULE_VERSION=v1.76.0
+# COREDNS_VERSION is the Makefile's COREDNS_VERSION without its v (the official tags have none).
+COREDNS_VERSION=1.15.0
 
 export CGO_ENABLED=0 GOWORK=off GOFLAGS=-trimpath
 ldflags="-s -w"
@@ -77,14 +80,23 @@ build_jaeger() {
 	image "$name" jaeger.Dockerfile "$dir"
 }
 
-[ $# -gt 0 ] || set -- etcd nats jaeger
+build_coredns() {
+	local name=coredns/coredns:$COREDNS_VERSION dir=$out/coredns
+	present "$name" && return
+	mkdir -p "$dir"
+	GOBIN=$dir go install -ldflags "$ldflags" "github.com/coredns/coredns@v$COREDNS_VERSION"
+	image "$name" coredns.Dockerfile "$dir"
+}
+
+[ $# -gt 0 ] || set -- etcd nats jaeger coredns
 for what in "$@"; do
 	case $what in
 	etcd) build_etcd ;;
 	nats) build_nats ;;
 	jaeger) build_jaeger ;;
+	coredns) build_coredns ;;
 	*)
-		echo "build.sh: unknown image $what (want etcd, nats or jaeger)" >&2
+		echo "build.sh: unknown image $what (want etcd, nats, jaeger or coredns)" >&2
 		exit 2
 		;;
 	esac

@@ -27,18 +27,18 @@ import (
 
 	"skiff.dev/services/apiserver"
 	"skiff.dev/services/controllermanager"
+	"skiff.dev/services/cri"
+	"skiff.dev/services/cri/containerd"
+	"skiff.dev/services/cri/process"
+	"skiff.dev/services/cri/sim"
 	"skiff.dev/services/csrsigner"
 	"skiff.dev/services/internal/embedetcd"
 	"skiff.dev/services/internal/pki"
-	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/certificate"
 	"skiff.dev/services/kubelet/hollow"
 	"skiff.dev/services/kubelet/volumemanager"
-	criruntime "skiff.dev/services/runtime"
-	"skiff.dev/services/runtime/containerd"
-	"skiff.dev/services/runtime/process"
-	"skiff.dev/services/runtime/sim"
+	"skiff.dev/services/proxy"
 	"skiff.dev/services/scheduler"
 )
 
@@ -97,12 +97,27 @@ type Config struct {
 	// ControllerManager are the in-process controller manager's options; zero value:
 	// controllermanager.DefaultOptions().
 	ControllerManager controllermanager.Options
-	// ProfilingPort, when positive, serves Go's /debug/pprof for the whole process (every
-	// service shares it) over plain HTTP on BindAddress; 0 serves none.
-	ProfilingPort int
 	// HollowNodes is how many hollow nodes (package kubelet/hollow: real kubelets over
 	// simulated runtimes, named hollow-0, hollow-1, ...) join besides the kubelet; 0 runs none.
 	HollowNodes int
+	// NoProxy runs no proxy (package proxy, kube-proxy's nftables mode). By default the
+	// proxy programs this host's nftables, where root or CAP_NET_ADMIN and nft allow it;
+	// where they do not, the all-in-one logs so and runs without (Services do not forward).
+	NoProxy bool
+	// ProxyTable is the proxy's nftables table (family ip); "" means proxy.DefaultTable.
+	// All-in-ones side by side on one host each need their own.
+	ProxyTable string
+	// CoreDNS is the coredns binary to run as the cluster's DNS (FindCoreDNS finds
+	// bin/coredns beside skiff); "" runs none. CoreDNS listens on BindAddress at
+	// CoreDNSPort and is published as kube-system/kube-dns (ClusterIP
+	// KubeDNSServiceIP, port 53 → CoreDNSPort, endpoints the node's address).
+	CoreDNS string
+	// CoreDNSPort is CoreDNS's port (UDP and TCP); 0 picks a free one.
+	CoreDNSPort int
+	// ClusterDNS are the kubelet's --cluster-dns servers, written into ClusterFirst
+	// pods' resolv.conf; nil means the kube-dns Service's ClusterIP when CoreDNS runs,
+	// and none (pods get the node's resolvers) when it does not.
+	ClusterDNS []string
 	// TraceExporter, when set, receives every service's spans (tests use
 	// tracetest.InMemoryExporter); otherwise spans go over OTLP when
 	// OTEL_EXPORTER_OTLP_ENDPOINT is set, and nowhere when it is not.
@@ -120,6 +135,9 @@ type Cluster struct {
 	// StaticPodPath is the kubelet's static pod directory, <data-dir>/manifests:
 	// a Pod manifest dropped there runs on the node and shows as a mirror pod.
 	StaticPodPath string
+	// DNSAddress is the host:port CoreDNS answers on (UDP and TCP); "" when no
+	// CoreDNS runs.
+	DNSAddress string
 }
 
 // Start brings every service up and returns once the apiserver serves; the services run
@@ -243,13 +261,6 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		}()
 	}
 	run("apiserver", func(ctx context.Context) error { return api.Serve(ctx, l) })
-	if cfg.ProfilingPort > 0 {
-		pl, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.ProfilingPort)))
-		if err != nil {
-			return nil, nil, fmt.Errorf("profiling listen: %w", err)
-		}
-		run("profiling", func(ctx context.Context) error { return serving.Serve(ctx, pl, nil, nil, serving.WithProfiling()) })
-	}
 	if err := api.EnsureSystemNamespaces(runCtx); err != nil {
 		return nil, nil, err
 	}
@@ -275,17 +286,21 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	run("scheduler", sched.Run)
 
 	// The controller manager runs alone here, so it elects no leader.
-	cmClient, err := kubernetes.NewForConfig(traced(clientConfig(pki.ControllerManager), obs.controllerManager))
+	cmConfig := traced(clientConfig(pki.ControllerManager), obs.controllerManager)
+	cmClient, err := kubernetes.NewForConfig(cmConfig)
 	if err != nil {
 		return nil, nil, err
 	}
 	cmCert, cmKey := pki.KeyPairFiles(pkiDir, pki.ControllerManager.Name)
-	cmEvents, err := obs.recorder("controllermanager", "", cmClient, cmCert, cmKey)
+	// Each controller reports its events under its own kube component name through
+	// this one recorder (controllermanager.EventRecorders).
+	cmEvents, err := obs.recorder("kube-controller-manager", "", cmClient, cmCert, cmKey)
 	if err != nil {
 		return nil, nil, err
 	}
 	run("controller-manager-events", cmEvents.Run)
-	cm, err := controllermanager.New(controllermanager.Config{Client: cmClient, Recorder: cmEvents, Options: cfg.ControllerManager, TracerProvider: obs.controllerManager})
+	cm, err := controllermanager.New(controllermanager.Config{Client: cmClient, RESTConfig: cmConfig, RootCA: ca.CertPEM, Events: cmEvents,
+		Options: cfg.ControllerManager, TracerProvider: obs.controllerManager})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -318,6 +333,12 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	}
 	run("exec-proxy", serveExecProxy)
 
+	kubeletAddr, nodeIP := kubeletServer(cfg.BindAddress, cfg.KubeletPort)
+	clusterDNS, dnsAddress, err := startCoreDNS(runCtx, cfg, run, dataDir, pkiDir, apiURL, nodeIP, clientConfig(pki.Admin))
+	if err != nil {
+		return nil, nil, err
+	}
+
 	socket := filepath.Join(dataDir, "run", string(cfg.Runtime)+".sock")
 	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
 		return nil, nil, err
@@ -343,11 +364,11 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 			return nil, nil, err
 		}
 		stops = append(stops, rt.Close)
-		run("runtime", func(ctx context.Context) error { return criruntime.Serve(ctx, socket, rt, rt) })
+		run("runtime", func(ctx context.Context) error { return cri.Serve(ctx, socket, rt, rt) })
 	case RuntimeSim:
 		rt := sim.New()
 		stops = append(stops, rt.Close)
-		run("runtime", func(ctx context.Context) error { return criruntime.Serve(ctx, socket, rt, rt) })
+		run("runtime", func(ctx context.Context) error { return cri.Serve(ctx, socket, rt, rt) })
 	}
 
 	// The kubelet joins as any other would: with only the bootstrap kubeconfig it asks for
@@ -363,7 +384,6 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	// tmpfs volumes of their pods are taken down too rather than left mounted in the
 	// data directory.
 	stops = append(stops, func() { _ = volumemanager.UnmountAll(filepath.Join(kubeletDir, "pods")) })
-	kubeletAddr, nodeIP := kubeletServer(cfg.BindAddress, cfg.KubeletPort)
 	// The kubeconfig a restart reuses names this start's apiserver URL; a new port makes
 	// it stale, and the kubelet bootstraps again.
 	if err := dropStaleKubeconfig(filepath.Join(kubeletDir, "kubelet.kubeconfig"), apiURL); err != nil {
@@ -371,6 +391,21 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	}
 	if err := writeBootstrapKubeconfig(filepath.Join(kubeletDir, "bootstrap-kubelet.kubeconfig"), apiURL, pkiDir); err != nil {
 		return nil, nil, err
+	}
+	// With auto-approval the all-in-one, which holds the CA, issues its own kubelet's
+	// client certificate as kubeadm init does for its node (kubelet.conf), instead of a
+	// CertificateSigningRequest round trip through csr-signer on every cold start; renewals
+	// still go through CSRs. With manual approval the kubelet bootstraps, so the request
+	// waits for `kubectl certificate approve` as documented.
+	if !cfg.ManualCSRApproval {
+		if _, err := certificate.WriteIssuedClientCert(filepath.Join(kubeletDir, "kubelet.kubeconfig"),
+			filepath.Join(kubeletDir, "bootstrap-kubelet.kubeconfig"), filepath.Join(kubeletDir, "pki"),
+			func() ([]byte, []byte, error) {
+				pair, err := ca.IssueClient("system:node:"+cfg.NodeName, []string{"system:nodes"}, 0)
+				return pair.CertPEM, pair.KeyPEM, err
+			}); err != nil {
+			return nil, nil, fmt.Errorf("kubelet client certificate: %w", err)
+		}
 	}
 	run("kubelet", func(ctx context.Context) error {
 		nodeConfig, _, err := certificate.NewClientConfig(ctx, certificate.ClientOptions{
@@ -412,12 +447,32 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 			Recorder:        kubeletEvents,
 			TracerProvider:  obs.kubelet,
 			PodManifestPath: staticPodPath,
+			ClusterDNS:      clusterDNS,
+			ClusterDomain:   ClusterDomain,
 		})
 		if err != nil {
 			return err
 		}
 		return kl.Run(ctx)
 	})
+
+	// The proxy, as kube-proxy beside the kubelet: system:kube-proxy programs this
+	// host's nftables. Its table goes when the all-in-one stops.
+	if !cfg.NoProxy {
+		proxyClient, err := kubernetes.NewForConfig(clientConfig(pki.KubeProxy))
+		if err != nil {
+			return nil, nil, err
+		}
+		p, err := proxy.New(proxy.Config{Client: proxyClient, NodeName: cfg.NodeName, Table: cfg.ProxyTable, CleanupOnExit: true})
+		switch {
+		case errors.Is(err, proxy.ErrNoDataplane):
+			slog.Warn("running without a proxy: Service ClusterIPs and NodePorts will not forward (run as root, or --proxy=false to silence this)", "err", err)
+		case err != nil:
+			return nil, nil, err
+		default:
+			run("proxy", p.Run)
+		}
+	}
 
 	if cfg.HollowNodes > 0 {
 		hollowDir := filepath.Join(dataDir, "hollow")
@@ -442,7 +497,7 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		}
 		return errors.Join(all...)
 	}
-	return &Cluster{Kubeconfig: kubeconfig, APIServerURL: apiURL, NATSURL: obs.natsURL, StaticPodPath: staticPodPath}, wait, nil
+	return &Cluster{Kubeconfig: kubeconfig, APIServerURL: apiURL, NATSURL: obs.natsURL, StaticPodPath: staticPodPath, DNSAddress: dnsAddress}, wait, nil
 }
 
 // writeKubeconfig writes the admin kubeconfig for apiURL with the CA and the admin's

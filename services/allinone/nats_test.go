@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -24,7 +25,7 @@ import (
 func TestEventsTravelOverMutualTLS(t *testing.T) {
 	dataDir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	cluster, wait, err := allinone.Start(ctx, allinone.Config{
+	cluster, stopped, err := allinone.Start(ctx, allinone.Config{
 		DataDir: dataDir, BindAddress: "127.0.0.1", Runtime: allinone.RuntimeSim, NodeName: "nats-node", NATSPort: 0,
 	})
 	if err != nil {
@@ -33,7 +34,7 @@ func TestEventsTravelOverMutualTLS(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		cancel()
-		if err := wait(); err != nil {
+		if err := stopped(); err != nil {
 			t.Errorf("all-in-one stopped with %v", err)
 		}
 	})
@@ -66,22 +67,18 @@ func TestEventsTravelOverMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]bool{"default-scheduler": false, "kubelet": false, "csr-signer": false}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var lastErr error
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := client.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-		if err == nil {
+		if lastErr = err; err == nil {
 			for _, ev := range list.Items {
 				if _, ok := want[ev.Source.Component]; ok {
 					want[ev.Source.Component] = true
 				}
 			}
 		}
-		if want["default-scheduler"] && want["kubelet"] && want["csr-signer"] {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("events arrived from %v (last error %v); want all three", want, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return want["default-scheduler"] && want["kubelet"] && want["csr-signer"], nil
+	}); err != nil {
+		t.Fatalf("events arrived from %v (last error %v); want all three", want, lastErr)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/natsserver"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/tracing"
@@ -107,19 +107,19 @@ func (o *observability) natsTLS(c *tls.Config) *tls.Config {
 // the client key pair certFile/keyFile (read at every connect, so a kubelet's rotated
 // certificate is used), or POSTs through client when NATS is off. Run it with the
 // services.
-func (o *observability) recorder(component, host string, client kubernetes.Interface, certFile, keyFile string) (*events.Recorder, error) {
+func (o *observability) recorder(component, host string, client kubernetes.Interface, certFile, keyFile string) (*eventrecorder.Recorder, error) {
 	if client == nil {
 		return nil, errors.New("allinone: recorder needs a client")
 	}
-	cfg := events.Config{Component: component, Host: host, NATSURL: o.natsURL, Client: client}
+	cfg := eventrecorder.Config{Component: component, Host: host, NATSURL: o.natsURL, Client: client}
 	if o.natsURL != "" {
-		tlsConfig, err := events.ClientTLS(o.caPEM, certFile, keyFile)
+		tlsConfig, err := pki.ReloadingClientTLS(o.caPEM, certFile, keyFile)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", component, err)
 		}
 		cfg.TLS = o.natsTLS(tlsConfig)
 	}
-	return events.New(cfg)
+	return eventrecorder.New(cfg)
 }
 
 // stop stops NATS and flushes every provider, in reverse order of start.

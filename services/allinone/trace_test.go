@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -25,7 +26,7 @@ import (
 func TestOnePodIsOneTrace(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	ctx, cancel := context.WithCancel(context.Background())
-	cluster, wait, err := allinone.Start(ctx, allinone.Config{
+	cluster, stopped, err := allinone.Start(ctx, allinone.Config{
 		DataDir: t.TempDir(), BindAddress: "127.0.0.1", Runtime: allinone.RuntimeSim, NodeName: "trace-node",
 		TraceExporter: exp,
 	})
@@ -35,7 +36,7 @@ func TestOnePodIsOneTrace(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		cancel()
-		if err := wait(); err != nil {
+		if err := stopped(); err != nil {
 			t.Errorf("all-in-one stopped with %v", err)
 		}
 	})
@@ -84,8 +85,8 @@ func TestOnePodIsOneTrace(t *testing.T) {
 		{"skiff-apiserver", "PUT /api/v1/namespaces/default/pods/traced/status"},
 	}
 	var spans []tracetest.SpanStub
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var missing []string
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		spans = spans[:0]
 		have := map[string]bool{}
 		for _, s := range exp.GetSpans() {
@@ -94,19 +95,15 @@ func TestOnePodIsOneTrace(t *testing.T) {
 				have[service(s)+" "+s.Name] = true
 			}
 		}
-		var missing []string
+		missing = missing[:0]
 		for _, w := range want {
 			if !have[w.service+" "+w.name] {
 				missing = append(missing, w.service+" "+w.name)
 			}
 		}
-		if len(missing) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the pod's trace lacks %v; it holds:\n%s", missing, describe(spans))
-		}
-		time.Sleep(100 * time.Millisecond)
+		return len(missing) == 0, nil
+	}); err != nil {
+		t.Fatalf("the pod's trace lacks %v; it holds:\n%s", missing, describe(spans))
 	}
 
 	// Every span hangs from the client's root: no span's parent is missing.
@@ -144,11 +141,10 @@ func TestOnePodIsOneTrace(t *testing.T) {
 		}
 		return false
 	}
-	for deadline := time.Now().Add(60 * time.Second); !linked("DELETE /api/v1/namespaces/default/pods/traced", "skiff-apiserver") || !linked("SyncTerminatingPod", "skiff-kubelet"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("no DELETE (apiserver) and SyncTerminatingPod (kubelet) spans linked to the pod's trace")
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		return linked("DELETE /api/v1/namespaces/default/pods/traced", "skiff-apiserver") && linked("SyncTerminatingPod", "skiff-kubelet"), nil
+	}); err != nil {
+		t.Fatalf("no DELETE (apiserver) and SyncTerminatingPod (kubelet) spans linked to the pod's trace")
 	}
 }
 

@@ -33,9 +33,6 @@ import (
 	"skiff.dev/services/apiserver/authentication"
 	"skiff.dev/services/apiserver/authorization"
 	"skiff.dev/services/apiserver/controller/kubernetesservice"
-	namespacecontroller "skiff.dev/services/apiserver/controller/namespace"
-	"skiff.dev/services/apiserver/controller/rootcacertpublisher"
-	serviceaccountcontroller "skiff.dev/services/apiserver/controller/serviceaccount"
 	"skiff.dev/services/apiserver/endpoints"
 	"skiff.dev/services/apiserver/eventsink"
 	"skiff.dev/services/apiserver/openapi"
@@ -49,6 +46,7 @@ import (
 	"skiff.dev/services/apiserver/registry/rest"
 	"skiff.dev/services/apiserver/scheme"
 	"skiff.dev/services/apiserver/serviceaccount"
+	"skiff.dev/services/apiserver/storage"
 	"skiff.dev/services/apiserver/storage/cacher"
 	"skiff.dev/services/apiserver/storage/etcd3"
 	"skiff.dev/services/apiserver/storage/leasekv"
@@ -65,9 +63,6 @@ type Config struct {
 	// ClientCA verifies client certificates (the cluster CA); required. A verified
 	// certificate authenticates as user CN in groups O.
 	ClientCA *x509.CertPool
-	// RootCA is the cluster CA as PEM, published in every namespace as the ConfigMap
-	// kube-root-ca.crt; nil publishes nothing.
-	RootCA []byte
 	// BootstrapTokenFile lists the bootstrap tokens accepted as
 	// `Authorization: Bearer <id>.<secret>` (pki.BootstrapTokenFile); "" accepts none.
 	BootstrapTokenFile string
@@ -117,6 +112,11 @@ type Config struct {
 	// --max-mutating-requests-inflight); beyond, 429 TooManyRequests with Retry-After.
 	// 0 means unlimited; ConfigFromPKI sets kube's defaults, 400 and 200.
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
+	// StorageDecorator, when set, wraps each resource's storage (its watch cache over
+	// etcd) before the registry uses it, as kube's generic.StorageDecorator in
+	// RESTOptions does; nil uses the storage as is. Tests use it to put a deliberately
+	// faulty store under the real HTTP stack.
+	StorageDecorator func(schema.GroupResource, storage.Interface) storage.Interface
 }
 
 // Defaults of the service ranges, as kube-apiserver's (kubeadm's service subnet), and
@@ -152,7 +152,7 @@ func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 		return Config{}, fmt.Errorf("NATS client certificate: %w", err)
 	}
 	return Config{
-		Etcd: etcd, ServingCert: cert, ClientCA: ca.CertPool(), RootCA: ca.CertPEM,
+		Etcd: etcd, ServingCert: cert, ClientCA: ca.CertPool(),
 		BootstrapTokenFile: filepath.Join(dir, pki.BootstrapTokenFile),
 		ProxyClientTLS:     &tls.Config{Certificates: []tls.Certificate{proxyCert}, RootCAs: ca.CertPool(), MinVersion: tls.VersionTLS12},
 		NATSTLS:            natsTLS,
@@ -167,18 +167,15 @@ func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 
 // APIServer serves the Kubernetes API over etcd.
 type APIServer struct {
-	etcd                *clientv3.Client
-	handler             http.Handler
-	namespaces          *namespace.REST
-	namespaceController *namespacecontroller.Controller
-	saController        *serviceaccountcontroller.Controller
-	rootCAPublisher     *rootcacertpublisher.Publisher
-	caches              []*cacher.Cacher
-	tlsConfig           *tls.Config
-	eventSink           *eventsink.Sink
-	rbac                *rbacAuthorization
-	services            *service.REST
-	kubernetesService   *kubernetesservice.Controller
+	etcd              *clientv3.Client
+	handler           http.Handler
+	namespaces        *namespace.REST
+	caches            []*cacher.Cacher
+	tlsConfig         *tls.Config
+	eventSink         *eventsink.Sink
+	rbac              *rbacAuthorization
+	services          *service.REST
+	kubernetesService *kubernetesservice.Controller
 }
 
 // indexFields are the fields a strategy asks the watch cache to index by.
@@ -255,18 +252,17 @@ func New(cfg Config) (_ *APIServer, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("apiserver: watch cache of %s: %w", d.GroupResource(), err)
 		}
-		stores[d.GroupResource()] = d.NewStore(c)
+		var st storage.Interface = c
+		if cfg.StorageDecorator != nil {
+			st = cfg.StorageDecorator(d.GroupResource(), c)
+		}
+		stores[d.GroupResource()] = d.NewStore(st)
 	}
-	groups, contents, err := s.install(descriptors, stores)
+	groups, err := s.install(descriptors, stores)
 	if err != nil {
 		return nil, err
 	}
-	s.namespaceController = &namespacecontroller.Controller{Namespaces: s.namespaces, Contents: contents}
 	serviceAccounts, pods := stores[corev1.Resource("serviceaccounts")], stores[corev1.Resource("pods")]
-	s.saController = &serviceaccountcontroller.Controller{Namespaces: s.namespaces, ServiceAccounts: serviceAccounts}
-	if len(cfg.RootCA) > 0 {
-		s.rootCAPublisher = &rootcacertpublisher.Publisher{RootCA: cfg.RootCA, Namespaces: s.namespaces, ConfigMaps: stores[corev1.Resource("configmaps")]}
-	}
 	s.kubernetesService = &kubernetesservice.Controller{
 		Services: s.services, Endpoints: stores[corev1.Resource("endpoints")],
 		EndpointSlices: stores[discoveryv1.Resource("endpointslices")],
@@ -409,13 +405,11 @@ func (s *APIServer) watchCache(etcd *clientv3.Client, d *registry.Descriptor) (*
 }
 
 // install builds every descriptor's REST storage and returns the group versions to route
-// (core first, then the named groups in the order they first appear) and the namespaced
-// resources a terminating namespace must lose. It also keeps the namespaces storage,
-// which the namespace controller and admission read.
-func (s *APIServer) install(descriptors []registry.Descriptor, stores storeSet) ([]*endpoints.APIGroupVersion, []namespacecontroller.Content, error) {
+// (core first, then the named groups in the order they first appear). It also keeps the
+// namespaces storage, which admission reads, and the services storage.
+func (s *APIServer) install(descriptors []registry.Descriptor, stores storeSet) ([]*endpoints.APIGroupVersion, error) {
 	groups := []*endpoints.APIGroupVersion{{GroupVersion: corev1.SchemeGroupVersion}}
 	byVersion := map[schema.GroupVersion]*endpoints.APIGroupVersion{corev1.SchemeGroupVersion: groups[0]}
-	var contents []namespacecontroller.Content
 	for i := range descriptors {
 		d := &descriptors[i]
 		store := stores[d.GroupResource()]
@@ -424,7 +418,7 @@ func (s *APIServer) install(descriptors []registry.Descriptor, stores storeSet) 
 		if d.REST != nil {
 			var err error
 			if storage, subresources, err = d.REST(store, stores); err != nil {
-				return nil, nil, fmt.Errorf("apiserver: storage of %s: %w", d.GroupResource(), err)
+				return nil, fmt.Errorf("apiserver: storage of %s: %w", d.GroupResource(), err)
 			}
 		}
 		gv := byVersion[d.GroupVersion]
@@ -437,9 +431,6 @@ func (s *APIServer) install(descriptors []registry.Descriptor, stores storeSet) 
 			Name: d.Resource, SingularName: d.SingularName, Kind: d.Kind, ShortNames: d.ShortNames, Categories: d.Categories,
 			Namespaced: d.Namespaced(), Storage: storage, Subresources: subresources,
 		})
-		if content, ok := storage.(namespacecontroller.Content); ok && d.Namespaced() && store != nil {
-			contents = append(contents, content)
-		}
 		switch d.GroupResource() {
 		case corev1.Resource("namespaces"):
 			s.namespaces, _ = storage.(*namespace.REST)
@@ -448,12 +439,12 @@ func (s *APIServer) install(descriptors []registry.Descriptor, stores storeSet) 
 		}
 	}
 	if s.namespaces == nil {
-		return nil, nil, errors.New("apiserver: the namespaces resource is not served")
+		return nil, errors.New("apiserver: the namespaces resource is not served")
 	}
 	if s.services == nil {
-		return nil, nil, errors.New("apiserver: the services resource is not served")
+		return nil, errors.New("apiserver: the services resource is not served")
 	}
-	return groups, contents, nil
+	return groups, nil
 }
 
 // Handler is the API's HTTP handler.
@@ -523,26 +514,6 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		s.rbac.run(ctx)
 	}()
 	defer func() { <-rbacDone }()
-	controllerDone := make(chan struct{})
-	go func() {
-		defer close(controllerDone)
-		s.namespaceController.Run(ctx)
-	}()
-	defer func() { <-controllerDone }()
-	saControllerDone := make(chan struct{})
-	go func() {
-		defer close(saControllerDone)
-		s.saController.Run(ctx)
-	}()
-	defer func() { <-saControllerDone }()
-	if s.rootCAPublisher != nil {
-		publisherDone := make(chan struct{})
-		go func() {
-			defer close(publisherDone)
-			s.rootCAPublisher.Run(ctx)
-		}()
-		defer func() { <-publisherDone }()
-	}
 	if s.eventSink != nil {
 		sinkDone := make(chan struct{})
 		go func() {

@@ -176,6 +176,24 @@ func TestCreateUpdateConflicts(t *testing.T) {
 		t.Errorf("renaming a container: got %v, want Invalid", err)
 	}
 
+	// A stale write is a 409 even when it would also be invalid: its writer must
+	// reread, not be told that a change it may not have meant is forbidden.
+	staleAndForbidden := created.DeepCopy()
+	staleAndForbidden.Spec.Containers[0].Name = "renamed"
+	_, err = cs.CoreV1().Pods("default").Update(ctx, staleAndForbidden, metav1.UpdateOptions{})
+	if !apierrors.IsConflict(err) {
+		t.Errorf("a stale and invalid update: got %v, want Conflict", err)
+	}
+
+	// Without a resourceVersion an update is unconditional (kubectl replace of a
+	// manifest), as kube allows for its built-in resources.
+	unconditional := created.DeepCopy()
+	unconditional.ResourceVersion = ""
+	unconditional.Labels["tier"] = "unconditional"
+	if got, err := cs.CoreV1().Pods("default").Update(ctx, unconditional, metav1.UpdateOptions{}); err != nil || got.Labels["tier"] != "unconditional" {
+		t.Errorf("update without a resourceVersion: %v %v", err, got)
+	}
+
 	// kubectl label sends a merge patch; a stale resourceVersion in it is a precondition.
 	patched, err := cs.CoreV1().Pods("default").Patch(ctx, "web", types.MergePatchType, []byte(`{"metadata":{"labels":{"patched":"yes"}}}`), metav1.PatchOptions{})
 	if err != nil || patched.Labels["patched"] != "yes" {
@@ -415,15 +433,12 @@ func TestNamespaceDeletionRemovesContentsThenNamespace(t *testing.T) {
 	if !apierrors.IsForbidden(err) && !apierrors.IsNotFound(err) {
 		t.Errorf("create in a terminating namespace: got %v, want Forbidden (or NotFound once it is gone)", err)
 	}
-	for {
-		_, err := cs.CoreV1().Namespaces().Get(ctx, "team", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("namespace still there: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var getErr error
+	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, getErr = cs.CoreV1().Namespaces().Get(ctx, "team", metav1.GetOptions{})
+		return apierrors.IsNotFound(getErr), nil
+	}); err != nil {
+		t.Fatalf("namespace still there: %v", getErr)
 	}
 	if pods, err := cs.CoreV1().Pods("team").List(ctx, metav1.ListOptions{}); err != nil || len(pods.Items) != 0 {
 		t.Errorf("contents left after the namespace went: %v %v", err, pods)

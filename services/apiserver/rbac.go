@@ -4,30 +4,26 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sort"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
 	"skiff.dev/services/apiserver/authorization/rbac"
 	"skiff.dev/services/apiserver/authorization/rbac/bootstrappolicy"
-	"skiff.dev/services/apiserver/controller/clusterroleaggregation"
 	"skiff.dev/services/apiserver/registry"
 	rbacregistry "skiff.dev/services/apiserver/registry/rbac"
 )
 
 // rbacAuthorization is the RBAC half of authorization: the policy in memory, the
-// authorizer over it, the escalation guard of the RBAC resources, the
-// clusterrole-aggregation controller, and the bootstrap policy reconciled at start.
+// authorizer over it, the escalation guard of the RBAC resources, and the bootstrap
+// policy reconciled at start. The aggregated roles (admin, edit, view) get their rules
+// from the controller-manager's clusterrole-aggregation controller, as in kube.
 type rbacAuthorization struct {
-	stores      registry.Stores
-	policy      *rbac.Policy
-	authorizer  *rbac.Authorizer
-	guard       *rbacregistry.Guard
-	aggregation *clusterroleaggregation.Controller
+	stores     registry.Stores
+	policy     *rbac.Policy
+	authorizer *rbac.Authorizer
+	guard      *rbacregistry.Guard
 	// bootstrapped is closed once the bootstrap policy is stored, aggregated and held
 	// by the policy (kube's poststarthook/rbac/bootstrap-roles).
 	bootstrapped chan struct{}
@@ -39,26 +35,19 @@ type rbacAuthorization struct {
 func newRBACAuthorization(stores registry.Stores) *rbacAuthorization {
 	policy := rbac.NewPolicy(stores)
 	authz := rbac.New(policy)
-	aggregation := clusterroleaggregation.New(policy.ClusterRoleInformer(), stores)
 	return &rbacAuthorization{
-		stores: stores, policy: policy, authorizer: authz, aggregation: aggregation,
+		stores: stores, policy: policy, authorizer: authz,
 		guard:        &rbacregistry.Guard{Resolver: authz.Resolver},
 		bootstrapped: make(chan struct{}),
 	}
 }
 
-// run keeps the policy current and aggregated and reconciles the bootstrap policy
-// (retrying until etcd answers), until ctx ends.
+// run keeps the policy current and reconciles the bootstrap policy (retrying until etcd
+// answers), until ctx ends.
 func (r *rbacAuthorization) run(ctx context.Context) {
-	done := make(chan struct{}, 2)
-	go func() { r.policy.Run(ctx); done <- struct{}{} }()
-	go func() {
-		if err := r.aggregation.Run(ctx); err != nil {
-			slog.Error("clusterrole-aggregation controller", "err", err)
-		}
-		done <- struct{}{}
-	}()
-	defer func() { <-done; <-done }()
+	done := make(chan struct{})
+	go func() { r.policy.Run(ctx); close(done) }()
+	defer func() { <-done }()
 	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 5 * time.Second}
 	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
 		if err := r.bootstrap(ctx); err != nil {
@@ -75,8 +64,8 @@ func (r *rbacAuthorization) run(ctx context.Context) {
 	<-ctx.Done()
 }
 
-// bootstrap reconciles the bootstrap policy, fills its aggregated roles, and waits until
-// the policy holds all of it, so the first request after start meets it.
+// bootstrap reconciles the bootstrap policy and waits until the policy holds all of
+// it, so the first request after start meets it.
 func (r *rbacAuthorization) bootstrap(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), r.policy.HasSynced) {
 		return ctx.Err()
@@ -85,37 +74,7 @@ func (r *rbacAuthorization) bootstrap(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := r.policy.WaitFor(ctx, stored...); err != nil {
-		return err
-	}
-	var aggregated []string
-	for _, obj := range stored {
-		if role, ok := obj.(*rbacv1.ClusterRole); ok && role.AggregationRule != nil {
-			aggregated = append(aggregated, role.Name)
-		}
-	}
-	sort.Strings(aggregated)
-	// Aggregated roles gather each other (admin ⊇ edit ⊇ view): repeat until nothing
-	// changes, as the controller's events would.
-	for range 5 {
-		var written []runtime.Object
-		for _, name := range aggregated {
-			updated, err := r.aggregation.Sync(ctx, name)
-			if err != nil {
-				return err
-			}
-			if updated != nil {
-				written = append(written, updated)
-			}
-		}
-		if len(written) == 0 {
-			return nil
-		}
-		if err := r.policy.WaitFor(ctx, written...); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.policy.WaitFor(ctx, stored...)
 }
 
 // errBootstrapping is /readyz's answer until the bootstrap policy is in place.

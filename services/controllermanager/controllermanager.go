@@ -1,6 +1,7 @@
 // Package controllermanager is skiff's kube-controller-manager: the controllers that
 // drive the cluster toward what its objects declare (node health and eviction, node
-// CIDRs, pod garbage collection, workloads), one package each, run by one process that
+// CIDRs, pod garbage collection, workloads, Service endpoints, namespace deletion, default
+// ServiceAccounts, kube-root-ca.crt, aggregated ClusterRoles), one package each, run by one process that
 // holds the kube-system/kube-controller-manager Lease so that of its replicas only one
 // acts. Mirrors cmd/kube-controller-manager/app.
 package controllermanager
@@ -15,13 +16,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"skiff.dev/services/internal/leaderelection"
 )
+
+// EventRecorders makes an event recorder per reporting component; skiff's
+// eventrecorder.Recorder is one (its ForComponent shares one delivery). Mirrors kube's
+// EventBroadcaster.NewRecorder with each controller's EventSource.
+type EventRecorders interface {
+	ForComponent(component string) record.EventRecorder
+}
+
+// discardEvents records nothing.
+type discardEvents struct{}
+
+func (discardEvents) ForComponent(string) record.EventRecorder { return &record.FakeRecorder{} }
 
 // LeaseName is the Lease in kube-system the replicas compete for, as kube's.
 const LeaseName = "kube-controller-manager"
@@ -30,8 +45,17 @@ const LeaseName = "kube-controller-manager"
 type Config struct {
 	// Client acts as system:kube-controller-manager (no client-side QPS limit).
 	Client kubernetes.Interface
-	// Recorder records the controllers' events; nil records none.
-	Recorder record.EventRecorder
+	// RESTConfig is Client's configuration; the namespace controller builds its dynamic
+	// client from it (it deletes every namespaced resource discovery lists). Required
+	// when the namespace controller is enabled.
+	RESTConfig *rest.Config
+	// RootCA is the PEM bundle root-ca-cert-publisher publishes as kube-root-ca.crt
+	// (kube's --root-ca-file, by default the CA of the kubeconfig). Required when that
+	// controller is enabled.
+	RootCA []byte
+	// Events makes each controller's event recorder, reporting under the controller's
+	// kube component name (e.g. "deployment-controller"); nil records none.
+	Events EventRecorders
 	// Options are the controllers' flags; zero value: DefaultOptions().
 	Options Options
 	// LeaderElection is where and whether to elect a leader; zero value: no election.
@@ -66,8 +90,8 @@ func New(cfg Config) (*ControllerManager, error) {
 	if err := cfg.Options.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Recorder == nil {
-		cfg.Recorder = &record.FakeRecorder{} // discards: no channel
+	if cfg.Events == nil {
+		cfg.Events = discardEvents{}
 	}
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
@@ -128,8 +152,10 @@ func Run(ctx context.Context, cfg Config) error {
 func (cm *ControllerManager) StartControllers(ctx context.Context) error {
 	controllerCtx := ControllerContext{
 		Client:          cm.cfg.Client,
-		InformerFactory: informers.NewSharedInformerFactory(cm.cfg.Client, informerResync),
-		Recorder:        cm.cfg.Recorder,
+		InformerFactory: informers.NewSharedInformerFactoryWithOptions(cm.cfg.Client, informerResync, informers.WithTransform(trimManagedFields)),
+		RESTConfig:      cm.cfg.RESTConfig,
+		RootCA:          cm.cfg.RootCA,
+		Events:          cm.cfg.Events,
 		Options:         cm.cfg.Options,
 		Registerer:      cm.cfg.Registerer,
 		TracerProvider:  cm.cfg.TracerProvider,
@@ -152,4 +178,16 @@ func (cm *ControllerManager) StartControllers(ctx context.Context) error {
 	}
 	controllerCtx.InformerFactory.Start(ctx.Done())
 	return nil
+}
+
+// trimManagedFields drops objects' managedFields before they enter the informers'
+// caches: no controller reads them, and they are a large part of every cached object.
+// An update built from a cached object keeps the stored managedFields (the apiserver
+// keeps them when an update carries none). Mirrors kube-controller-manager's trim
+// transform (CreateControllerContext).
+func trimManagedFields(obj any) (any, error) {
+	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
+		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
 }

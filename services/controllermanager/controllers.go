@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 )
 
@@ -25,21 +25,29 @@ const (
 	DeploymentController          = "deployment-controller"
 	JobController                 = "job-controller"
 	GarbageCollectorController    = "garbage-collector-controller"
+	NamespaceController           = "namespace-controller"
+	ServiceAccountController      = "serviceaccount-controller"
+	RootCACertPublisher           = "root-ca-certificate-publisher-controller"
+	ClusterRoleAggregation        = "clusterrole-aggregation-controller"
 )
 
 // controllerAliases are the names --controllers accepted before kube 1.28.
 var controllerAliases = map[string]string{
-	"nodelifecycle":      NodeLifecycleController,
-	"nodeipam":           NodeIpamController,
-	"podgc":              PodGarbageCollectorController,
-	"replicaset":         ReplicaSetController,
-	"deployment":         DeploymentController,
-	"job":                JobController,
-	"garbagecollector":   GarbageCollectorController,
-	"ttl-after-finished": TTLAfterFinishedController,
-	"cronjob":            CronJobController,
-	"endpointslice":      EndpointSliceController,
-	"endpoint":           EndpointsController,
+	"nodelifecycle":           NodeLifecycleController,
+	"nodeipam":                NodeIpamController,
+	"podgc":                   PodGarbageCollectorController,
+	"replicaset":              ReplicaSetController,
+	"deployment":              DeploymentController,
+	"job":                     JobController,
+	"garbagecollector":        GarbageCollectorController,
+	"ttl-after-finished":      TTLAfterFinishedController,
+	"cronjob":                 CronJobController,
+	"endpointslice":           EndpointSliceController,
+	"endpoint":                EndpointsController,
+	"namespace":               NamespaceController,
+	"serviceaccount":          ServiceAccountController,
+	"root-ca-cert-publisher":  RootCACertPublisher,
+	"clusterrole-aggregation": ClusterRoleAggregation,
 }
 
 // ControllerContext is what every controller is built from (kube's
@@ -50,9 +58,14 @@ type ControllerContext struct {
 	// InformerFactory is shared by every controller; it is started after all of them
 	// have registered their informers, so an InitFunc must not wait for a cache sync.
 	InformerFactory informers.SharedInformerFactory
-	// Recorder records events as the "controllermanager" component (kube reports each
-	// controller's name; skiff's recorder has one component per process).
-	Recorder record.EventRecorder
+	// RESTConfig is Client's configuration (for the namespace controller's dynamic
+	// client); nil when the caller gave none.
+	RESTConfig *rest.Config
+	// RootCA is the PEM bundle root-ca-cert-publisher publishes.
+	RootCA []byte
+	// Events makes each controller's recorder under its kube component name (the
+	// events' source.component and reportingController); never nil.
+	Events EventRecorders
 	// Options are the manager's flags.
 	Options Options
 	// Registerer takes the controllers' Prometheus metrics; never nil.
@@ -85,6 +98,10 @@ func NewControllerInitializers() map[string]InitFunc {
 		CronJobController:             startCronJobController,
 		EndpointSliceController:       startEndpointSliceController,
 		EndpointsController:           startEndpointsController,
+		NamespaceController:           startNamespaceController,
+		ServiceAccountController:      startServiceAccountController,
+		RootCACertPublisher:           startRootCACertPublisher,
+		ClusterRoleAggregation:        startClusterRoleAggregationController,
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 func startNodeLifecycleController(ctx context.Context, cc ControllerContext) error {
 	o := cc.Options
 	nc, err := nodelifecycle.New(cc.InformerFactory.Core().V1().Nodes(), cc.InformerFactory.Coordination().V1().Leases(),
-		cc.InformerFactory.Core().V1().Pods(), cc.Client, cc.Recorder, cc.Clock, nodelifecycle.Config{
+		cc.InformerFactory.Core().V1().Pods(), cc.Client, cc.Events.ForComponent("node-controller"), cc.Clock, nodelifecycle.Config{
 			NodeMonitorPeriod:           o.NodeMonitorPeriod,
 			NodeMonitorGracePeriod:      o.NodeMonitorGracePeriod,
 			NodeStartupGracePeriod:      o.NodeStartupGracePeriod,
@@ -35,7 +35,7 @@ func startNodeLifecycleController(ctx context.Context, cc ControllerContext) err
 }
 
 func startTaintEvictionController(ctx context.Context, cc ControllerContext) error {
-	tc, err := tainteviction.New(cc.InformerFactory.Core().V1().Pods(), cc.InformerFactory.Core().V1().Nodes(), cc.Client, cc.Recorder, cc.Clock, cc.TracerProvider)
+	tc, err := tainteviction.New(cc.InformerFactory.Core().V1().Pods(), cc.InformerFactory.Core().V1().Nodes(), cc.Client, cc.Events.ForComponent("taint-eviction-controller"), cc.Clock, cc.TracerProvider)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func startNodeIpamController(ctx context.Context, cc ControllerContext) error {
 			maskSizes[i] = o.NodeCIDRMaskSizeIPv4
 		}
 	}
-	c, err := nodeipam.New(cc.InformerFactory.Core().V1().Nodes(), cc.Client, cc.Recorder, o.ClusterCIDRs, maskSizes)
+	c, err := nodeipam.New(cc.InformerFactory.Core().V1().Nodes(), cc.Client, cc.Events.ForComponent("cidrAllocator"), o.ClusterCIDRs, maskSizes)
 	if err != nil {
 		return err
 	}

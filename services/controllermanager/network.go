@@ -23,14 +23,14 @@ const endpointWorkers = 5
 
 func startEndpointSliceController(ctx context.Context, cc ControllerContext) error {
 	f := cc.InformerFactory
-	c := endpointslice.NewController(f.Core().V1().Pods(), f.Core().V1().Services(), f.Discovery().V1().EndpointSlices(), cc.Client, cc.Recorder)
+	c := endpointslice.NewController(f.Core().V1().Pods(), f.Core().V1().Services(), f.Discovery().V1().EndpointSlices(), cc.Client, cc.Events.ForComponent("endpoint-slice-controller"))
 	go c.Run(ctx, endpointWorkers)
 	return nil
 }
 
 func startEndpointsController(ctx context.Context, cc ControllerContext) error {
 	f := cc.InformerFactory
-	c := endpoint.NewController(f.Core().V1().Pods(), f.Core().V1().Services(), f.Core().V1().Endpoints(), cc.Client, cc.Recorder)
+	c := endpoint.NewController(f.Core().V1().Pods(), f.Core().V1().Services(), f.Core().V1().Endpoints(), cc.Client, cc.Events.ForComponent("endpoint-controller"))
 	go c.Run(ctx, endpointWorkers)
 	return nil
 }

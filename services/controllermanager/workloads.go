@@ -29,32 +29,32 @@ const (
 )
 
 func startReplicaSetController(ctx context.Context, cc ControllerContext) error {
-	go replicaset.New(cc.InformerFactory, cc.Client, cc.Recorder).Run(ctx, cc.Options.ConcurrentRSSyncs)
+	go replicaset.New(cc.InformerFactory, cc.Client, cc.Events.ForComponent("replicaset-controller")).Run(ctx, cc.Options.ConcurrentRSSyncs)
 	return nil
 }
 
 func startDeploymentController(ctx context.Context, cc ControllerContext) error {
-	go deployment.New(cc.InformerFactory, cc.Client, cc.Recorder).Run(ctx, cc.Options.ConcurrentDeploymentSyncs)
+	go deployment.New(cc.InformerFactory, cc.Client, cc.Events.ForComponent("deployment-controller")).Run(ctx, cc.Options.ConcurrentDeploymentSyncs)
 	return nil
 }
 
 func startJobController(ctx context.Context, cc ControllerContext) error {
-	go job.New(cc.InformerFactory, cc.Client, cc.Recorder).Run(ctx, cc.Options.ConcurrentJobSyncs)
+	go job.New(cc.InformerFactory, cc.Client, cc.Events.ForComponent("job-controller")).Run(ctx, cc.Options.ConcurrentJobSyncs)
 	return nil
 }
 
 func startTTLAfterFinishedController(ctx context.Context, cc ControllerContext) error {
-	go ttlafterfinished.New(cc.InformerFactory, cc.Client, cc.Recorder).Run(ctx, ttlAfterFinishedWorkers)
+	go ttlafterfinished.New(cc.InformerFactory, cc.Client, cc.Events.ForComponent("ttl-after-finished-controller")).Run(ctx, ttlAfterFinishedWorkers)
 	return nil
 }
 
 func startGarbageCollectorController(ctx context.Context, cc ControllerContext) error {
-	go garbagecollector.New(cc.InformerFactory, cc.Client, cc.Recorder).Run(ctx, cc.Options.ConcurrentGCSyncs)
+	go garbagecollector.New(cc.InformerFactory, cc.Client, cc.Events.ForComponent("garbage-collector-controller")).Run(ctx, cc.Options.ConcurrentGCSyncs)
 	return nil
 }
 
 func startCronJobController(ctx context.Context, cc ControllerContext) error {
-	c := cronjob.New(cc.InformerFactory, cc.Client, cc.Recorder)
+	c := cronjob.New(cc.InformerFactory, cc.Client, cc.Events.ForComponent("cronjob-controller"))
 	c.Clock = cc.Clock
 	go c.Run(ctx, cronJobWorkers)
 	return nil

@@ -28,7 +28,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/pki"
 )
 
@@ -91,7 +91,7 @@ func New(cfg Config) (*Controller, error) {
 		recorder: cfg.Recorder,
 	}
 	if c.recorder == nil {
-		c.recorder = events.Nop{}
+		c.recorder = eventrecorder.Nop{}
 	}
 	enqueue := func(obj any) {
 		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {

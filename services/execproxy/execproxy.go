@@ -9,7 +9,10 @@
 // endpoint (Node status.addresses and
 // status.daemonEndpoints.kubeletEndpoint.port), and dials the kubelet over
 // HTTPS with its own client certificate (system:skiff:exec-proxy), verifying
-// the kubelet's serving certificate against the cluster CA.
+// the kubelet's serving certificate against the cluster CA. A node that holds
+// a tunnel (package tunnel: the kubelet dialed out to exec-proxy's tunnel port,
+// as konnectivity's agents do) is reached through it instead, whatever its
+// address: the same TLS connection to the kubelet API, carried over the tunnel.
 //
 // kubectl 1.32 speaks WebSocket v5.channel.k8s.io for exec and attach, which
 // the runtimes' streaming servers do not: exec-proxy translates it to SPDY
@@ -81,6 +84,18 @@ type Config struct {
 	// TracerProvider traces every request (a server span continuing the
 	// apiserver's traceparent); nil means the global provider.
 	TracerProvider trace.TracerProvider
+	// Tunnels reaches the kubelets of nodes that hold a tunnel (a
+	// *tunnel.Server); nil means every kubelet is dialed directly.
+	Tunnels TunnelDialer
+}
+
+// TunnelDialer opens connections to a node's kubelet API through the node's
+// tunnel. *tunnel.Server is one.
+type TunnelDialer interface {
+	// Has reports whether node holds a tunnel.
+	Has(node string) bool
+	// Dial opens a connection to node's kubelet API through its tunnel.
+	Dial(ctx context.Context, node string) (net.Conn, error)
 }
 
 // Proxy serves the pod subresources exec, attach, portforward and log under
@@ -91,6 +106,7 @@ type Proxy struct {
 	transport  *http.Transport
 	logger     *slog.Logger
 	tracer     trace.TracerProvider
+	tunnels    TunnelDialer
 	mux        *http.ServeMux
 }
 
@@ -99,7 +115,7 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Client == nil || cfg.KubeletTLS == nil {
 		return nil, errors.New("exec-proxy: Client and KubeletTLS are required")
 	}
-	p := &Proxy{client: cfg.Client, kubeletTLS: cfg.KubeletTLS.Clone(), logger: cfg.Logger, tracer: cfg.TracerProvider}
+	p := &Proxy{client: cfg.Client, kubeletTLS: cfg.KubeletTLS.Clone(), logger: cfg.Logger, tracer: cfg.TracerProvider, tunnels: cfg.Tunnels}
 	if p.logger == nil {
 		p.logger = slog.Default()
 	}
@@ -164,6 +180,9 @@ type target struct {
 	pod       *v1.Pod
 	container string
 	kubelet   *url.URL // https://host:port, no path
+	// transport reaches the kubelet: exec-proxy's shared one, or one over the
+	// node's tunnel.
+	transport *http.Transport
 }
 
 // resolve finds the pod, the container (the query's, or the only one) and
@@ -198,17 +217,63 @@ func (p *Proxy) resolve(r *http.Request, needContainer, needRunning bool) (*targ
 		return nil, badGateway(fmt.Sprintf("node %s reports no kubelet address", node.Name))
 	}
 	t.kubelet = &url.URL{Scheme: "https", Host: net.JoinHostPort(host, strconv.Itoa(int(port)))}
-	// A kubelet that cannot be reached, or whose serving certificate does not
-	// verify, is a 502 before the upgrade, not a stream that fails after it.
 	tlsCfg := p.kubeletTLS.Clone()
 	tlsCfg.ServerName = host
+	dial := (&net.Dialer{Timeout: dialTimeout}).DialContext
+	t.transport = p.transport
+	via := "directly"
+	if p.tunnels != nil && p.tunnels.Has(node.Name) {
+		t.transport = p.tunnelTransport(node.Name, tlsCfg)
+		dial = t.transport.DialContext
+		via = "through its tunnel"
+	}
+	// A kubelet that cannot be reached, or whose serving certificate does not
+	// verify, is a 502 before the upgrade, not a stream that fails after it.
 	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: dialTimeout}, Config: tlsCfg}
-	conn, err := d.DialContext(r.Context(), "tcp", t.kubelet.Host)
+	var conn net.Conn
+	if t.transport == p.transport {
+		conn, err = d.DialContext(r.Context(), "tcp", t.kubelet.Host)
+	} else {
+		conn, err = dialTLS(r.Context(), dial, t.kubelet.Host, tlsCfg)
+	}
 	if err != nil {
-		return nil, badGateway(fmt.Sprintf("node %s is unreachable: %v", node.Name, err))
+		return nil, badGateway(fmt.Sprintf("node %s is unreachable %s: %v", node.Name, via, err))
 	}
 	conn.Close()
 	return t, nil
+}
+
+// tunnelTransport reaches node's kubelet over its tunnel: each connection is a
+// new tunnelled one (no keep-alive, so nothing stays open once a request is
+// done), and TLS verifies the kubelet's serving certificate for the node's
+// address (tlsCfg.ServerName) as a direct dial would.
+func (p *Proxy) tunnelTransport(node string, tlsCfg *tls.Config) *http.Transport {
+	return &http.Transport{
+		TLSClientConfig: tlsCfg,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return p.tunnels.Dial(ctx, node)
+		},
+		TLSHandshakeTimeout: dialTimeout,
+		DisableKeepAlives:   true,
+		Proxy:               nil,
+	}
+}
+
+// dialTLS opens a connection with dial and completes a TLS handshake over it
+// within dialTimeout.
+func dialTLS(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string, cfg *tls.Config) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	raw, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	conn := tls.Client(raw, cfg)
+	if err := conn.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	return conn, nil
 }
 
 // nodeAddress picks the node's InternalIP, else ExternalIP, else Hostname:
@@ -314,8 +379,8 @@ func (p *Proxy) serveStream(w http.ResponseWriter, r *http.Request, kind string,
 	loc := *t.kubelet
 	loc.Path = fmt.Sprintf("/%s/%s/%s/%s", kind, t.pod.Namespace, t.pod.Name, t.container)
 	loc.RawQuery = kubeletStreamQuery(o, commands).Encode()
-	upgrade := p.upgradeHandler(&loc, true)
-	translator := proxy.NewStreamTranslatorHandler(&loc, p.transport, 0, o)
+	upgrade := p.upgradeHandler(&loc, t.transport, true)
+	translator := proxy.NewStreamTranslatorHandler(&loc, t.transport, 0, o)
 	proxy.NewTranslatingHandler(upgrade, translator, wsstream.IsWebSocketRequestWithStreamCloseProtocol).ServeHTTP(w, withKubeletQuery(r, loc.RawQuery))
 }
 
@@ -328,9 +393,9 @@ func (p *Proxy) servePortForward(w http.ResponseWriter, r *http.Request) {
 	loc := *t.kubelet
 	loc.Path = fmt.Sprintf("/portForward/%s/%s", t.pod.Namespace, t.pod.Name)
 	loc.RawQuery = r.URL.RawQuery
-	upgrade := p.upgradeHandler(&loc, true)
-	tunnel := proxy.NewTunnelingHandler(upgrade)
-	proxy.NewTranslatingHandler(upgrade, tunnel, wsstream.IsWebSocketRequestWithTunnelingProtocol).ServeHTTP(w, r)
+	upgrade := p.upgradeHandler(&loc, t.transport, true)
+	tunneling := proxy.NewTunnelingHandler(upgrade)
+	proxy.NewTranslatingHandler(upgrade, tunneling, wsstream.IsWebSocketRequestWithTunnelingProtocol).ServeHTTP(w, r)
 }
 
 // serveLog proxies the container's log, streamed (flushed as it arrives) for
@@ -351,14 +416,14 @@ func (p *Proxy) serveLog(w http.ResponseWriter, r *http.Request) {
 	loc := *t.kubelet
 	loc.Path = fmt.Sprintf("/containerLogs/%s/%s/%s", t.pod.Namespace, t.pod.Name, t.container)
 	loc.RawQuery = q.Encode()
-	h := p.upgradeHandler(&loc, false)
+	h := p.upgradeHandler(&loc, t.transport, false)
 	h.ServeHTTP(w, withKubeletQuery(r, loc.RawQuery))
 }
 
-// upgradeHandler proxies to loc over the kubelet transport. Mirrors
+// upgradeHandler proxies to loc over transport (the target's). Mirrors
 // kube-apiserver's newThrottledUpgradeAwareProxyHandler.
-func (p *Proxy) upgradeHandler(loc *url.URL, upgradeRequired bool) *upgradeproxy.UpgradeAwareHandler {
-	h := upgradeproxy.NewUpgradeAwareHandler(loc, p.transport, false, upgradeRequired, &httpstatus.Responder{Logger: p.logger, Message: "proxy to kubelet failed", Wrap: func(err error) error {
+func (p *Proxy) upgradeHandler(loc *url.URL, transport *http.Transport, upgradeRequired bool) *upgradeproxy.UpgradeAwareHandler {
+	h := upgradeproxy.NewUpgradeAwareHandler(loc, transport, false, upgradeRequired, &httpstatus.Responder{Logger: p.logger, Message: "proxy to kubelet failed", Wrap: func(err error) error {
 		return badGateway(fmt.Sprintf("error proxying to the kubelet: %v", err))
 	}})
 	h.UseRequestLocation = false

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -33,11 +35,13 @@ import (
 
 	"skiff.dev/services/apiserver"
 	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/cri/process"
+	"skiff.dev/services/cri/socketharness"
 	"skiff.dev/services/execproxy"
+	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/volumemanager"
-	"skiff.dev/services/runtime/critest"
-	"skiff.dev/services/runtime/process"
+	"skiff.dev/services/tunnel"
 )
 
 const (
@@ -64,15 +68,35 @@ func keyPair(t *testing.T, certPEM, keyPEM []byte) tls.Certificate {
 	return cert
 }
 
-func startCluster(t *testing.T) *cluster {
+// clusterOptions shape startCluster's chain.
+type clusterOptions struct {
+	// tunnelled: the node reports an address nothing routes to (TEST-NET-1) and
+	// its kubelet holds a tunnel to exec-proxy, the only way to reach it.
+	tunnelled bool
+}
+
+// unroutableNodeIP is in TEST-NET-1 (RFC 5737): no host has it.
+const unroutableNodeIP = "192.0.2.10"
+
+func startCluster(t *testing.T, opts ...clusterOptions) *cluster {
 	t.Helper()
+	var o clusterOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	nodeIP := "127.0.0.1"
+	if o.tunnelled {
+		nodeIP = unroutableNodeIP
+	}
 	proxyLis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := &cluster{proxyAddr: proxyLis.Addr().String()}
 	var frontProxyTLS *tls.Config
-	c.api = apiservertest.StartServer(t, func(cfg *apiserver.Config) {
+	// No controllers: their informers re-watch after the restart below at times of their
+	// own, which the leak checks would count; the test makes what they would have made.
+	c.api = apiservertest.StartServerWithoutControllers(t, func(cfg *apiserver.Config) {
 		if frontProxyTLS != nil {
 			cfg.ExecProxyURL = "https://" + c.proxyAddr
 			cfg.ProxyClientTLS = frontProxyTLS
@@ -91,6 +115,13 @@ func startCluster(t *testing.T) *cluster {
 	if c.client, err = kubernetes.NewForConfig(c.admin); err != nil {
 		t.Fatal(err)
 	}
+	// What the serviceaccount and root-ca-cert-publisher controllers give a namespace.
+	if _, err := c.client.CoreV1().ServiceAccounts("default").Create(context.Background(), &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.CoreV1().ConfigMaps("default").Create(context.Background(), &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt"}, Data: map[string]string{"ca.crt": string(ca.CertPEM)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// The process runtime and a kubelet serving its API with a certificate
 	// from the cluster CA.
@@ -99,8 +130,8 @@ func startCluster(t *testing.T) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	cri := critest.Start(t, rt, rt)
-	serving, err := ca.IssueServing(nodeName, []string{"127.0.0.1"}, time.Hour)
+	cri := socketharness.Start(t, rt, rt)
+	serving, err := ca.IssueServing(nodeName, []string{nodeIP}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +139,7 @@ func startCluster(t *testing.T) *cluster {
 	kubeletDir := t.TempDir()
 	t.Cleanup(func() { _ = volumemanager.UnmountAll(filepath.Join(kubeletDir, "pods")) })
 	kl, err := kubelet.New(kubelet.Config{
-		NodeName: nodeName, Client: c.client, RuntimeEndpoint: cri.Socket, RootDir: kubeletDir, NodeIP: "127.0.0.1",
+		NodeName: nodeName, Client: c.client, RuntimeEndpoint: cri.Socket, RootDir: kubeletDir, NodeIP: nodeIP,
 		ServerAddr: "127.0.0.1:0",
 		ServerTLS:  &tls.Config{Certificates: []tls.Certificate{keyPair(t, serving.CertPEM, serving.KeyPEM)}, ClientCAs: ca.CertPool()},
 	})
@@ -127,15 +158,19 @@ func startCluster(t *testing.T) *cluster {
 		t.Fatal(err)
 	}
 	c.spans = tracetest.NewInMemoryExporter()
-	p, err := execproxy.New(execproxy.Config{
-		Client:         epClient,
-		KubeletTLS:     execproxy.KubeletClientTLS(keyPair(t, epCert.CertPEM, epCert.KeyPEM), ca.CertPool()),
-		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(c.spans)),
-	})
+	epServing, err := ca.IssueServing("exec-proxy", []string{"127.0.0.1"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	epServing, err := ca.IssueServing("exec-proxy", []string{"127.0.0.1"}, time.Hour)
+	proxyCfg := execproxy.Config{
+		Client:         epClient,
+		KubeletTLS:     execproxy.KubeletClientTLS(keyPair(t, epCert.CertPEM, epCert.KeyPEM), ca.CertPool()),
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(c.spans)),
+	}
+	if o.tunnelled {
+		proxyCfg.Tunnels = startTunnel(t, ca, keyPair(t, epServing.CertPEM, epServing.KeyPEM), kl.ServerAddress())
+	}
+	p, err := execproxy.New(proxyCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +178,42 @@ func startCluster(t *testing.T) *cluster {
 		return p.Serve(ctx, proxyLis, &tls.Config{Certificates: []tls.Certificate{keyPair(t, epServing.CertPEM, epServing.KeyPEM)}, ClientCAs: ca.CertPool()})
 	})
 	return c
+}
+
+// startTunnel serves exec-proxy's tunnel port on loopback and runs the node's
+// tunnel agent (with the node's client certificate) toward it, dialing the
+// kubelet API at kubeletAddr; it returns once the node holds its tunnel.
+func startTunnel(t *testing.T, ca *pki.CA, serving tls.Certificate, kubeletAddr string) *tunnel.Server {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := tunnel.NewServer(nil)
+	run(t, func(ctx context.Context) error { return srv.Serve(ctx, lis, tunnel.ServerTLS(serving, ca.CertPool())) })
+	nodeCert, err := ca.IssueClient("system:node:"+nodeName, []string{"system:nodes"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile := filepath.Join(t.TempDir(), "kubelet-client-current.pem")
+	if err := os.WriteFile(certFile, append(nodeCert.CertPEM, nodeCert.KeyPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agentTLS, err := tunnel.ClientTLS(ca.CertPEM, certFile, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := tunnel.NewAgent(tunnel.AgentConfig{Server: lis.Addr().String(), NodeName: nodeName, TLS: agentTLS,
+		KubeletAddress: tunnel.KubeletAddress(kubeletAddr)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, agent.Run)
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, waitTimeout, true,
+		func(context.Context) (bool, error) { return srv.Has(nodeName), nil }); err != nil {
+		t.Fatalf("the node's tunnel: %v", err)
+	}
+	return srv
 }
 
 // run runs f until the test ends.
@@ -545,5 +616,28 @@ func verifyNoLeaks(t *testing.T, opts ...goleak.Option) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestThroughTheTunnel: the node's address routes nowhere, and exec (WebSocket
+// and SPDY), logs and port-forward still work, through the node's tunnel.
+func TestThroughTheTunnel(t *testing.T) {
+	c := startCluster(t, clusterOptions{tunnelled: true})
+	c.runningPod(t, "tunnelled", "sh", "-c", "echo started; sleep 3600")
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	for _, transport := range []string{"websocket", "spdy"} {
+		out, _, err := execute(ctx, c.admin, transport, c.execURL("tunnelled", []string{"echo", "hello"}, false, false), nil, false)
+		if err != nil || out != "hello\n" {
+			t.Errorf("exec over %s: %q, %v, want hello", transport, out, err)
+		}
+	}
+	out, _, err := execute(ctx, c.admin, "websocket", c.execURL("tunnelled", []string{"cat"}, true, false), strings.NewReader("through the tunnel\n"), false)
+	if err != nil || out != "through the tunnel\n" {
+		t.Errorf("exec with stdin: %q, %v", out, err)
+	}
+	b, err := c.client.CoreV1().Pods("default").GetLogs("tunnelled", &v1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil || string(b) != "started\n" {
+		t.Errorf("logs: %q, %v, want started", b, err)
 	}
 }

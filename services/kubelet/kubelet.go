@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,8 +37,10 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
+	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
+	"skiff.dev/services/kubelet/cm"
 	"skiff.dev/services/kubelet/config"
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/eviction"
@@ -82,6 +83,11 @@ const (
 	housekeepingPeriod = 2 * time.Second
 	// runtimeUpPeriod is how often the runtime's Status is checked.
 	runtimeUpPeriod = 5 * time.Second
+	// runtimeNotReadyPeriod is how often it is checked while the runtime or its
+	// network is not ready (skiff's addition: a runtime whose CNI config appears
+	// right after the pod CIDR is handed over is seen ready within this, not
+	// runtimeUpPeriod later).
+	runtimeNotReadyPeriod = 500 * time.Millisecond
 	// backOffPeriod and maxContainerBackOff bound the crash-loop backoff.
 	backOffPeriod       = 10 * time.Second
 	maxContainerBackOff = 300 * time.Second
@@ -162,6 +168,11 @@ type Config struct {
 	ClusterDNS []string
 	// ClusterDomain is the cluster's DNS domain (default "cluster.local").
 	ClusterDomain string
+	// CgroupDriver is kube's --cgroup-driver, the naming of the pods' cgroups
+	// (the sandbox's linux.cgroup_parent): "" or cm.CgroupDriverCgroupfs,
+	// or cm.CgroupDriverSystemd. As in kube, the runtime's answer to CRI
+	// RuntimeConfig wins; this applies when it does not implement the RPC.
+	CgroupDriver cm.CgroupDriver
 	// ResolverConfig is the node's resolv.conf that dnsPolicy Default (and
 	// the search path of ClusterFirst) start from; "" means /etc/resolv.conf.
 	ResolverConfig string
@@ -221,8 +232,15 @@ type Kubelet struct {
 	// podCIDRFallback is Config.PodCIDR; podCIDR is the range last handed
 	// to the runtime (guarded by podCIDRMu).
 	podCIDRFallback string
-	podCIDRMu       sync.Mutex
-	podCIDR         string
+	// cgroupDriver names pods' cgroups: Config.CgroupDriver until the runtime
+	// has answered CRI RuntimeConfig (cgroupDriverResolved), then its answer.
+	// The runtime counts as up only once it has, so no sandbox is created with
+	// a name the runtime would not take.
+	cgroupDriverMu       sync.Mutex
+	cgroupDriver         cm.CgroupDriver
+	cgroupDriverResolved bool
+	podCIDRMu            sync.Mutex
+	podCIDR              string
 
 	// nodeStatusUpdateCh asks for an immediate node status update.
 	nodeStatusUpdateCh chan struct{}
@@ -297,6 +315,7 @@ func New(cfg Config) (*Kubelet, error) {
 		nodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
 		healthzAddr:               cfg.HealthzAddr,
 		podCIDRFallback:           cfg.PodCIDR,
+		cgroupDriver:              cfg.CgroupDriver,
 		serverListener:            serverListener,
 		serverTLS:                 cfg.ServerTLS,
 		logger:                    logger,
@@ -314,7 +333,7 @@ func New(cfg Config) (*Kubelet, error) {
 	}
 	kl.recorder = cfg.Recorder
 	if kl.recorder == nil {
-		kl.recorder = events.Nop{}
+		kl.recorder = eventrecorder.Nop{}
 	}
 	kl.tracer = tracing.Tracer(cfg.TracerProvider, "skiff.dev/services/kubelet")
 	machine := nodestatus.ReadMachine(cfg.RootDir)
@@ -370,7 +389,7 @@ func New(cfg Config) (*Kubelet, error) {
 		Recorder:         cfg.Recorder,
 		KubeletVersion:   KubeletVersion,
 	})
-	kl.podWorkers = podworkers.New(kl, kl.podCache, kl.workQueue, cfg.SyncFrequency, backOffPeriod, logger)
+	kl.podWorkers = podworkers.New(kl, kl.podCache, kl.pleg, kl.workQueue, cfg.SyncFrequency, backOffPeriod, logger)
 	kl.podConfig = config.NewPodConfig(cfg.Client, cfg.NodeName, logger)
 	if cfg.PodManifestPath != "" {
 		kl.podConfig.AddFileSource(cfg.PodManifestPath, cfg.FileCheckFrequency)
@@ -398,6 +417,16 @@ func New(cfg Config) (*Kubelet, error) {
 		nodestatus.ReadyCondition(time.Now, kl.readinessErrors),
 	}
 	return kl, nil
+}
+
+// ServerAddress is where the kubelet API listens (host:port, the real port
+// when ServerAddr asked for :0), or "" when it serves none. A tunnel agent
+// dials it (package tunnel).
+func (kl *Kubelet) ServerAddress() string {
+	if kl.serverListener == nil {
+		return ""
+	}
+	return kl.serverListener.Addr().String()
 }
 
 // Run starts every component, runs the sync loop until ctx ends, then stops
@@ -980,26 +1009,45 @@ func (kl *Kubelet) readinessErrors() error {
 }
 
 // updateRuntimeUpLoop checks the runtime's Status every 5 s (the first time
-// at once) and asks for a node status update whenever readiness changes.
+// at once; every 0.5 s while it or its network is not ready), asks for a node
+// status update whenever readiness changes, and requeues every pod when the
+// network becomes ready.
 // Mirrors Kubelet.updateRuntimeUp.
 func (kl *Kubelet) updateRuntimeUpLoop(ctx context.Context) {
-	t := time.NewTicker(runtimeUpPeriod)
-	defer t.Stop()
-	lastReady := false
+	lastReady, lastNetworkReady := false, false
 	for {
 		kl.updateRuntimeUp(ctx)
-		if ready := kl.readinessErrors() == nil; ready != lastReady {
+		ready := kl.readinessErrors() == nil
+		if ready != lastReady {
 			lastReady = ready
 			select {
 			case kl.nodeStatusUpdateCh <- struct{}{}:
 			default:
 			}
 		}
+		// Pods whose sync failed on "network is not ready" wait out the pod
+		// worker's back-off (10 s); once the network is ready they go now.
+		networkReady := kl.runtimeState.networkErrors() == nil
+		if networkReady && !lastNetworkReady {
+			kl.requeueAllPods()
+		}
+		lastNetworkReady = networkReady
+		period := runtimeUpPeriod
+		if !ready {
+			period = runtimeNotReadyPeriod
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(period):
 		}
+	}
+}
+
+// requeueAllPods asks every desired pod's worker to sync at the next sync tick.
+func (kl *Kubelet) requeueAllPods() {
+	for _, pod := range kl.podManager.GetPods() {
+		kl.workQueue.Enqueue(pod.UID, 0)
 	}
 }
 
@@ -1039,32 +1087,60 @@ func (kl *Kubelet) updateRuntimeUp(ctx context.Context) {
 		kl.runtimeState.setRuntimeState(fmt.Errorf("container runtime not ready: %s", runtimeCond))
 		return
 	}
+	if err := kl.resolveCgroupDriver(ctx); err != nil {
+		kl.runtimeState.setRuntimeState(fmt.Errorf("the cgroup driver: %w", err))
+		return
+	}
 	kl.runtimeState.setRuntimeState(nil)
 	kl.runtimeState.setRuntimeSync(time.Now())
 }
 
-// serveHealthz serves /healthz until ctx ends: 200 "ok" while the PLEG
-// relists, 500 with the reason otherwise.
+// resolveCgroupDriver asks the runtime for its cgroup driver once (CRI
+// RuntimeConfig; Unimplemented keeps Config.CgroupDriver), as kube's kubelet
+// does at start; skiff asks when the runtime first answers Status, so a
+// kubelet started before its runtime waits for it rather than exit.
+func (kl *Kubelet) resolveCgroupDriver(ctx context.Context) error {
+	kl.cgroupDriverMu.Lock()
+	defer kl.cgroupDriverMu.Unlock()
+	if kl.cgroupDriverResolved {
+		return nil
+	}
+	driver, err := cm.CgroupDriverFromCRI(ctx, runtimeapi.NewRuntimeServiceClient(kl.conn), kl.cgroupDriver, kl.logger)
+	if err != nil {
+		return err
+	}
+	kl.cgroupDriver, kl.cgroupDriverResolved = driver, true
+	kl.logger.Info("cgroup driver", "cgroupDriver", driver)
+	return nil
+}
+
+// podCgroupDriver is the driver pods' cgroups are named with.
+func (kl *Kubelet) podCgroupDriver() cm.CgroupDriver {
+	kl.cgroupDriverMu.Lock()
+	defer kl.cgroupDriverMu.Unlock()
+	return kl.cgroupDriver
+}
+
+// Healthz is nil while the kubelet is healthy: its PLEG relists in time (kube's
+// kubelet healthz checks "syncloop" and "pleg"). Fit for serving.WithLiveness.
+func (kl *Kubelet) Healthz() error {
+	if ok, err := kl.pleg.Healthy(); !ok {
+		if err == nil {
+			err = errors.New("not healthy")
+		}
+		return fmt.Errorf("pleg: %w", err)
+	}
+	return nil
+}
+
+// serveHealthz serves serving's /healthz, /livez and /readyz, failing while Healthz
+// does, on healthzAddr until ctx ends.
 func (kl *Kubelet) serveHealthz(ctx context.Context) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if ok, err := kl.pleg.Healthy(); !ok {
-			http.Error(w, "pleg: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
-	srv := &http.Server{Addr: kl.healthzAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			kl.logger.Error("healthz server failed", "addr", kl.healthzAddr, "err", err)
-		}
-	}()
-	<-ctx.Done()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutdownCtx)
-	<-done
+	l, err := net.Listen("tcp", kl.healthzAddr)
+	if err == nil {
+		err = serving.Serve(ctx, l, nil, nil, serving.WithLiveness(kl.Healthz))
+	}
+	if err != nil {
+		kl.logger.Error("healthz server failed", "addr", kl.healthzAddr, "err", err)
+	}
 }

@@ -43,10 +43,10 @@ func (kl *Kubelet) GenerateRunContainerOptions(ctx context.Context, pod *v1.Pod,
 	return &container.RunContainerOptions{Envs: envs, Mounts: mounts}, nil
 }
 
-// GetPodCgroupParent returns the pod's cgroup in kube's QoS hierarchy.
-// Implements kuberuntime.RuntimeHelper.
+// GetPodCgroupParent returns the pod's cgroup in kube's QoS hierarchy, named
+// by the kubelet's cgroup driver. Implements kuberuntime.RuntimeHelper.
 func (kl *Kubelet) GetPodCgroupParent(pod *v1.Pod) string {
-	return cm.GetPodCgroupParent(pod)
+	return kl.podCgroupDriver().Name(cm.PodCgroupName(pod))
 }
 
 // makeEnvironmentVariables resolves c's environment: first every envFrom

@@ -15,16 +15,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/cri"
+	"skiff.dev/services/cri/sim"
+	"skiff.dev/services/cri/socketharness"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/volumemanager"
-	skiffruntime "skiff.dev/services/runtime"
-	"skiff.dev/services/runtime/critest"
-	"skiff.dev/services/runtime/sim"
 )
 
 const nodeName = "node-1"
@@ -43,11 +44,11 @@ func startAPIServer(t *testing.T) kubernetes.Interface {
 
 // startSim serves a sim runtime on a unix socket for the test and returns
 // CRI clients to it.
-func startSim(t *testing.T) *critest.Clients {
+func startSim(t *testing.T) *socketharness.Clients {
 	t.Helper()
 	rt := sim.New()
 	t.Cleanup(rt.Close)
-	return critest.Start(t, rt, rt)
+	return socketharness.Start(t, rt, rt)
 }
 
 // rootDir is a kubelet root directory for the test. The tmpfs volumes the
@@ -105,16 +106,12 @@ func runKubelet(t *testing.T, client kubernetes.Interface, socket, rootDir strin
 // passes, then fails with cond's last error.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var last error
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = cond()
+		return last == nil, nil
+	}); err != nil {
+		t.Fatalf("%s: %v", what, last)
 	}
 }
 
@@ -462,7 +459,7 @@ func TestKubeletWaitsForALateRuntime(t *testing.T) {
 	t.Cleanup(rt.Close)
 	serveCtx, stopServing := context.WithCancel(ctx)
 	served := make(chan error, 1)
-	go func() { served <- skiffruntime.Serve(serveCtx, socket, rt, rt) }()
+	go func() { served <- cri.Serve(serveCtx, socket, rt, rt) }()
 	t.Cleanup(func() {
 		stopServing()
 		if err := <-served; err != nil {

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"skiff.dev/services/kubelet"
@@ -50,14 +51,10 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 	}
 
 	var leaked []string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		leaked = kubeletGoroutines()
-		if len(leaked) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(leaked) == 0, nil
+	})
 	if len(leaked) > 0 {
 		t.Fatalf("%d kubelet goroutines outlived Run:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 	}

@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"runtime"
@@ -9,9 +10,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/util/retry"
 
 	"skiff.dev/services/kubelet/events"
@@ -136,25 +139,20 @@ func (kl *Kubelet) setNodeStatus(ctx context.Context, node *v1.Node) {
 	}
 }
 
-// syncNodeStatus writes the node's status (UpdateStatus on
-// nodes/NAME/status, retried on conflict). It returns false when the Node
-// no longer exists, so that the kubelet registers it again. Mirrors
-// Kubelet.updateNodeStatus.
+// nodeStatusUpdateRetry is how many times syncNodeStatus tries to write the status
+// before giving up until the next tick (kubelet's nodeStatusUpdateRetry).
+const nodeStatusUpdateRetry = 5
+
+// syncNodeStatus writes the node's status, trying up to nodeStatusUpdateRetry times. It
+// returns false when the Node no longer exists, so that the kubelet registers it again.
+// Mirrors Kubelet.updateNodeStatus.
 func (kl *Kubelet) syncNodeStatus(ctx context.Context) bool {
-	nodes := kl.kubeClient.CoreV1().Nodes()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := nodes.Get(ctx, kl.nodeName, metav1.GetOptions{})
-		if err != nil {
-			return err
+	var err error
+	for try := range nodeStatusUpdateRetry {
+		if err = kl.tryUpdateNodeStatus(ctx, try); err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil {
+			break
 		}
-		kl.updatePodCIDR(ctx, node)
-		updated := node.DeepCopy()
-		kl.setNodeStatus(ctx, updated)
-		if _, err = nodes.UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err == nil {
-			kl.recordNodeReadyTransition(node, updated)
-		}
-		return err
-	})
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		kl.logger.Info("node object is gone, registering again")
@@ -165,6 +163,76 @@ func (kl *Kubelet) syncNodeStatus(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// tryUpdateNodeStatus reads the Node (the first try from the apiserver's cache,
+// resourceVersion "0", as kubelet does), runs the status setters and PATCHes the
+// difference onto nodes/NAME/status. A strategic merge patch carries no resourceVersion,
+// so it does not conflict with the controllers' writes to the Node (node IPAM's podCIDR,
+// taints) the way an UpdateStatus would. Mirrors Kubelet.tryUpdateNodeStatus.
+func (kl *Kubelet) tryUpdateNodeStatus(ctx context.Context, try int) error {
+	nodes := kl.kubeClient.CoreV1().Nodes()
+	opts := metav1.GetOptions{}
+	if try == 0 {
+		opts.ResourceVersion = "0"
+	}
+	node, err := nodes.Get(ctx, kl.nodeName, opts)
+	if err != nil {
+		return err
+	}
+	kl.updatePodCIDR(ctx, node)
+	updated := node.DeepCopy()
+	kl.setNodeStatus(ctx, updated)
+	patch, err := nodeStatusPatch(node, updated)
+	if err != nil {
+		return err
+	}
+	if _, err := nodes.Patch(ctx, kl.nodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return err
+	}
+	kl.recordNodeReadyTransition(node, updated)
+	return nil
+}
+
+// nodeStatusPatch is the strategic merge patch from old to updated's status (and
+// metadata; spec is left out). status.addresses is annotated patchStrategy=merge on the
+// name-less type field, which merges addresses wrongly, so a changed list is sent whole
+// with the $patch: replace directive. Mirrors kube's preparePatchBytesforNodeStatus
+// (pkg/util/node).
+func nodeStatusPatch(old, updated *v1.Node) ([]byte, error) {
+	oldData, err := json.Marshal(old)
+	if err != nil {
+		return nil, err
+	}
+	replaceAddresses := len(old.Status.Addresses) > 0 && !equality.Semantic.DeepEqual(old.Status.Addresses, updated.Status.Addresses)
+	diff := updated.DeepCopy()
+	diff.Spec = old.Spec
+	if replaceAddresses {
+		diff.Status.Addresses = old.Status.Addresses
+	}
+	newData, err := json.Marshal(diff)
+	if err != nil {
+		return nil, err
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(oldData, newData, v1.Node{})
+	if err != nil || !replaceAddresses {
+		return patch, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(patch, &m); err != nil {
+		return nil, err
+	}
+	status, _ := m["status"].(map[string]any)
+	if status == nil {
+		status = map[string]any{}
+		m["status"] = status
+	}
+	addresses := make([]any, 0, len(updated.Status.Addresses)+1)
+	for _, a := range updated.Status.Addresses {
+		addresses = append(addresses, map[string]any{"type": a.Type, "address": a.Address})
+	}
+	status["addresses"] = append(addresses, map[string]any{"$patch": "replace"})
+	return json.Marshal(m)
 }
 
 // recordNodeEvent records an event about the kubelet's Node, referenced as kubelet does

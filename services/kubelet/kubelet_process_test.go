@@ -12,8 +12,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"skiff.dev/services/runtime/critest"
-	"skiff.dev/services/runtime/process"
+	"skiff.dev/services/cri/process"
+	"skiff.dev/services/cri/socketharness"
 )
 
 // TestKubeletRunsRealProcesses runs pods on the process runtime: real exit
@@ -27,7 +27,7 @@ func TestKubeletRunsRealProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	cri := critest.Start(t, rt, rt)
+	cri := socketharness.Start(t, rt, rt)
 	rootDir := rootDir(t)
 	runKubelet(t, client, cri.Socket, rootDir)
 

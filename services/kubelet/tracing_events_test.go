@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"skiff.dev/services/apiserver/apiservertest"
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet"
 )
@@ -39,7 +39,7 @@ func TestSyncPodContinuesThePodTraceAndRecordsEvents(t *testing.T) {
 	cfg := rest.CopyConfig(srv.Config)
 	cfg.WrapTransport = tracing.WrapTransport(tp)
 	client := kubernetes.NewForConfigOrDie(cfg)
-	recorder, err := events.New(events.Config{Component: "kubelet", Host: nodeName, Client: client})
+	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "kubelet", Host: nodeName, Client: client})
 	if err != nil {
 		t.Fatal(err)
 	}

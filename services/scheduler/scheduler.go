@@ -21,6 +21,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -31,7 +32,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/client-go/tools/record"
 
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/scheduler/framework"
 	"skiff.dev/services/scheduler/framework/plugins"
@@ -172,7 +173,7 @@ func newScheduler(cfg Config, opts ...option) (*Scheduler, error) {
 		tracer:   tracing.Tracer(cfg.TracerProvider, "skiff.dev/services/scheduler"),
 	}
 	if s.recorder == nil {
-		s.recorder = events.Nop{}
+		s.recorder = eventrecorder.Nop{}
 	}
 	s.metrics = metrics.New(s.queue.Lengths)
 
@@ -183,6 +184,13 @@ func newScheduler(cfg Config, opts ...option) (*Scheduler, error) {
 	s.assignedPodInformer = coreinformers.NewFilteredPodInformer(cfg.Client, metav1.NamespaceAll, 0, toolscache.Indexers{},
 		func(lo *metav1.ListOptions) { lo.FieldSelector = assignedPodsFieldSelector })
 	s.nodeInformer = coreinformers.NewNodeInformer(cfg.Client, 0, toolscache.Indexers{})
+	// The scheduler never reads managedFields; dropping them on arrival keeps every cached
+	// pod and node smaller (as kube-controller-manager's informers do).
+	for _, informer := range []toolscache.SharedIndexInformer{s.podInformer, s.assignedPodInformer, s.nodeInformer} {
+		if err := informer.SetTransform(trimManagedFields); err != nil {
+			return nil, fmt.Errorf("scheduler: %w", err)
+		}
+	}
 	if err := s.addAllEventHandlers(); err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
@@ -241,4 +249,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.bindings.Wait()
 	s.logger.Info("scheduler stopped")
 	return nil
+}
+
+// trimManagedFields drops an object's managedFields before it enters an informer's cache.
+func trimManagedFields(obj any) (any, error) {
+	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
+		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
 }

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"skiff.dev/services/apiserver/apiservertest"
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/scheduler"
 )
@@ -39,7 +39,7 @@ func TestSchedulingCycleContinuesThePodTraceAndRecordsEvents(t *testing.T) {
 	cfg := rest.CopyConfig(srv.Config)
 	cfg.WrapTransport = tracing.WrapTransport(tp)
 	client := kubernetes.NewForConfigOrDie(cfg)
-	recorder, err := events.New(events.Config{Component: "default-scheduler", Client: client})
+	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "default-scheduler", Client: client})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -61,8 +62,30 @@ func TestCSRApprovalMatrix(t *testing.T) {
 		}
 	})
 	t.Run("a CSR whose CN names another node is not approved", func(t *testing.T) {
-		// Give the signer a moment more than it took for the good one.
-		time.Sleep(500 * time.Millisecond)
+		// The signer counts each request its approver leaves for a person: once the
+		// count is 1 it has decided on the bad one (the good one is approved).
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(signer.Metrics())
+		leftPending := func() float64 {
+			families, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n float64
+			for _, f := range families {
+				if f.GetName() == "csrsigner_left_pending_total" {
+					for _, m := range f.GetMetric() {
+						n += m.GetCounter().GetValue()
+					}
+				}
+			}
+			return n
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+			return leftPending() > 0, nil
+		}); err != nil {
+			t.Fatalf("the signer never decided on the CSR for another node: %v", err)
+		}
 		got, err := c.admin.CertificatesV1().CertificateSigningRequests().Get(ctx, "node-a-for-node-b", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -1,76 +1,29 @@
 package bench_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"skiff.dev/tests/bench"
+	"skiff.dev/tests/internal/skifftest"
 )
+
+var skiffBinary string
+
+func TestMain(m *testing.M) { skifftest.Main(m, &skiffBinary) }
 
 // TestBenchmarkRunsAgainstSkiff runs the benchmark once at a small size against the
 // all-in-one with simulated containers and 10 hollow nodes, to prove both work end to
 // end; the figures themselves come from `make bench-e2e`, never from a test.
 func TestBenchmarkRunsAgainstSkiff(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "skiff")
-	if out, err := exec.Command("go", "build", "-o", bin, "skiff.dev/services/cmd/skiff").CombinedOutput(); err != nil {
-		t.Fatalf("building skiff: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "--data-dir", filepath.Join(dir, "data"), "--runtime", "sim", "--node-name", "bench", "--hollow-nodes", "10",
-		"--apiserver-port", "0", "--etcd-port", "0", "--exec-proxy-port", "0", "--kubelet-port", "0", "--nats-port", "0")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	kubeconfig := make(chan string, 1)
-	go func() {
-		scanner := bufio.NewScanner(stdout)
-		for scanner.Scan() {
-			if path, ok := strings.CutPrefix(scanner.Text(), "export KUBECONFIG="); ok {
-				kubeconfig <- path
-			}
-		}
-	}()
-	var path string
-	select {
-	case path = <-kubeconfig:
-	case <-time.After(90 * time.Second):
-		t.Fatal("skiff did not print its KUBECONFIG within 90 s")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS = -1
-	client := kubernetes.NewForConfigOrDie(cfg)
+	c := skifftest.Start(t, skiffBinary, "--runtime", "sim", "--node-name", "bench", "--hollow-nodes", "10")
+	client := c.Client
 
 	// The bench node and hollow-0 … hollow-9, each through its own TLS bootstrap.
 	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -92,7 +45,7 @@ func TestBenchmarkRunsAgainstSkiff(t *testing.T) {
 	}
 
 	res, err := bench.Run(context.Background(), bench.Config{Client: client, Namespace: "bench", Pods: 200, Creators: 10,
-		Image: "pause", Processes: map[string]int{"skiff": cmd.Process.Pid}, Timeout: 5 * time.Minute})
+		Image: "pause", Processes: map[string]int{"skiff": c.Cmd.Process.Pid}, Timeout: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,5 +72,4 @@ func TestBenchmarkRunsAgainstSkiff(t *testing.T) {
 			t.Errorf("pod %s not deleted by the benchmark's DeleteCollection", p.Name)
 		}
 	}
-	_ = os.RemoveAll(dir)
 }

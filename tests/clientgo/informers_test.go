@@ -7,6 +7,7 @@ package clientgo
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"sync"
 	"testing"
@@ -18,8 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -32,6 +35,30 @@ const (
 	nodeCount = 50
 	podCount  = 200
 )
+
+// listCounter counts the pod LISTs (and watch-lists) each informer sends, by field
+// selector ("" for the shared informer): a second one is a relist.
+type listCounter struct {
+	mu    sync.Mutex
+	lists map[string]int
+	next  http.RoundTripper
+}
+
+func (c *listCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	q := r.URL.Query()
+	if r.URL.Path == "/api/v1/pods" && (q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true") {
+		c.mu.Lock()
+		c.lists[q.Get("fieldSelector")]++
+		c.mu.Unlock()
+	}
+	return c.next.RoundTrip(r)
+}
+
+func (c *listCounter) relisted(fieldSelector string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lists[fieldSelector] > 1
+}
 
 // recorder counts an informer's notifications per object UID.
 type recorder struct {
@@ -119,7 +146,12 @@ func TestInformersConvergeAcrossAnAPIServerRestart(t *testing.T) {
 	// A shared informer factory over pods and nodes, with client-go's defaults.
 	informerCtx, stopInformers := context.WithCancel(ctx)
 	defer stopInformers()
-	factory := informers.NewSharedInformerFactory(client, 0)
+	// The informers' client counts their lists.
+	lists := &listCounter{lists: map[string]int{}}
+	informerConfig := rest.CopyConfig(srv.Config)
+	informerConfig.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { lists.next = rt; return lists }
+	informerClient := kubernetes.NewForConfigOrDie(informerConfig)
+	factory := informers.NewSharedInformerFactory(informerClient, 0)
 	allPods, allNodes := newRecorder(), newRecorder()
 	podInformer := factory.Core().V1().Pods().Informer()
 	nodeInformer := factory.Core().V1().Nodes().Informer()
@@ -137,7 +169,7 @@ func TestInformersConvergeAcrossAnAPIServerRestart(t *testing.T) {
 	nodeRecorders := make([]*recorder, nodeCount)
 	for i := range nodeInformers {
 		selector := fields.OneTermEqualSelector("spec.nodeName", fmt.Sprintf("node-%d", i)).String()
-		inf := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		inf := informers.NewSharedInformerFactoryWithOptions(informerClient, 0,
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector })).Core().V1().Pods().Informer()
 		nodeRecorders[i] = newRecorder()
 		if _, err := inf.AddEventHandler(nodeRecorders[i].handler()); err != nil {
@@ -210,12 +242,11 @@ func TestInformersConvergeAcrossAnAPIServerRestart(t *testing.T) {
 			}
 			var out *corev1.Pod
 			var err error
-			for attempt := 0; attempt < 50; attempt++ {
-				if out, err = pods.Create(ctx, pod, metav1.CreateOptions{}); err == nil {
-					break
-				}
-				time.Sleep(100 * time.Millisecond) // the apiserver may be restarting
-			}
+			// The apiserver may be restarting: retry for 5 s.
+			_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+				out, err = pods.Create(ctx, pod, metav1.CreateOptions{})
+				return err == nil, nil
+			})
 			if err != nil {
 				t.Fatalf("create %s: %v", pod.Name, err)
 			}
@@ -232,52 +263,66 @@ func TestInformersConvergeAcrossAnAPIServerRestart(t *testing.T) {
 			deleted[name] = true
 		}
 	}
+	// converge waits until every informer holds exactly what etcd holds.
+	converge := func(when string) {
+		t.Helper()
+		truth, err := pods.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[int][]string{}
+		var wantAll []string
+		for _, p := range truth.Items {
+			var n int
+			fmt.Sscanf(p.Spec.NodeName, "node-%d", &n)
+			want[n] = append(want[n], "default/"+p.Name)
+			wantAll = append(wantAll, "default/"+p.Name)
+		}
+		sort.Strings(wantAll)
+		if wantLen := len(created) - len(deleted); len(wantAll) != wantLen {
+			t.Fatalf("%s: etcd holds %d pods, want %d", when, len(wantAll), wantLen)
+		}
+		var lagging []string
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+			lagging = lagging[:0]
+			if got := storeNames(podInformer.GetStore()); fmt.Sprint(got) != fmt.Sprint(wantAll) {
+				lagging = append(lagging, fmt.Sprintf("all-pods informer has %d of %d", len(got), len(wantAll)))
+			}
+			for i, inf := range nodeInformers {
+				sort.Strings(want[i])
+				if got := storeNames(inf.GetStore()); fmt.Sprint(got) != fmt.Sprint(want[i]) {
+					lagging = append(lagging, fmt.Sprintf("node-%d informer %v, want %v", i, got, want[i]))
+				}
+			}
+			return len(lagging) == 0, nil
+		}); err != nil {
+			t.Fatalf("%s: informers did not converge: %v", when, lagging)
+		}
+	}
 	write(0, podCount/2)
 	remove(0, podCount/2)
+	// What is under test is the resumption of watches that worked. client-go's
+	// reflector takes a watch that ends within a second of its start with no event
+	// for a broken one and relists, and a relist legitimately skips a pod created
+	// and deleted meanwhile: so every informer has its events, and then every watch
+	// (including one re-established during the burst: the apiserver closes a watcher
+	// that falls behind) is over a second old, before the restart ends them. Nothing
+	// observable tells a watch's age, hence the pause.
+	converge("before the restart")
+	time.Sleep(1100 * time.Millisecond)
 	srv.RestartAPIServer()
 	write(podCount/2, podCount)
 	remove(podCount/2, podCount)
-
-	// Convergence: every informer holds exactly what etcd holds.
-	truth, err := pods.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[int][]string{}
-	var wantAll []string
-	for _, p := range truth.Items {
-		var n int
-		fmt.Sscanf(p.Spec.NodeName, "node-%d", &n)
-		want[n] = append(want[n], "default/"+p.Name)
-		wantAll = append(wantAll, "default/"+p.Name)
-	}
-	sort.Strings(wantAll)
-	if len(wantAll) != podCount-len(deleted) {
-		t.Fatalf("etcd holds %d pods, want %d", len(wantAll), podCount-len(deleted))
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var lagging []string
-		if got := storeNames(podInformer.GetStore()); fmt.Sprint(got) != fmt.Sprint(wantAll) {
-			lagging = append(lagging, fmt.Sprintf("all-pods informer has %d of %d", len(got), len(wantAll)))
-		}
-		for i, inf := range nodeInformers {
-			sort.Strings(want[i])
-			if got := storeNames(inf.GetStore()); fmt.Sprint(got) != fmt.Sprint(want[i]) {
-				lagging = append(lagging, fmt.Sprintf("node-%d informer %v, want %v", i, got, want[i]))
-			}
-		}
-		if len(lagging) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("informers did not converge: %v", lagging)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	converge("after the restart")
 
 	// No missed and no duplicate events: each pod was added once to the shared informer
-	// and to its node's informer, and each deleted pod was deleted once from both.
+	// and to its node's informer, and each deleted pod was deleted once from both; the
+	// apiserver resumes each watch across its restart from the informer's last
+	// resourceVersion. An informer that relisted anyway (client-go relists after a watch
+	// that ended within its first second without an event, a race with the restart that
+	// the pause above makes rare) rightly never hears of a pod created and deleted before
+	// its list: it is excused from the count, and most informers must not need it.
+	relisted := map[string]bool{}
 	for name, uid := range created {
 		var node int
 		fmt.Sscanf(name, "pod-%d", &node)
@@ -286,11 +331,21 @@ func TestInformersConvergeAcrossAnAPIServerRestart(t *testing.T) {
 		if deleted[name] {
 			wantDeletes = 1
 		}
-		for label, r := range map[string]*recorder{"shared": allPods, fmt.Sprintf("node-%d", node): nodeRecorders[node]} {
+		for label, r := range map[string]*recorder{"": allPods, fmt.Sprintf("spec.nodeName=node-%d", node): nodeRecorders[node]} {
+			if lists.relisted(label) {
+				relisted[label] = true
+				continue
+			}
 			if adds, deletes := r.counts(uid); adds != 1 || deletes != wantDeletes {
-				t.Errorf("%s informer saw %s added %d times and deleted %d times, want 1 and %d", label, name, adds, deletes, wantDeletes)
+				t.Errorf("informer %q saw %s added %d times and deleted %d times, want 1 and %d", label, name, adds, deletes, wantDeletes)
 			}
 		}
+	}
+	if len(relisted) > 0 {
+		t.Logf("informers that relisted instead of resuming their watch: %v", relisted)
+	}
+	if len(relisted) > (nodeCount+1)/5 {
+		t.Errorf("%d of %d pod informers relisted: the apiserver did not resume their watches", len(relisted), nodeCount+1)
 	}
 	for _, r := range append([]*recorder{allPods, allNodes}, nodeRecorders...) {
 		if dup := r.duplicates(); len(dup) > 0 {
@@ -303,16 +358,12 @@ func TestInformersConvergeAcrossAnAPIServerRestart(t *testing.T) {
 
 	// Exactly one leader, before and after the restart.
 	var lease *coordinationv1.Lease
-	eventuallyLeader := time.Now().Add(30 * time.Second)
-	for {
+	var err error
+	if pollErr := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		lease, err = client.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, "skiff-test", metav1.GetOptions{})
-		if err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
-			break
-		}
-		if time.Now().After(eventuallyLeader) {
-			t.Fatalf("no leader: %v %+v", err, lease)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "", nil
+	}); pollErr != nil {
+		t.Fatalf("no leader: %v %+v", err, lease)
 	}
 	leaderMu.Lock()
 	defer leaderMu.Unlock()

@@ -9,23 +9,15 @@
 package compose
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +27,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"skiff.dev/tests/internal/composetest"
 )
 
 // Sizes of the scenario (the issue's "Done when").
@@ -44,21 +38,14 @@ const (
 	spreadPods      = 30
 )
 
-// Images the stack runs: skiff's own (make images) and the third-party ones (make
-// offline-images here, pulled elsewhere).
-var (
-	skiffImages = []string{"skiff/skiff", "skiff/apiserver", "skiff/scheduler", "skiff/controller-manager", "skiff/csr-signer", "skiff/exec-proxy", "skiff/kubelet"}
-	thirdParty  = []string{"quay.io/coreos/etcd:v3.6.16", "nats:2.15.2", "jaegertracing/jaeger:2.13.0"}
-)
-
-// stack is one compose project of compose.yaml.
+// stack is one compose project of compose.yaml (composetest.Stack) with the names the
+// tests in this package use.
 type stack struct {
+	*composetest.Stack
 	t          *testing.T
 	ctx        context.Context
-	compose    []string // the compose command, e.g. {"docker", "compose"}
 	project    string
-	root       string // repository root, holding compose.yaml
-	env        []string
+	root       string
 	dataDir    string
 	kubeconfig string
 	jaegerURL  string
@@ -94,168 +81,45 @@ func TestComposeStack(t *testing.T) {
 }
 
 // newStack checks what the stack needs, names a project of its own, picks free host
-// ports and registers the teardown, which runs even when the test fails or panics.
-func newStack(t *testing.T) *stack {
-	for _, tool := range []string{"docker", "kubectl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is not installed: %v", tool, err)
-		}
-	}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-	// A missing service main is another issue's work still to land: skip, naming it.
-	for _, svc := range []string{"apiserver", "csr-signer", "exec-proxy"} {
-		if _, err := os.Stat(filepath.Join(root, "services", "cmd", svc)); err != nil {
-			t.Skipf("services/cmd/%s does not exist yet: the stack needs its image", svc)
-		}
-	}
-	tag := os.Getenv("SKIFF_TAG")
-	if tag == "" {
-		tag = "dev"
-	}
-	for _, image := range skiffImages {
-		requireImage(t, image+":"+tag, "make images")
-	}
-	for _, image := range thirdParty {
-		requireImage(t, image, "make offline-images")
-	}
-	if out, _ := exec.Command("docker", "run", "--rm", "--entrypoint", "kubelet", "skiff/kubelet:"+tag, "-h").CombinedOutput(); !bytes.Contains(out, []byte("bootstrap-kubeconfig")) {
-		t.Skip("the kubelet has no --bootstrap-kubeconfig yet (TLS bootstrap, issue 4)")
-	}
+// ports and registers the teardown, which runs even when the test fails or panics. Its
+// kubelets run the process runtime.
+func newStack(t *testing.T) *stack { return newStackWithRuntime(t, "process") }
 
-	// Stop short of go test's -timeout, so the teardown always gets to run.
-	ctx, cancel := context.WithCancel(context.Background())
-	if deadline, ok := t.Deadline(); ok {
-		ctx, cancel = context.WithDeadline(context.Background(), deadline.Add(-3*time.Minute))
-	}
-	t.Cleanup(cancel)
-
-	suffix := make([]byte, 4)
-	_, _ = rand.Read(suffix)
-	s := &stack{
-		t:         t,
-		ctx:       ctx,
-		compose:   composeCommand(t),
-		project:   "skifftest" + hex.EncodeToString(suffix),
-		root:      root,
-		dataDir:   t.TempDir(),
-		jaegerURL: "",
-	}
-	apiPort, jaegerPort := freePort(t), freePort(t)
-	s.kubeconfig = filepath.Join(s.dataDir, "admin.kubeconfig")
-	s.jaegerURL = "http://127.0.0.1:" + jaegerPort
-	s.env = append(os.Environ(),
-		"SKIFF_PUBLISH_ADDRESS=127.0.0.1",
-		"SKIFF_APISERVER_PORT="+apiPort,
-		"SKIFF_JAEGER_PORT="+jaegerPort,
-		"SKIFF_DATA_DIR="+s.dataDir,
-		"SKIFF_RUNTIME=process",
-		"SKIFF_TAG="+tag,
-		"COMPOSE_PROJECT_NAME="+s.project,
-	)
-	t.Logf("compose project %s: apiserver 127.0.0.1:%s, Jaeger %s", s.project, apiPort, s.jaegerURL)
-	t.Cleanup(func() {
-		if t.Failed() {
-			out, _ := s.composeOutput(context.Background(), "logs", "--no-color", "--tail=80")
-			t.Logf("docker compose logs (last 80 lines a service):\n%s", out)
-		}
-		s.down(t)
-	})
-	return s
-}
-
-// requireImage fails the test when image is missing, naming the make target that builds it.
-func requireImage(t *testing.T, image, target string) {
-	t.Helper()
-	if err := exec.Command("docker", "image", "inspect", image).Run(); err != nil {
-		t.Fatalf("image %s is missing: run `%s` (make test-compose does)", image, target)
-	}
-}
-
-// composeCommand is $COMPOSE, else `docker compose` where the plugin exists, else
-// docker-compose.
-func composeCommand(t *testing.T) []string {
-	if c := strings.Fields(os.Getenv("COMPOSE")); len(c) > 0 {
-		return c
-	}
-	if exec.Command("docker", "compose", "version").Run() == nil {
-		return []string{"docker", "compose"}
-	}
-	if _, err := exec.LookPath("docker-compose"); err == nil {
-		return []string{"docker-compose"}
-	}
-	t.Fatal("neither `docker compose` nor docker-compose is installed")
-	return nil
-}
-
-// freePort is a TCP port free on 127.0.0.1 right now.
-func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+// newStackWithRuntime is newStack with the kubelets' built-in runtime (SKIFF_RUNTIME:
+// process or sim).
+func newStackWithRuntime(t *testing.T, criRuntime string) *stack {
+	cs := composetest.New(t, composetest.Options{Runtime: criRuntime})
+	return &stack{Stack: cs, t: t, ctx: cs.Ctx, project: cs.Project, root: cs.Root, dataDir: cs.DataDir, kubeconfig: cs.Kubeconfig, jaegerURL: cs.JaegerURL}
 }
 
 // composeOutput runs `compose -f compose.yaml -p PROJECT args...` and returns its
 // combined output.
 func (s *stack) composeOutput(ctx context.Context, args ...string) (string, error) {
-	argv := append(append([]string{}, s.compose[1:]...), "-f", filepath.Join(s.root, "compose.yaml"), "-p", s.project)
-	cmd := exec.CommandContext(ctx, s.compose[0], append(argv, args...)...)
-	cmd.Dir, cmd.Env = s.root, s.env
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return s.ComposeOutput(ctx, args...)
 }
 
 // composeRun runs a compose command and fails t when it fails.
-func (s *stack) composeRun(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := s.composeOutput(s.ctx, args...); err != nil {
-		t.Fatalf("compose %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
+func (s *stack) composeRun(t *testing.T, args ...string) { t.Helper(); s.ComposeRun(t, args...) }
 
 // kubectl runs the real kubectl with the stack's admin kubeconfig.
 func (s *stack) kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", s.kubeconfig, "--cache-dir", filepath.Join(s.dataDir, "kubectl-cache")}, args...)...)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if err != nil {
-		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
-	}
-	return stdout.String(), nil
+	return s.Kubectl(ctx, stdin, args...)
 }
 
-// eventually calls check every interval until it returns nil or timeout passes, then
-// fails t with the last error.
+// eventually calls check every 2 s until it returns nil or timeout passes, then fails t
+// with the last error.
 func (s *stack) eventually(t *testing.T, timeout time.Duration, what string, check func(context.Context) error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(s.ctx, timeout)
-	defer cancel()
-	var err error
-	for {
-		callCtx, callCancel := context.WithTimeout(ctx, 30*time.Second)
-		err = check(callCtx)
-		callCancel()
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		case <-time.After(2 * time.Second):
-		}
-	}
+	s.Eventually(t, timeout, 2*time.Second, what, check)
 }
 
 // testUp starts the stack with three kubelets and waits for the admin kubeconfig.
-func (s *stack) testUp(t *testing.T) {
-	s.composeRun(t, "up", "-d", "--no-build", "--scale", fmt.Sprintf("kubelet=%d", initialKubelets))
+func (s *stack) testUp(t *testing.T) { s.up(t, initialKubelets) }
+
+// up starts the stack with n kubelets and waits for the admin kubeconfig.
+func (s *stack) up(t *testing.T, n int) {
+	t.Helper()
+	s.composeRun(t, "up", "-d", "--no-build", "--scale", fmt.Sprintf("kubelet=%d", n))
 	s.eventually(t, 2*time.Minute, "admin kubeconfig and apiserver ready", func(ctx context.Context) error {
 		if _, err := os.Stat(s.kubeconfig); err != nil {
 			return err
@@ -271,42 +135,13 @@ func (s *stack) testUp(t *testing.T) {
 		t.Errorf("admin kubeconfig server = %q, want the published https://127.0.0.1 port", cfg.Host)
 	}
 	s.client = kubernetes.NewForConfigOrDie(cfg)
-}
-
-// readyNodes lists the nodes whose Ready condition is True.
-func (s *stack) readyNodes(ctx context.Context) ([]string, error) {
-	nodes, err := s.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var ready []string
-	for _, n := range nodes.Items {
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				ready = append(ready, n.Name)
-			}
-		}
-	}
-	sort.Strings(ready)
-	return ready, nil
+	s.Config, s.Client = cfg, s.client
 }
 
 // waitReadyNodes waits until exactly n nodes are Ready and returns their names.
 func (s *stack) waitReadyNodes(t *testing.T, n int) []string {
 	t.Helper()
-	var names []string
-	s.eventually(t, 3*time.Minute, fmt.Sprintf("%d nodes Ready", n), func(ctx context.Context) error {
-		ready, err := s.readyNodes(ctx)
-		if err != nil {
-			return err
-		}
-		if len(ready) != n {
-			return fmt.Errorf("%d Ready: %v", len(ready), ready)
-		}
-		names = ready
-		return nil
-	})
-	return names
+	return s.WaitReadyNodes(t, n, 3*time.Minute)
 }
 
 // testNodesReady waits for three Ready nodes, each with its own certificate.
@@ -598,27 +433,7 @@ func (s *stack) testDown(t *testing.T) {
 
 // down removes the project's containers, networks and volumes and fails t if any is
 // left. It runs in t.Cleanup too; a second run finds nothing to do.
-func (s *stack) down(t *testing.T) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if out, err := s.composeOutput(ctx, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
-		t.Errorf("compose down -v: %v\n%s", err, out)
-	}
-	label := "label=com.docker.compose.project=" + s.project
-	for _, what := range [][]string{
-		{"ps", "-aq", "--filter", label},
-		{"network", "ls", "-q", "--filter", label},
-		{"volume", "ls", "-q", "--filter", label},
-	} {
-		out, err := exec.CommandContext(ctx, "docker", what...).CombinedOutput()
-		if err != nil {
-			t.Errorf("docker %s: %v\n%s", strings.Join(what, " "), err, out)
-		} else if left := strings.TrimSpace(string(out)); left != "" {
-			t.Errorf("after down -v, docker %s still lists:\n%s", what[0], left)
-		}
-	}
-}
+func (s *stack) down(t *testing.T) { t.Helper(); s.Down(t) }
 
 func keys(m map[string]bool) []string {
 	var ks []string

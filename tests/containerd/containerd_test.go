@@ -44,7 +44,7 @@ func TestPodNetworking(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	runPod(ctx, t, "net-server", server)
-	runPod(ctx, t, "net-client", "sleep 3600")
+	runPod(ctx, t, "net-client", "sleep 3600", `--overrides={"spec":{"dnsPolicy":"Default"}}`)
 	srv, cli := waitRunning(ctx, t, "net-server"), waitRunning(ctx, t, "net-client")
 
 	t.Run("each pod has its own IP from the node's podCIDR", func(t *testing.T) {
@@ -81,6 +81,38 @@ func TestPodNetworking(t *testing.T) {
 			t.Errorf("pod resolv.conf %q lacks the node's %q", out, want)
 		}
 	})
+}
+
+// TestDNSPolicyClusterFirst: a pod of the default dnsPolicy gets the kubelet's
+// --cluster-dns and --cluster-domain in its resolv.conf, as kube's kubelet writes them.
+func TestDNSPolicyClusterFirst(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	runPod(ctx, t, "dns-cluster-first", "sleep 3600")
+	waitRunning(ctx, t, "dns-cluster-first")
+	out := mustKubectl(ctx, t, "exec", "dns-cluster-first", "--", "cat", "/etc/resolv.conf")
+	var servers []string
+	var search, options string
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 2 && f[0] == "nameserver":
+			servers = append(servers, f[1])
+		case len(f) >= 2 && f[0] == "search":
+			search = strings.Join(f[1:], " ")
+		case len(f) >= 2 && f[0] == "options":
+			options = strings.Join(f[1:], " ")
+		}
+	}
+	if len(servers) != 1 || servers[0] != clusterDNS {
+		t.Errorf("nameservers %v, want only %s:\n%s", servers, clusterDNS, out)
+	}
+	if !strings.HasPrefix(search, "default.svc.cluster.local svc.cluster.local cluster.local") {
+		t.Errorf("search %q, want default.svc.cluster.local svc.cluster.local cluster.local first:\n%s", search, out)
+	}
+	if options != "ndots:5" {
+		t.Errorf("options %q, want ndots:5:\n%s", options, out)
+	}
 }
 
 func TestDNSPolicyNone(t *testing.T) {

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -33,9 +34,32 @@ import (
 // podCIDR is the all-in-one node's pod range (skiff's --pod-cidr).
 const podCIDR = "10.244.7.0/24"
 
+// clusterDNS is the kubelet's --cluster-dns (kube-dns's Service IP). CoreDNS answers
+// behind it when bin/coredns is built (make coredns); without it the suite only
+// checks what ClusterFirst pods' resolv.conf says.
+const clusterDNS = "10.96.0.10"
+
+// corednsBinary is bin/coredns as `make coredns` builds it (SKIFF_COREDNS names
+// another), or "" when it is not built: tests/e2e find it the same way.
+func corednsBinary() string {
+	path := os.Getenv("SKIFF_COREDNS")
+	if path == "" {
+		abs, err := filepath.Abs(filepath.Join("..", "..", "bin", "coredns"))
+		if err != nil {
+			return ""
+		}
+		path = abs
+	}
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	return path
+}
+
 // skiff is the one all-in-one of the suite.
 var skiff struct {
 	dataDir, kubeconfig, cacheDir, socket string
+	coredns                               string // the CoreDNS binary skiff runs, "" for none
 	client                                kubernetes.Interface
 	cri                                   runtimeapi.RuntimeServiceClient
 	logs                                  *syncBuffer
@@ -123,9 +147,12 @@ func run(m *testing.M) (int, error) {
 
 	skiff.dataDir, skiff.cacheDir = filepath.Join(dir, "data"), filepath.Join(dir, "cache")
 	skiff.logs = &syncBuffer{}
+	skiff.coredns = corednsBinary()
+	// The proxy runs (the all-in-one's default as root), in its default table.
 	cmd := exec.Command(bin, "--data-dir", skiff.dataDir, "--runtime", "containerd", "--pod-cidr", podCIDR,
 		"--pod-infra-container-image", pauseImage, "--apiserver-port", "0", "--etcd-port", "0",
-		"--exec-proxy-port", "0", "--kubelet-port", "0", "--nats-port", "0", "--node-name", "e2e-containerd")
+		"--exec-proxy-port", "0", "--kubelet-port", "0", "--nats-port", "0", "--node-name", "e2e-containerd",
+		"--coredns", skiff.coredns, "--coredns-port", "0", "--cluster-dns", clusterDNS)
 	cmd.Stderr = skiff.logs
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -312,14 +339,12 @@ func waitReason(ctx context.Context, t *testing.T, name, reason string) *corev1.
 // eventually polls cond every 200 ms until it holds or timeout passes.
 func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	var why string
-	for time.Now().Before(deadline) {
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		var ok bool
-		if ok, why = cond(); ok {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
+		ok, why = cond()
+		return ok, nil
+	}); err != nil {
+		t.Fatalf("condition not met within %s: %s", timeout, why)
 	}
-	t.Fatalf("condition not met within %s: %s", timeout, why)
 }

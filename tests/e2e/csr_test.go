@@ -20,6 +20,8 @@ import (
 	"time"
 
 	certutil "k8s.io/client-go/util/cert"
+
+	"skiff.dev/tests/internal/skifftest"
 )
 
 // buildService builds skiff.dev/services/cmd/<name> into dir.
@@ -37,7 +39,7 @@ func buildService(t *testing.T, dir, name string) string {
 // 30 s), logging its output if the test fails.
 func startProcess(t *testing.T, name string, args ...string) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &skifftest.SyncBuffer{}
 	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -128,7 +130,7 @@ func TestCertificateSigningRequests(t *testing.T) {
 	c := startSkiff(t, "sim", "--csr-auto-approve=false")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	pkiDir := filepath.Join(filepath.Dir(c.kubeconfig), "pki")
+	pkiDir := filepath.Join(filepath.Dir(c.Kubeconfig), "pki")
 	bin := t.TempDir()
 	kubeletBin, runtimeBin := buildService(t, bin, "kubelet"), buildService(t, bin, "runtime")
 

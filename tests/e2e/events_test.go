@@ -105,7 +105,7 @@ func TestEventsWithKubectl(t *testing.T) {
 		wctx, wcancel := context.WithTimeout(ctx, 90*time.Second)
 		defer wcancel()
 		watch := exec.CommandContext(wctx, kubectlPath(t), "get", "events", "-w", "--field-selector", "involvedObject.name=later")
-		watch.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig, "KUBECACHEDIR="+c.cacheDir)
+		watch.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "KUBECACHEDIR="+c.cacheDir)
 		stdout, err := watch.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)

@@ -22,6 +22,8 @@ import (
 	"github.com/creack/pty"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"skiff.dev/tests/internal/skifftest"
 )
 
 // transports are kubectl's two ways to stream exec: WebSocket
@@ -37,7 +39,7 @@ var transports = []struct {
 // kubectlCmd is the real kubectl against the cluster with extra environment.
 func (c *cluster) kubectlCmd(ctx context.Context, env []string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, kubectlPath(c.t), args...)
-	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+c.kubeconfig, "KUBECACHEDIR="+c.cacheDir), env...)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "KUBECACHEDIR="+c.cacheDir), env...)
 	return cmd
 }
 
@@ -45,7 +47,7 @@ func (c *cluster) kubectlCmd(ctx context.Context, env []string, args ...string) 
 func (c *cluster) waitRunning(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
 	eventually(t, 60*time.Second, func() (bool, string) {
-		pod, err := c.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		pod, err := c.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -93,7 +95,7 @@ func TestExecLogsPortForward(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer term.Close()
-				out := &syncBuffer{}
+				out := &skifftest.SyncBuffer{}
 				go func() { _, _ = io.Copy(out, term) }()
 				// The shell sees a terminal of the size kubectl's has.
 				fmt.Fprint(term, "stty size; echo $((6*7))\r")
@@ -111,7 +113,7 @@ func TestExecLogsPortForward(t *testing.T) {
 	t.Run("a user without pods/exec is refused with 403", func(t *testing.T) {
 		// skiff pki init wrote a kubeconfig per identity; the scheduler may read
 		// pods but not exec into them.
-		schedulerKubeconfig := filepath.Join(filepath.Dir(c.kubeconfig), "pki", "scheduler.kubeconfig")
+		schedulerKubeconfig := filepath.Join(filepath.Dir(c.Kubeconfig), "pki", "scheduler.kubeconfig")
 		out, err := c.kubectlCmd(ctx, nil, "--kubeconfig", schedulerKubeconfig, "exec", "shell", "--", "true").CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "forbidden") || !strings.Contains(string(out), "pods/exec") {
 			t.Errorf("got %v: %s, want a Forbidden error naming pods/exec", err, out)
@@ -202,7 +204,7 @@ func TestExecLogsPortForward(t *testing.T) {
 				{Name: "right", Image: "busybox", Command: []string{"sh", "-c", "echo from-right; sleep 3600"}},
 			}},
 		}
-		if _, err := c.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		if _, err := c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		c.waitRunning(ctx, t, "pair")
@@ -217,7 +219,7 @@ func TestExecLogsPortForward(t *testing.T) {
 		script := fmt.Sprintf("n=$(cat %[1]s 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]s; echo run $n; sleep 1; exit 1", counter)
 		c.mustKubectl(ctx, "run", "crasher", "--image=busybox", "--command", "--", "sh", "-c", script)
 		eventually(t, 60*time.Second, func() (bool, string) {
-			pod, err := c.client.CoreV1().Pods("default").Get(ctx, "crasher", metav1.GetOptions{})
+			pod, err := c.Client.CoreV1().Pods("default").Get(ctx, "crasher", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
 			}

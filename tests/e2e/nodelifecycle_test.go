@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"skiff.dev/services/kubelet/volumemanager"
+	"skiff.dev/tests/internal/skifftest"
 )
 
 // restartable is a service process the test can kill and start again with the same
@@ -27,12 +28,12 @@ type restartable struct {
 	args   []string
 	cmd    *exec.Cmd
 	exited chan error
-	logs   *syncBuffer
+	logs   *skifftest.SyncBuffer
 }
 
 func startRestartable(t *testing.T, name string, args ...string) *restartable {
 	t.Helper()
-	p := &restartable{t: t, name: name, args: args, logs: &syncBuffer{}}
+	p := &restartable{t: t, name: name, args: args, logs: &skifftest.SyncBuffer{}}
 	p.start()
 	t.Cleanup(func() {
 		p.stop(syscall.SIGTERM)
@@ -90,7 +91,7 @@ func TestNodeLifecycle(t *testing.T) {
 	c := startSkiff(t, "sim")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	pkiDir := filepath.Join(filepath.Dir(c.kubeconfig), "pki")
+	pkiDir := filepath.Join(filepath.Dir(c.Kubeconfig), "pki")
 	bin := t.TempDir()
 	kubeletBin, runtimeBin := buildService(t, bin, "kubelet"), buildService(t, bin, "runtime")
 
@@ -116,13 +117,15 @@ func TestNodeLifecycle(t *testing.T) {
 		status, err := nodeStatus(ctx, c, node)
 		return status == "Ready", fmt.Sprint(status, err)
 	})
-	nodeObj, err := c.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(nodeObj.Spec.PodCIDRs) == 0 {
-		t.Errorf("node %s has no podCIDRs: node-ipam-controller did not allocate", node)
-	}
+	// The node registers Ready; node-ipam-controller allocates its range right after
+	// (it retries when the kubelet's own node writes win a conflict).
+	eventually(t, 10*time.Second, func() (bool, string) {
+		nodeObj, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(nodeObj.Spec.PodCIDRs) > 0, fmt.Sprintf("node %s has no podCIDRs: node-ipam-controller did not allocate", node)
+	})
 
 	manifest := func(name string, tolerations string) string {
 		return fmt.Sprintf(`apiVersion: v1
@@ -146,7 +149,7 @@ spec:
 	for _, name := range []string{"short-toleration", "default-toleration"} {
 		c.waitRunning(ctx, t, name)
 	}
-	pod, err := c.client.CoreV1().Pods("default").Get(ctx, "default-toleration", metav1.GetOptions{})
+	pod, err := c.Client.CoreV1().Pods("default").Get(ctx, "default-toleration", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +182,7 @@ spec:
 	// Its 5 s toleration runs out: the taint eviction controller deletes it (it stays
 	// Terminating until a kubelet confirms, as in Kubernetes).
 	evicted := func(name string) (bool, string) {
-		pod, err := c.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		pod, err := c.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, ""
 		}
@@ -204,7 +207,7 @@ spec:
 		return err == nil && strings.TrimSpace(taints) == "", taints
 	})
 	eventually(t, 60*time.Second, func() (bool, string) {
-		_, err := c.client.CoreV1().Pods("default").Get(ctx, "short-toleration", metav1.GetOptions{})
+		_, err := c.Client.CoreV1().Pods("default").Get(ctx, "short-toleration", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 	if gone, _ := evicted("default-toleration"); gone {

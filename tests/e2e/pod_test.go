@@ -24,7 +24,7 @@ func TestProcessRuntime(t *testing.T) {
 	c := startSkiff(t, "process")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	pods := c.client.CoreV1().Pods("default")
+	pods := c.Client.CoreV1().Pods("default")
 
 	t.Run("kubectl get nodes shows one Ready node", func(t *testing.T) {
 		eventually(t, 60*time.Second, func() (bool, string) {
@@ -35,7 +35,7 @@ func TestProcessRuntime(t *testing.T) {
 		if header := strings.Fields(strings.SplitN(out, "\n", 2)[0]); strings.Join(header, " ") != "NAME STATUS ROLES AGE VERSION" {
 			t.Errorf("header %q", header)
 		}
-		nodes, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil || len(nodes.Items) != 1 {
 			t.Fatalf("nodes: %v %v", err, nodes)
 		}
@@ -44,7 +44,7 @@ func TestProcessRuntime(t *testing.T) {
 	t.Run("the kubelet renews its Lease", func(t *testing.T) {
 		var first *coordinationv1.Lease
 		eventually(t, 30*time.Second, func() (bool, string) {
-			lease, err := c.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "e2e-process", metav1.GetOptions{})
+			lease, err := c.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "e2e-process", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
 			}
@@ -102,7 +102,7 @@ func TestProcessRuntime(t *testing.T) {
 		watchCtx, stopWatch := context.WithCancel(ctx)
 		defer stopWatch()
 		cmd := exec.CommandContext(watchCtx, kubectlPath(t), "get", "pods", "-w")
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig, "KUBECACHEDIR="+c.cacheDir)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "KUBECACHEDIR="+c.cacheDir)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -227,7 +227,7 @@ func TestProcessRuntime(t *testing.T) {
 		eventually(t, 60*time.Second, func() (bool, string) {
 			return processRunning(marker), "the pod's process has not started"
 		})
-		c.stop()
+		c.Stop()
 		if processRunning(marker) {
 			t.Errorf("the pod's process %q outlived skiff", marker)
 		}
@@ -240,7 +240,7 @@ func TestSimRuntime(t *testing.T) {
 	c := startSkiff(t, "sim")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	pods := c.client.CoreV1().Pods("default")
+	pods := c.Client.CoreV1().Pods("default")
 
 	c.mustKubectl(ctx, "run", "nginx", "--image=nginx", "--restart=Never")
 	eventually(t, 60*time.Second, func() (bool, string) {

@@ -38,7 +38,7 @@ func (c *cluster) podRow(ctx context.Context, name string) []string {
 
 // podEvents returns "<reason> <message>" of pod's events, oldest first.
 func (c *cluster) podEvents(ctx context.Context, name string) []string {
-	list, err := c.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{
+	list, err := c.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", name).String()})
 	if err != nil {
 		return nil
@@ -65,7 +65,7 @@ func TestProbesHooksAndStaticPods(t *testing.T) {
 	c := startSkiff(t, "process")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	pods := c.client.CoreV1().Pods("default")
+	pods := c.Client.CoreV1().Pods("default")
 	dir := t.TempDir()
 
 	t.Run("a readiness exec probe keeps the pod 0/1 until its file exists", func(t *testing.T) {
@@ -160,7 +160,7 @@ spec:
 		// Three failed startup probes are three seconds in which a running
 		// liveness probe would have killed the container.
 		eventually(t, 60*time.Second, func() (bool, string) {
-			list, err := c.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{
+			list, err := c.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{
 				FieldSelector: fields.OneTermEqualSelector("involvedObject.name", "startup").String()})
 			if err != nil {
 				return false, err.Error()
@@ -260,7 +260,7 @@ spec:
     image: busybox
     command: ["sleep", "3600"]
 `
-		if err := os.WriteFile(filepath.Join(c.dataDir, "manifests", "static-web.yaml"), []byte(manifest), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(c.DataDir, "manifests", "static-web.yaml"), []byte(manifest), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		name := "static-web-e2e-process"

@@ -64,7 +64,7 @@ func TestRBAC(t *testing.T) {
 		token := strings.TrimSpace(c.mustKubectl(ctx, "create", "token", "robot", "-n", "team-a"))
 		server := c.mustKubectl(ctx, "config", "view", "-o", "jsonpath={.clusters[0].cluster.server}")
 		asRobot := []string{"--kubeconfig", os.DevNull, "--server", server, "--token", token,
-			"--certificate-authority", filepath.Join(filepath.Dir(c.kubeconfig), "pki", "ca.crt")}
+			"--certificate-authority", filepath.Join(filepath.Dir(c.Kubeconfig), "pki", "ca.crt")}
 		expect(t, c.mustKubectl(ctx, append(asRobot, "get", "pods", "-n", "team-a")...), "web")
 		expect(t, refused(t, append(asRobot, "get", "pods", "-n", "team-b")...),
 			`User "system:serviceaccount:team-a:robot" cannot list resource "pods" in API group "" in the namespace "team-b"`)

@@ -21,7 +21,7 @@ func TestServiceAccounts(t *testing.T) {
 
 	// tokenKubeconfig is a kubeconfig that reaches the cluster with token alone: no
 	// client certificate, which would authenticate first.
-	admin, err := clientcmd.LoadFromFile(c.kubeconfig)
+	admin, err := clientcmd.LoadFromFile(c.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}

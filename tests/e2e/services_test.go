@@ -95,7 +95,7 @@ func TestServices(t *testing.T) {
 		for out := range errs {
 			t.Errorf("kubectl create service: %s", out)
 		}
-		list, err := c.client.CoreV1().Services("many").List(ctx, metav1.ListOptions{})
+		list, err := c.Client.CoreV1().Services("many").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

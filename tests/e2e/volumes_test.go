@@ -32,7 +32,7 @@ func TestVolumesAndEnv(t *testing.T) {
 	}
 	create := func(t *testing.T, pod *corev1.Pod) {
 		t.Helper()
-		if _, err := c.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		if _, err := c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -88,7 +88,7 @@ func TestVolumesAndEnv(t *testing.T) {
 			t.Fatalf("token = %q, want a JWT", token)
 		}
 		// The token authenticates as the pod's service account.
-		admin, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+		admin, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestVolumesAndEnv(t *testing.T) {
 		create(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "badenv"}, Spec: corev1.PodSpec{Containers: []corev1.Container{main}}})
 		const message = "couldn't find key nope in ConfigMap default/app"
 		eventually(t, 60*time.Second, func() (bool, string) {
-			pod, err := c.client.CoreV1().Pods("default").Get(ctx, "badenv", metav1.GetOptions{})
+			pod, err := c.Client.CoreV1().Pods("default").Get(ctx, "badenv", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
 			}
@@ -158,7 +158,7 @@ func TestVolumesAndEnv(t *testing.T) {
 		create(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hog"}, Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{hog}}})
 		eventually(t, 90*time.Second, func() (bool, string) {
-			pod, err := c.client.CoreV1().Pods("default").Get(ctx, "hog", metav1.GetOptions{})
+			pod, err := c.Client.CoreV1().Pods("default").Get(ctx, "hog", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
 			}

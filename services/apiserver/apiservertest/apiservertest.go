@@ -13,9 +13,20 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"skiff.dev/services/apiserver"
+	"skiff.dev/services/controllermanager/clusterroleaggregation"
+	"skiff.dev/services/controllermanager/namespace"
+	"skiff.dev/services/controllermanager/rootcacertpublisher"
+	"skiff.dev/services/controllermanager/serviceaccount"
 	"skiff.dev/services/internal/embedetcd"
 	"skiff.dev/services/internal/pki"
 )
@@ -39,6 +50,8 @@ type Server struct {
 	t         testing.TB
 	addr      string
 	client    *clientv3.Client
+	etcdCfg   embedetcd.Config
+	etcdDown  bool // StopEtcd closed Etcd
 	configure []func(*apiserver.Config)
 
 	mu     sync.Mutex
@@ -47,15 +60,33 @@ type Server struct {
 }
 
 // Start runs etcd (data in t.TempDir()) and an apiserver on 127.0.0.1 with a free port,
-// waits until the system namespaces exist, and stops both when the test ends. It fails
-// the test if either cannot start.
+// waits until the system namespaces exist, runs the controllers every cluster relies on
+// (see StartServer), and stops all when the test ends. It fails the test if any cannot
+// start.
 func Start(t testing.TB) *rest.Config {
 	return StartServer(t).Config
 }
 
 // StartServer is Start, returning the whole Server. Each configure function may change
 // the apiserver's Config (e.g. set NATSURL) before every start, restarts included.
+//
+// Beside the apiserver it runs, as system:kube-controller-manager, the
+// controller-manager's namespace, serviceaccount, root-ca-cert-publisher and
+// clusterrole-aggregation controllers (not the node or workload ones), so namespaces are
+// emptied and removed, each has its default ServiceAccount and kube-root-ca.crt, and
+// admin/edit/view hold their aggregated rules before StartServer returns, as in a
+// cluster. StartServerWithoutControllers runs the apiserver alone.
 func StartServer(t testing.TB, configure ...func(*apiserver.Config)) *Server {
+	t.Helper()
+	s := StartServerWithoutControllers(t, configure...)
+	s.startControllers()
+	return s
+}
+
+// StartServerWithoutControllers is StartServer without any controller: a cluster with
+// no controller-manager, where a deleted namespace stays Terminating and a namespace has
+// no default ServiceAccount (so pods are refused by ServiceAccount admission).
+func StartServerWithoutControllers(t testing.TB, configure ...func(*apiserver.Config)) *Server {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -66,17 +97,19 @@ func StartServer(t testing.TB, configure ...func(*apiserver.Config)) *Server {
 		t.Fatalf("pki init: %v", err)
 	}
 	// etcd requires mutual TLS, as in the all-in-one and compose.
-	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{Dir: t.TempDir(), ClientURL: "https://127.0.0.1:0", PKIDir: pkiDir})
+	etcdCfg := embedetcd.Config{Dir: t.TempDir(), ClientURL: "https://127.0.0.1:0", PKIDir: pkiDir}
+	etcd, err := embedetcd.Start(context.Background(), etcdCfg)
 	if err != nil {
 		t.Fatalf("start etcd: %v", err)
 	}
-	t.Cleanup(etcd.Close)
+	etcdCfg.ClientURL = etcd.Endpoint() // a restart comes back where the apiserver dials
 	client, err := etcd.Client()
 	if err != nil {
 		t.Fatalf("etcd client: %v", err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
-	s := &Server{t: t, Etcd: etcd, client: client, addr: l.Addr().String(), configure: configure}
+	s := &Server{t: t, Etcd: etcd, etcdCfg: etcdCfg, client: client, addr: l.Addr().String(), configure: configure}
+	t.Cleanup(s.StopEtcd)
 	s.URL = "https://" + s.addr
 	s.PKIDir = pkiDir
 	if s.CA, err = pki.LoadCA(s.PKIDir); err != nil {
@@ -216,4 +249,93 @@ func (s *Server) SetBootstrapTokens(tokens map[string]time.Time) {
 	if err := pki.WriteFileAtomic(path, pki.FormatBootstrapTokens(list), 0o600); err != nil {
 		s.t.Fatalf("write bootstrap tokens: %v", err)
 	}
+}
+
+// startControllers runs the namespace controllers and clusterrole-aggregation until the
+// test ends and waits until the aggregated ClusterRoles are filled.
+func (s *Server) startControllers() {
+	s.t.Helper()
+	config := s.ClientConfig(pki.ControllerManager.CommonName, pki.ControllerManager.Organizations...)
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		s.t.Fatalf("controller client: %v", err)
+	}
+	dyn, err := dynamic.NewForConfig(config)
+	if err != nil {
+		s.t.Fatalf("controller dynamic client: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	factory := informers.NewSharedInformerFactory(client, 0)
+	f := factory.Core().V1()
+	ns := namespace.New(f.Namespaces(), client, client.Discovery(), dyn)
+	sa := serviceaccount.New(f.Namespaces(), f.ServiceAccounts(), client, nil)
+	ca := rootcacertpublisher.New(f.Namespaces(), f.ConfigMaps(), client, s.CA.CertPEM)
+	roles := factory.Rbac().V1().ClusterRoles()
+	aggregation := clusterroleaggregation.New(roles, client)
+	var wg sync.WaitGroup
+	for _, run := range []func(){
+		func() { ns.Run(ctx, 2) }, func() { sa.Run(ctx, 1) }, func() { ca.Run(ctx, 1) }, func() { aggregation.Run(ctx, 1) },
+	} {
+		wg.Add(1)
+		go func() { defer wg.Done(); run() }()
+	}
+	factory.Start(ctx.Done())
+	s.t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		factory.Shutdown()
+	})
+	// Wait until every aggregated ClusterRole holds what it aggregates, as a cluster's
+	// controller-manager would have made it by the time a user binds to admin/edit/view.
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := client.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		all := make([]*rbacv1.ClusterRole, len(list.Items))
+		for i := range list.Items {
+			all[i] = &list.Items[i]
+		}
+		for _, r := range all {
+			if r.AggregationRule != nil && !equality.Semantic.DeepEqual(clusterroleaggregation.Aggregate(r, all), r.Rules) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		s.t.Fatalf("aggregated ClusterRoles not filled: %v", err)
+	}
+}
+
+// StopEtcd stops the embedded etcd while the apiserver keeps running, as a crash of etcd
+// does: the apiserver's requests wait for it (up to their timeout) and /readyz fails.
+// It is a no-op when etcd is already stopped.
+func (s *Server) StopEtcd() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.etcdDown {
+		s.Etcd.Close()
+		s.etcdDown = true
+	}
+}
+
+// StartEtcd starts etcd again on the same data directory and client URL after StopEtcd;
+// the apiserver's etcd client reconnects to it by itself.
+func (s *Server) StartEtcd() {
+	s.t.Helper()
+	var etcd *embedetcd.Etcd
+	// The old server's ports are free once Close returned; retry briefly in case the
+	// kernel has not released them yet.
+	var startErr error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		etcd, startErr = embedetcd.Start(ctx, s.etcdCfg)
+		return startErr == nil, nil
+	})
+	if err != nil {
+		s.t.Fatalf("start etcd again: %v (last: %v)", err, startErr)
+	}
+	s.mu.Lock()
+	s.Etcd, s.etcdDown = etcd, false
+	s.mu.Unlock()
 }

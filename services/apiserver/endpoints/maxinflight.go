@@ -3,6 +3,7 @@ package endpoints
 import (
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,10 +33,23 @@ var (
 // Long-running requests (watches, pods/exec, attach, portforward, log, proxy) and exempt
 // users are not counted. A request finding its semaphore full is answered at once with
 // 429 TooManyRequests and Retry-After: 1; it never queues.
+//
+// As a simplification of APF's fairness between flows, one non-exempt user may hold at
+// most a quarter of each limit (userShareDivisor): beyond, that user gets 429 while the
+// other users still find seats. (kube's default APF configuration gives all service
+// accounts together the workload-low level, about a sixth of the seats.) This bounds
+// how much of the CPU one user's flood of LISTs takes from the exempt requests, which
+// share the process with it.
 type maxInFlight struct {
 	readOnly, mutating chan struct{} // nil: unlimited
 	current            *prometheus.GaugeVec
+
+	mu        sync.Mutex
+	userShare map[string]int // user name + kind → seats held
 }
+
+// userShareDivisor: one user may hold at most limit/userShareDivisor seats (at least 1).
+const userShareDivisor = 4
 
 func newMaxInFlight(readOnly, mutating int, reg prometheus.Registerer) *maxInFlight {
 	m := &maxInFlight{current: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -69,12 +83,21 @@ func (m *maxInFlight) filter(next http.Handler) http.Handler {
 			sem, kind = m.readOnly, "readOnly"
 		}
 		if sem != nil {
+			u, _ := genericapirequest.UserFrom(r.Context())
+			name := kind + "/"
+			if u != nil {
+				name += u.GetName()
+			}
+			if !m.takeUserSeat(name, max(1, cap(sem)/userShareDivisor)) {
+				tooManyRequests(w)
+				return
+			}
+			defer m.releaseUserSeat(name)
 			select {
 			case sem <- struct{}{}:
 				defer func() { <-sem }()
 			default:
-				w.Header().Set("Retry-After", "1")
-				writeError(w, apierrors.NewTooManyRequests("Too many requests, please try again later.", 1))
+				tooManyRequests(w)
 				return
 			}
 		}
@@ -83,6 +106,33 @@ func (m *maxInFlight) filter(next http.Handler) http.Handler {
 		defer g.Dec()
 		next.ServeHTTP(w, r)
 	})
+}
+
+func tooManyRequests(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	writeError(w, apierrors.NewTooManyRequests("Too many requests, please try again later.", 1))
+}
+
+// takeUserSeat counts one more request of user (with its kind) unless it holds limit.
+func (m *maxInFlight) takeUserSeat(user string, limit int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.userShare[user] >= limit {
+		return false
+	}
+	if m.userShare == nil {
+		m.userShare = map[string]int{}
+	}
+	m.userShare[user]++
+	return true
+}
+
+func (m *maxInFlight) releaseUserSeat(user string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.userShare[user]--; m.userShare[user] <= 0 {
+		delete(m.userShare, user)
+	}
 }
 
 func inflightExempt(u user.Info) bool {

@@ -117,3 +117,44 @@ func TestIsLongRunning(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxInFlightUserShare: with a read-only limit of 8, one user may hold 2 seats; while
+// alice holds them her next read is refused and bob's is served.
+func TestMaxInFlightUserShare(t *testing.T) {
+	m := newMaxInFlight(8, 8, prometheus.NewRegistry())
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := m.filter(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("hold") == "true" {
+			entered <- struct{}{}
+			<-release
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	send := func(url, name string) int {
+		r := httptest.NewRequest("GET", url, nil)
+		r = r.WithContext(genericapirequest.WithUser(r.Context(), &user.DefaultInfo{Name: name, Groups: []string{user.AllAuthenticated}}))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	done := make(chan int, 2)
+	for range 2 {
+		go func() { done <- send("/api/v1/configmaps?hold=true", "alice") }()
+		<-entered
+	}
+	if code := send("/api/v1/configmaps", "alice"); code != http.StatusTooManyRequests {
+		t.Errorf("alice's third read: %d, want 429", code)
+	}
+	if code := send("/api/v1/configmaps", "bob"); code != http.StatusOK {
+		t.Errorf("bob's read while alice holds her share: %d, want 200", code)
+	}
+	close(release)
+	for range 2 {
+		if code := <-done; code != http.StatusOK {
+			t.Errorf("held read: %d", code)
+		}
+	}
+	if code := send("/api/v1/configmaps", "alice"); code != http.StatusOK {
+		t.Errorf("alice's read after hers finished: %d, want 200", code)
+	}
+}

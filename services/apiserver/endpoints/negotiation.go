@@ -189,6 +189,12 @@ func encoderFor(obj runtime.Object, gv schema.GroupVersion) runtime.Encoder {
 // errors become 500 InternalError, and are logged, because they are skiff's bugs.
 func writeError(w http.ResponseWriter, err error) {
 	status := errorToStatus(err)
+	// A status that says when to retry (429, 503, 504 while etcd is unavailable) says it
+	// in Retry-After too, as kube's responsewriters.ErrorNegotiated: client-go retries
+	// only on that header.
+	if status.Details != nil && status.Details.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(status.Details.RetryAfterSeconds)))
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(int(status.Code))
 	data, _ := json.Marshal(status)

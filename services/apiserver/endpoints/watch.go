@@ -3,7 +3,6 @@ package endpoints
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"net/http"
@@ -61,7 +60,15 @@ func (h *resourceHandler) serveWatch(w http.ResponseWriter, r *http.Request, req
 		writeError(w, apierrors.NewInternalError(errNoFlusher))
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	// Clients that prefer protobuf (client-go's typed clients: the kubelets, the
+	// scheduler, the controllers) get a protobuf stream; kubectl's tables and custom
+	// resources stay JSON.
+	protobuf := convertor == nil && prefersProtobuf(r) && protobufWatchable(req.storage)
+	if protobuf {
+		w.Header().Set("Content-Type", protobufWatchContentType)
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
 	w.Header().Set("Cache-Control", "no-cache, private")
 	w.WriteHeader(http.StatusOK)
 	flusher.Flush()
@@ -91,12 +98,27 @@ func (h *resourceHandler) serveWatch(w http.ResponseWriter, r *http.Request, req
 					tableOpts = &noHeaders
 				}
 			}
-			data, err := runtime.Encode(encoderFor(obj, h.gv.GroupVersion), obj)
+			var data []byte
+			if obj == ev.Object && ev.Type != watch.Error && ev.Type != watch.Bookmark {
+				// The watch cache's own object, shared by every watcher of this event.
+				data, err = watchEncodings.encode(obj, h.gv.GroupVersion, protobuf)
+			} else {
+				data, err = runtime.Encode(watchEncoder(obj, h.gv.GroupVersion, protobuf), obj)
+			}
 			if err != nil {
-				data, _ = json.Marshal(errorToStatus(apierrors.NewInternalError(err)))
+				status := errorToStatus(apierrors.NewInternalError(err))
+				data, _ = runtime.Encode(watchEncoder(status, h.gv.GroupVersion, protobuf), status)
 				ev.Type = watch.Error
 			}
-			if _, err := w.Write(watchEventLine(ev.Type, data)); err != nil {
+			var frame []byte
+			if protobuf {
+				if frame, err = protobufWatchFrame(ev.Type, data); err != nil {
+					return
+				}
+			} else {
+				frame = watchEventLine(ev.Type, data)
+			}
+			if _, err := w.Write(frame); err != nil {
 				return
 			}
 			flusher.Flush()

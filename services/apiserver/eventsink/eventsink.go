@@ -32,7 +32,7 @@ import (
 	"skiff.dev/services/apiserver/admission"
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/rest"
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 )
 
 // DurableName is the JetStream consumer every apiserver replica shares.
@@ -124,16 +124,16 @@ func (s *Sink) Run(ctx context.Context) error {
 func (s *Sink) consume(ctx context.Context, js jetstream.JetStream) error {
 	setupCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := events.EnsureStream(setupCtx, js); err != nil {
+	if _, err := eventrecorder.EnsureStream(setupCtx, js); err != nil {
 		return err
 	}
-	cons, err := js.CreateOrUpdateConsumer(setupCtx, events.StreamName, jetstream.ConsumerConfig{
+	cons, err := js.CreateOrUpdateConsumer(setupCtx, eventrecorder.StreamName, jetstream.ConsumerConfig{
 		Durable:       DurableName,
 		Description:   "persists events in etcd; shared by every apiserver",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
-		FilterSubject: events.SubjectPrefix + ">",
+		FilterSubject: eventrecorder.SubjectPrefix + ">",
 		MaxAckPending: 1000,
 	})
 	if err != nil {
@@ -156,7 +156,7 @@ func (s *Sink) consume(ctx context.Context, js jetstream.JetStream) error {
 		return fmt.Errorf("consume: %w", err)
 	}
 	defer cc.Stop()
-	s.log.Info("consuming events", "stream", events.StreamName, "consumer", DurableName)
+	s.log.Info("consuming events", "stream", eventrecorder.StreamName, "consumer", DurableName)
 	select {
 	case <-ctx.Done():
 		return nil
@@ -209,7 +209,7 @@ func permanent(err error) bool {
 // EventCorrelator. Recording the same event twice changes nothing the second time.
 // Errors are the events registry's (metav1.Status errors).
 func (s *Sink) Record(ctx context.Context, ev *corev1.Event) error {
-	key := aggregateKey{namespace: ev.Namespace, key: events.AggregateKey(ev)}
+	key := aggregateKey{namespace: ev.Namespace, key: eventrecorder.AggregateKey(ev)}
 	name, _ := s.aggregates.Get(key)
 	if name != nil && name.(string) != ev.Name {
 		err := s.merge(ctx, name.(string), ev)

@@ -11,16 +11,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"skiff.dev/services/apiserver/eventsink"
 
 	"skiff.dev/services/apiserver"
 	"skiff.dev/services/apiserver/apiservertest"
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/natsserver"
 	"skiff.dev/services/internal/pki"
 )
@@ -70,9 +74,9 @@ func startNATS(t *testing.T, pkiDir, dir string, port int) *natsserver.Server {
 }
 
 // startRecorder runs a recorder until the test ends and returns it.
-func startRecorder(t *testing.T, cfg events.Config) *events.Recorder {
+func startRecorder(t *testing.T, cfg eventrecorder.Config) *eventrecorder.Recorder {
 	t.Helper()
-	r, err := events.New(cfg)
+	r, err := eventrecorder.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,20 +102,18 @@ func pod(name string) *corev1.Pod {
 func waitForEvents(t *testing.T, client kubernetes.Interface, name string, want int, timeout time.Duration) []corev1.Event {
 	t.Helper()
 	var items []corev1.Event
-	deadline := time.Now().Add(timeout)
-	for {
-		list, err := client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
-		if err == nil {
-			items = list.Items
-			if len(items) == want {
-				return items
-			}
+	var lastErr error
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if lastErr = err; err != nil {
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("events about %s: got %d (last error %v), want %d", name, len(items), err, want)
-		}
-		time.Sleep(50 * time.Millisecond)
+		items = list.Items
+		return len(items) == want, nil
+	}); err != nil {
+		t.Fatalf("events about %s: got %d (last error %v), want %d", name, len(items), lastErr, want)
 	}
+	return items
 }
 
 func TestEventsOverJetStreamArePersistedAndAggregated(t *testing.T) {
@@ -121,7 +123,7 @@ func TestEventsOverJetStreamArePersistedAndAggregated(t *testing.T) {
 	srv := apiservertest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 
-	r := startRecorder(t, events.Config{Component: "default-scheduler", NATSURL: ns.ClientURL(), TLS: natsTLS(t, natsDir, pki.Scheduler.Name)})
+	r := startRecorder(t, eventrecorder.Config{Component: "default-scheduler", NATSURL: ns.ClientURL(), TLS: natsTLS(t, natsDir, pki.Scheduler.Name)})
 	p := pod("web")
 	r.Eventf(p, corev1.EventTypeNormal, "Scheduled", "Successfully assigned default/web to node-a")
 	r.Event(p, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container")
@@ -134,13 +136,12 @@ func TestEventsOverJetStreamArePersistedAndAggregated(t *testing.T) {
 		byReason[ev.Reason] = ev
 	}
 	// The three BackOffs fold into one object; wait for the last merge to land.
-	deadline := time.Now().Add(20 * time.Second)
-	for byReason["BackOff"].Count != 3 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
 		for _, ev := range waitForEvents(t, client, "web", 2, time.Second) {
 			byReason[ev.Reason] = ev
 		}
-	}
+		return byReason["BackOff"].Count == 3, nil
+	})
 	backOff := byReason["BackOff"]
 	if backOff.Count != 3 || backOff.Series == nil || backOff.Series.Count != 3 {
 		t.Fatalf("BackOff count = %d, series = %+v; want 3 and 3", backOff.Count, backOff.Series)
@@ -157,33 +158,28 @@ func TestEventsOverJetStreamArePersistedAndAggregated(t *testing.T) {
 func TestEventsArePostedWithoutNATS(t *testing.T) {
 	srv := apiservertest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
-	r := startRecorder(t, events.Config{Component: "kubelet", Host: "node-a", Client: client})
+	r := startRecorder(t, eventrecorder.Config{Component: "kubelet", Host: "node-a", Client: client})
 	p := pod("db")
 	r.Event(p, corev1.EventTypeNormal, "Pulling", `Pulling image "busybox"`)
 	r.Event(p, corev1.EventTypeNormal, "Pulling", `Pulling image "busybox"`)
 	r.Event(p, corev1.EventTypeNormal, "Started", "Started container db")
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got := waitForEvents(t, client, "db", 2, 20*time.Second)
-		counts := map[string]int32{}
-		for _, ev := range got {
+	var counts map[string]int32
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		counts = map[string]int32{}
+		for _, ev := range waitForEvents(t, client, "db", 2, 20*time.Second) {
 			counts[ev.Reason] = ev.Count
 		}
-		if counts["Pulling"] == 2 && counts["Started"] == 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("counts by reason = %v, want Pulling 2, Started 1", counts)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return counts["Pulling"] == 2 && counts["Started"] == 1, nil
+	}); err != nil {
+		t.Fatalf("counts by reason = %v, want Pulling 2, Started 1", counts)
 	}
 }
 
 func TestFieldSelectorsOnEvents(t *testing.T) {
 	srv := apiservertest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
-	r := startRecorder(t, events.Config{Component: "kubelet", Client: client})
+	r := startRecorder(t, eventrecorder.Config{Component: "kubelet", Client: client})
 	a := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "default", UID: "uid-a"}}
 	b := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "default", UID: "uid-b"}}
 	r.Event(a, corev1.EventTypeNormal, "Started", "Started container a")
@@ -229,7 +225,7 @@ func TestNATSOutageLosesNoAcceptedEvent(t *testing.T) {
 	url := ns.ClientURL()
 	srv := apiservertest.StartServer(t, withNATS(t, natsDir, url))
 	client := kubernetes.NewForConfigOrDie(srv.Config)
-	r := startRecorder(t, events.Config{Component: "kubelet", NATSURL: url, BufferSize: 10000, TLS: natsTLS(t, natsDir, pki.Scheduler.Name)})
+	r := startRecorder(t, eventrecorder.Config{Component: "kubelet", NATSURL: url, BufferSize: 10000, TLS: natsTLS(t, natsDir, pki.Scheduler.Name)})
 
 	const total = 300
 	p := pod("outage")
@@ -245,11 +241,10 @@ func TestNATSOutageLosesNoAcceptedEvent(t *testing.T) {
 	srv.StopAPIServer()
 	record(100, 200)
 	// Wait until JetStream has acknowledged them all: nothing is left in the buffer.
-	for deadline := time.Now().Add(30 * time.Second); r.Pending() > 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d events still unpublished", r.Pending())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return r.Pending() == 0, nil
+	}); err != nil {
+		t.Fatalf("%d events still unpublished", r.Pending())
 	}
 
 	ns.Shutdown()
@@ -269,7 +264,7 @@ func TestNATSOutageLosesNoAcceptedEvent(t *testing.T) {
 
 func TestRecorderBufferDropsOldestWhenFull(t *testing.T) {
 	// Nothing listens on the URL and Run is never called: every event stays buffered.
-	r, err := events.New(events.Config{Component: "kubelet", NATSURL: "nats://127.0.0.1:1", BufferSize: 3})
+	r, err := eventrecorder.New(eventrecorder.Config{Component: "kubelet", NATSURL: "nats://127.0.0.1:1", BufferSize: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +324,7 @@ func TestEventsInAMissingNamespaceAreDropped(t *testing.T) {
 	t.Cleanup(ns.Shutdown)
 	srv := apiservertest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
 	client := kubernetes.NewForConfigOrDie(srv.Config)
-	r := startRecorder(t, events.Config{Component: "kubelet", NATSURL: ns.ClientURL(), TLS: natsTLS(t, natsDir, pki.Scheduler.Name)})
+	r := startRecorder(t, eventrecorder.Config{Component: "kubelet", NATSURL: ns.ClientURL(), TLS: natsTLS(t, natsDir, pki.Scheduler.Name)})
 
 	r.Event(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "ghost", Namespace: "nope", UID: "uid-ghost"}}, corev1.EventTypeNormal, "Started", "x")
 	// Events are consumed in order: once this one is stored, the first was handled.
@@ -347,7 +342,7 @@ func TestEventsInAMissingNamespaceAreDropped(t *testing.T) {
 func TestRecorderDeliversWhatIsBufferedWhenItStops(t *testing.T) {
 	srv := apiservertest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
-	r, err := events.New(events.Config{Component: "kubelet", Client: client})
+	r, err := eventrecorder.New(eventrecorder.Config{Component: "kubelet", Client: client})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,12 +391,38 @@ func TestReplicasShareTheConsumer(t *testing.T) {
 	go func() { defer close(done); _ = second.Serve(ctx, l) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	r := startRecorder(t, events.Config{Component: "kubelet", NATSURL: ns.ClientURL(), TLS: natsTLS(t, natsDir, pki.Scheduler.Name)})
+	r := startRecorder(t, eventrecorder.Config{Component: "kubelet", NATSURL: ns.ClientURL(), TLS: natsTLS(t, natsDir, pki.Scheduler.Name)})
 	const total = 200
 	for i := range total {
 		r.Event(pod("shared"), corev1.EventTypeNormal, "Tick", fmt.Sprintf("tick %d", i))
 	}
 	waitForEvents(t, client, "shared", total, 30*time.Second)
-	time.Sleep(500 * time.Millisecond) // a duplicate would show up by now
+	// No duplicate can still come: the shared consumer has delivered every message once,
+	// and every delivery is acknowledged, so none will be redelivered.
+	nc, err := nats.Connect(ns.ClientURL(), nats.Secure(natsTLS(t, natsDir, pki.Scheduler.Name)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info *jetstream.ConsumerInfo
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		cons, err := js.Consumer(ctx, eventrecorder.StreamName, eventsink.DurableName)
+		if err != nil {
+			return false, err
+		}
+		if info, err = cons.Info(ctx); err != nil {
+			return false, err
+		}
+		return info.NumPending == 0 && info.NumAckPending == 0, nil
+	}); err != nil {
+		t.Fatalf("consumer %s never drained: %v (%+v)", eventsink.DurableName, err, info)
+	}
+	if info.NumRedelivered != 0 {
+		t.Errorf("%d messages redelivered", info.NumRedelivered)
+	}
 	waitForEvents(t, client, "shared", total, time.Second)
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"strings"
 	"sync"
@@ -27,6 +28,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/apiserver/pkg/util/dryrun"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"skiff.dev/services/apiserver/registry/rest"
 	"skiff.dev/services/apiserver/storage"
@@ -257,8 +262,10 @@ func (e *Store) predicate(opts *metainternalversion.ListOptions) (storage.Select
 
 // Update replaces the object with what objInfo computes from the stored one, inside a
 // GuaranteedUpdate so concurrent writers never lose each other's changes. The strategy's
-// PrepareForUpdate decides what may change; server-managed metadata is kept. Errors: 404,
-// 409 Conflict for a stale resourceVersion, 422 Invalid, 400 for a name mismatch.
+// PrepareForUpdate decides what may change; server-managed metadata is kept. An object
+// without a resourceVersion updates whatever is stored (unconditionally, as kube allows
+// for its built-in resources). Errors: 404, 409 Conflict for a stale resourceVersion
+// (before validation), 422 Invalid, 400 for a name mismatch.
 // Mirrors Store.Update and rest.BeforeUpdate.
 func (e *Store) Update(ctx context.Context, namespace, name string, objInfo rest.UpdatedObjectInfo, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
 	key, err := e.KeyFunc(namespace, name)
@@ -272,6 +279,24 @@ func (e *Store) Update(ctx context.Context, namespace, name string, objInfo rest
 		obj, err := objInfo.UpdatedObject(ctx, existing)
 		if err != nil {
 			return nil, err
+		}
+		// An update without a resourceVersion is unconditional: it applies to the
+		// stored object as it is (kube's AllowUnconditionalUpdate, true for the
+		// built-in resources). One from a stale copy is a 409 before anything else is
+		// judged, so that its writer rereads and retries rather than being told its
+		// (stale) object is invalid: kube's Store.Update compares resourceVersions
+		// before BeforeUpdate.
+		if objMeta, err := meta.Accessor(obj); err == nil {
+			existingMeta, err := meta.Accessor(existing)
+			if err != nil {
+				return nil, err
+			}
+			switch rv := objMeta.GetResourceVersion(); {
+			case rv == "":
+				objMeta.SetResourceVersion(existingMeta.GetResourceVersion())
+			case rv != existingMeta.GetResourceVersion():
+				return nil, apierrors.NewConflict(e.Resource, name, errors.New(registryConflictMessage))
+			}
 		}
 		if err := e.beforeUpdate(ctx, namespace, name, obj, existing); err != nil {
 			return nil, err
@@ -288,9 +313,9 @@ func (e *Store) Update(ctx context.Context, namespace, name string, objInfo rest
 	if err != nil {
 		return nil, false, e.InterpretError(err, name)
 	}
-	if m, _ := meta.Accessor(out); m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 &&
-		(m.GetDeletionGracePeriodSeconds() == nil || *m.GetDeletionGracePeriodSeconds() == 0) {
+	if e.shouldDeleteDuringUpdate(out) {
 		// The last finalizer of an object being deleted is gone: finish the delete.
+		m, _ := meta.Accessor(out)
 		rv := m.GetResourceVersion()
 		deleted := e.NewFunc()
 		if err := e.Storage.Delete(ctx, key, deleted, &storage.Preconditions{ResourceVersion: &rv}); err != nil {
@@ -306,6 +331,18 @@ func (e *Store) Update(ctx context.Context, namespace, name string, objInfo rest
 }
 
 var errDryRun = errors.New("dry run: not written")
+
+// shouldDeleteDuringUpdate reports whether obj, just written by an update, is being
+// deleted and nothing holds it any more: the strategy decides when it implements
+// DeleteDuringUpdateStrategy; otherwise no finalizer and no pending grace period.
+func (e *Store) shouldDeleteDuringUpdate(obj runtime.Object) bool {
+	if s, ok := e.Strategy.(DeleteDuringUpdateStrategy); ok {
+		return s.ShouldDeleteDuringUpdate(obj)
+	}
+	m, err := meta.Accessor(obj)
+	return err == nil && m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 &&
+		(m.GetDeletionGracePeriodSeconds() == nil || *m.GetDeletionGracePeriodSeconds() == 0)
+}
 
 // beforeUpdate checks identity, keeps server-managed metadata and runs the strategy.
 func (e *Store) beforeUpdate(ctx context.Context, namespace, name string, obj, old runtime.Object) error {
@@ -619,7 +656,10 @@ func (e *Store) InterpretError(err error, name string) error {
 		case errors.Is(err, storage.ErrResourceVersionTooLarge):
 			return tooLargeResourceVersion()
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-			return apierrors.NewTimeoutError(err.Error(), 0)
+			return apierrors.NewTimeoutError(err.Error(), retryAfterSeconds)
+		}
+		if unavailable := storageUnavailable(err); unavailable != nil {
+			return unavailable
 		}
 		return apierrors.NewInternalError(err)
 	}
@@ -652,4 +692,32 @@ const registryConflictMessage = "the object has been modified; please apply your
 
 func (e *Store) groupKind() schema.GroupKind {
 	return schema.GroupKind{Group: e.Resource.Group, Kind: e.Kind}
+}
+
+// retryAfterSeconds is the Retry-After a client gets when etcd cannot answer now.
+const retryAfterSeconds = 1
+
+// storageUnavailable maps an error that says etcd cannot be reached or has no leader
+// right now (gRPC Unavailable or DeadlineExceeded: a restart, a pause, a partition) to
+// 503 ServiceUnavailable or 504 Timeout with Retry-After, so that clients retry (client-go
+// does, on a 5xx with Retry-After) instead of taking a 500 for a passing outage. Other
+// errors give nil.
+func storageUnavailable(err error) error {
+	code := codes.OK
+	var etcdErr rpctypes.EtcdError
+	if errors.As(err, &etcdErr) {
+		code = etcdErr.Code()
+	} else if st, ok := status.FromError(err); ok {
+		code = st.Code()
+	}
+	switch code {
+	case codes.Unavailable:
+		return &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusServiceUnavailable, Reason: metav1.StatusReasonServiceUnavailable,
+			Message: "storage is unavailable: " + err.Error(), Details: &metav1.StatusDetails{RetryAfterSeconds: retryAfterSeconds},
+		}}
+	case codes.DeadlineExceeded:
+		return apierrors.NewTimeoutError("storage did not answer in time: "+err.Error(), retryAfterSeconds)
+	}
+	return nil
 }

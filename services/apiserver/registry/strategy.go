@@ -80,3 +80,13 @@ type ResetFieldsStrategy interface {
 	// PrepareForUpdate reset.
 	GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set
 }
+
+// DeleteDuringUpdateStrategy is implemented by strategies whose objects hold more than
+// metadata.finalizers before an update may finish their delete (a namespace keeps its
+// spec.finalizers). Without it, an update that leaves an object being deleted with no
+// finalizers removes it. Mirrors the generic Store's ShouldDeleteDuringUpdate.
+type DeleteDuringUpdateStrategy interface {
+	// ShouldDeleteDuringUpdate reports whether obj, just written by an update, should
+	// now be removed.
+	ShouldDeleteDuringUpdate(obj runtime.Object) bool
+}

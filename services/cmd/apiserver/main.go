@@ -6,14 +6,12 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,7 +21,6 @@ import (
 	"google.golang.org/grpc"
 
 	"skiff.dev/services/apiserver"
-	"skiff.dev/services/internal/events"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
@@ -42,7 +39,6 @@ func main() {
 	natsCertFile := flag.String("nats-cert-file", "", "client certificate toward NATS, which requires mutual TLS (default: <pki-dir>/apiserver-nats-client.crt)")
 	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: <pki-dir>/apiserver-nats-client.key)")
 	execProxyURL := flag.String("exec-proxy-url", "", "exec-proxy base URL for pods/exec, attach, portforward and log, e.g. https://exec-proxy:10443 (\"\" = those answer 503)")
-	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
 	saIssuer := flag.String("service-account-issuer", "", "iss of the service-account tokens the apiserver issues (default https://kubernetes.default.svc.cluster.local)")
 	apiAudiences := flag.String("api-audiences", "", "comma-separated audiences a service-account token must name one of, and the default of a TokenRequest (default: the issuer)")
 	serviceClusterIPRange := flag.String("service-cluster-ip-range", apiserver.DefaultServiceClusterIPRange, "CIDR Service ClusterIPs are allocated from; its first address is the kubernetes Service's")
@@ -50,33 +46,27 @@ func main() {
 	advertiseAddress := flag.String("advertise-address", "", "IP the kubernetes Service's endpoints point at (default: the host's default-route address)")
 	maxInflight := flag.Int("max-requests-inflight", apiserver.DefaultMaxRequestsInFlight, "read-only requests (get, list) served at once; beyond, 429 (0 = unlimited; watches, streams, nodes and the control plane are not counted)")
 	maxMutatingInflight := flag.Int("max-mutating-requests-inflight", apiserver.DefaultMaxMutatingRequestsInFlight, "mutating requests served at once; beyond, 429 (0 = unlimited)")
-	profilingAddress := flag.String("profiling-address", "", "where Go's /debug/pprof (and /healthz) are served over plain HTTP, e.g. 127.0.0.1:6060 (\"\" = off)")
+	// Plain-HTTP /healthz, /metrics and, with --profiling, /debug/pprof: off unless asked
+	// for, the API's own /healthz, /livez and /readyz are on --secure-port.
+	srv := serving.NewOptions("")
+	srv.AddFlags(flag.CommandLine)
 	flag.Parse()
 
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "apiserver: --log-level: %v\n", err)
-		os.Exit(2)
-	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	slog.SetDefault(logger)
+	logger := srv.Logger("apiserver")
 
 	var etcdTLS *tls.Config
 	if strings.Contains(*etcdServers, "https://") {
 		var err error
-		if etcdTLS, err = etcdClientTLS(*pkiDir, *etcdCAFile, *etcdCertFile, *etcdKeyFile); err != nil {
+		if etcdTLS, err = pki.ClientTLSFromFiles(*pkiDir, pki.APIServerEtcdClient.Name, *etcdCAFile, *etcdCertFile, *etcdKeyFile); err != nil {
 			logger.Error("etcd client TLS", "err", err)
 			os.Exit(1)
 		}
 	}
-
 	// Without the flags ConfigFromPKI's apiserver-nats-client identity is used.
 	var natsTLS *tls.Config
 	if *natsCAFile != "" || *natsCertFile != "" || *natsKeyFile != "" {
-		defCert, defKey := pki.KeyPairFiles(*pkiDir, pki.APIServerNATSClient.Name)
 		var err error
-		if natsTLS, err = events.ClientTLSFromFiles(orDefault(*natsCAFile, filepath.Join(*pkiDir, pki.CACertFile)),
-			orDefault(*natsCertFile, defCert), orDefault(*natsKeyFile, defKey)); err != nil {
+		if natsTLS, err = pki.ClientTLSFromFiles(*pkiDir, pki.APIServerNATSClient.Name, *natsCAFile, *natsCertFile, *natsKeyFile); err != nil {
 			logger.Error("NATS client TLS", "err", err)
 			os.Exit(1)
 		}
@@ -84,8 +74,8 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serveProfiling(ctx, *profilingAddress); err != nil {
-		logger.Error("profiling", "err", err)
+	if _, err := srv.Start(ctx, serving.NewRegistry()); err != nil {
+		logger.Error("health endpoints", "err", err)
 		os.Exit(1)
 	}
 	var advertiseIP net.IP
@@ -107,42 +97,6 @@ func main() {
 		logger.Error("apiserver stopped", "err", err)
 		os.Exit(1)
 	}
-}
-
-// etcdClientTLS is the apiserver's mutual TLS toward etcd, as kube-apiserver's
-// --etcd-cafile/--etcd-certfile/--etcd-keyfile; files not given come from pkiDir.
-func etcdClientTLS(pkiDir, caFile, certFile, keyFile string) (*tls.Config, error) {
-	defCert, defKey := pki.KeyPairFiles(pkiDir, pki.APIServerEtcdClient.Name)
-	if caFile == "" {
-		caFile = filepath.Join(pkiDir, pki.CACertFile)
-	}
-	if certFile == "" {
-		certFile = defCert
-	}
-	if keyFile == "" {
-		keyFile = defKey
-	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, err
-	}
-	caPEM, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, err
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("%s holds no CA certificate", caFile)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS12}, nil
-}
-
-// orDefault is value, or def when value is "".
-func orDefault(value, def string) string {
-	if value == "" {
-		return def
-	}
-	return value
 }
 
 func run(ctx context.Context, etcdServers string, etcdTLS *tls.Config, addr, pkiDir, natsURL string, natsTLS *tls.Config, execProxyURL string, configure func(*apiserver.Config)) error {
@@ -184,17 +138,4 @@ func run(ctx context.Context, etcdServers string, etcdTLS *tls.Config, addr, pki
 	}
 	slog.Info("serving the API", "address", "https://"+l.Addr().String(), "etcd", etcdServers)
 	return api.Serve(ctx, l)
-}
-
-// serveProfiling serves /debug/pprof on addr until ctx ends; "" serves nothing.
-func serveProfiling(ctx context.Context, addr string) error {
-	if addr == "" {
-		return nil
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	go func() { _ = serving.Serve(ctx, l, nil, nil, serving.WithProfiling()) }()
-	return nil
 }

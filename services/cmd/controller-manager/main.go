@@ -1,44 +1,45 @@
 // Command controller-manager runs skiff's kube-controller-manager against an apiserver:
-// node lifecycle and taint eviction, node IPAM, pod garbage collection and the workload
-// controllers, in whichever replica holds the kube-system/kube-controller-manager Lease.
+// node lifecycle and taint eviction, node IPAM, pod garbage collection, the workload and
+// endpoint controllers, namespace deletion, default ServiceAccounts, kube-root-ca.crt and
+// ClusterRole aggregation, in whichever replica holds the kube-system/kube-controller-manager Lease.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
-	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"skiff.dev/services/controllermanager"
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/leaderelection"
+	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
 )
 
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "path to a kubeconfig; empty means in-cluster config")
-	healthAddress := flag.String("health-address", ":10257", "where /healthz, /livez, /readyz and /metrics are served (\"\" = off)")
 	natsURL := flag.String("nats-url", "", "NATS URL events are published to (JetStream stream EVENTS); \"\" POSTs them to the apiserver")
 	natsCAFile := flag.String("nats-ca-file", "", "CA verifying NATS's serving certificate (default: the CA of --kubeconfig)")
 	natsCertFile := flag.String("nats-cert-file", "", "client certificate toward NATS, which requires mutual TLS (default: the client certificate of --kubeconfig)")
 	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: the key of --kubeconfig)")
+	rootCAFile := flag.String("root-ca-file", "", "PEM bundle published in every namespace as the ConfigMap kube-root-ca.crt (default: the CA of --kubeconfig)")
 	options := controllermanager.DefaultOptions()
 	options.AddFlags(flag.CommandLine)
 	election := leaderelection.DefaultOptions(controllermanager.LeaseName)
 	election.AddFlags(flag.CommandLine)
+	srv := serving.NewOptions(":10257") // kube-controller-manager's port
+	srv.AddFlags(flag.CommandLine)
 	flag.Parse()
 
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	slog.SetDefault(logger)
+	logger := srv.Logger("controller-manager")
 	fail := func(msg string, err error) {
 		logger.Error(msg, "err", err)
 		os.Exit(1)
@@ -62,38 +63,50 @@ func main() {
 	if err != nil {
 		fail("building clientset", err)
 	}
-	natsTLS, err := events.ServiceClientTLS(cfg, *natsURL, *natsCAFile, *natsCertFile, *natsKeyFile)
+	natsTLS, err := pki.NATSClientTLS(cfg, *natsURL, *natsCAFile, *natsCertFile, *natsKeyFile)
 	if err != nil {
 		fail("NATS client TLS", err)
 	}
-	recorder, err := events.New(events.Config{Component: "controllermanager", NATSURL: *natsURL, TLS: natsTLS, Client: client})
+	rootCA, err := rootCABundle(*rootCAFile, cfg)
+	if err != nil {
+		fail("root CA", err)
+	}
+	// Each controller reports its events under its own kube component name
+	// (Events.ForComponent) through this one recorder.
+	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "kube-controller-manager", NATSURL: *natsURL, TLS: natsTLS, Client: client})
 	if err != nil {
 		fail("event recorder", err)
 	}
 	go func() { _ = recorder.Run(ctx) }()
 
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(recorder.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry := serving.NewRegistry(recorder.Metrics())
 	controllermanager.RegisterWorkqueueMetrics(registry)
 	cm, err := controllermanager.New(controllermanager.Config{
-		Client: client, Recorder: recorder, Options: options, LeaderElection: election,
+		Client: client, RESTConfig: cfg, RootCA: rootCA, Events: recorder, Options: options, LeaderElection: election,
 		Registerer: registry, TracerProvider: tp,
 	})
 	if err != nil {
 		fail("controller manager", err)
 	}
-	if *healthAddress != "" {
-		l, err := net.Listen("tcp", *healthAddress)
-		if err != nil {
-			fail("health endpoints", err)
-		}
-		go func() {
-			if err := serving.Serve(ctx, l, cm.Healthz, registry); err != nil {
-				logger.Error("health endpoints stopped", "err", err)
-			}
-		}()
+	if _, err := srv.Start(ctx, registry, serving.WithLiveness(cm.Healthz)); err != nil {
+		fail("health endpoints", err)
 	}
 	if err := cm.Run(ctx); err != nil {
 		fail("controller manager stopped", err)
 	}
+}
+
+// rootCABundle is the PEM bundle root-ca-cert-publisher publishes: file, else the CA
+// the kubeconfig trusts (kube's --root-ca-file default). Errors: an unreadable file, or
+// neither.
+func rootCABundle(file string, cfg *rest.Config) ([]byte, error) {
+	switch {
+	case file != "":
+		return os.ReadFile(file)
+	case len(cfg.TLSClientConfig.CAData) > 0:
+		return cfg.TLSClientConfig.CAData, nil
+	case cfg.TLSClientConfig.CAFile != "":
+		return os.ReadFile(cfg.TLSClientConfig.CAFile)
+	}
+	return nil, errors.New("no --root-ca-file and the kubeconfig names no CA")
 }

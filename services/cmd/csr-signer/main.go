@@ -7,20 +7,16 @@ import (
 	"context"
 	"crypto/tls"
 	"flag"
-	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"skiff.dev/services/csrsigner"
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
@@ -31,16 +27,15 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the system:skiff:csr-signer identity; empty means <pki-dir>/csr-signer.kubeconfig")
 	autoApprove := flag.Bool("auto-approve", true, "auto-approve kubelet client and serving requests that fit Kubernetes' rules; false leaves every request to kubectl certificate approve|deny")
 	maxDuration := flag.Duration("max-duration", csrsigner.DefaultMaxDuration, "longest lifetime of an issued certificate; a request's spec.expirationSeconds may ask for less (not under 10m)")
-	healthAddress := flag.String("health-address", ":10260", "where /healthz, /livez, /readyz and /metrics are served (\"\" = off)")
 	natsURL := flag.String("nats-url", "", "NATS URL events are published to (JetStream stream EVENTS); \"\" POSTs them to the apiserver")
 	natsCAFile := flag.String("nats-ca-file", "", "CA verifying NATS's serving certificate (default: <pki-dir>/ca.crt)")
 	natsCertFile := flag.String("nats-cert-file", "", "client certificate toward NATS, which requires mutual TLS (default: <pki-dir>/csr-signer.crt)")
 	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: <pki-dir>/csr-signer.key)")
-	profiling := flag.Bool("profiling", false, "serve Go's /debug/pprof beside /healthz and /metrics")
+	srv := serving.NewOptions(":10260")
+	srv.AddFlags(flag.CommandLine)
 	flag.Parse()
 
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	slog.SetDefault(logger)
+	logger := srv.Logger("csr-signer")
 	fail := func(msg string, err error) {
 		logger.Error(msg, "err", err)
 		os.Exit(1)
@@ -76,13 +71,11 @@ func main() {
 	}
 	var natsTLS *tls.Config
 	if *natsURL != "" {
-		defCert, defKey := pki.KeyPairFiles(*pkiDir, pki.CSRSigner.Name)
-		if natsTLS, err = events.ClientTLSFromFiles(orDefault(*natsCAFile, filepath.Join(*pkiDir, pki.CACertFile)),
-			orDefault(*natsCertFile, defCert), orDefault(*natsKeyFile, defKey)); err != nil {
+		if natsTLS, err = pki.ClientTLSFromFiles(*pkiDir, pki.CSRSigner.Name, *natsCAFile, *natsCertFile, *natsKeyFile); err != nil {
 			fail("NATS client TLS", err)
 		}
 	}
-	recorder, err := events.New(events.Config{Component: "csr-signer", NATSURL: *natsURL, TLS: natsTLS, Client: client})
+	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "csr-signer", NATSURL: *natsURL, TLS: natsTLS, Client: client})
 	if err != nil {
 		fail("event recorder", err)
 	}
@@ -92,36 +85,10 @@ func main() {
 		fail("building csr-signer", err)
 	}
 
-	if *healthAddress != "" {
-		l, err := net.Listen("tcp", *healthAddress)
-		if err != nil {
-			fail("health endpoints", err)
-		}
-		registry := prometheus.NewRegistry()
-		registry.MustRegister(controller.Metrics(), recorder.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		go func() {
-			if err := serving.Serve(ctx, l, controller.Ready, registry, profilingOption(*profiling)...); err != nil {
-				logger.Error("health endpoints stopped", "err", err)
-			}
-		}()
+	if _, err := srv.Start(ctx, serving.NewRegistry(controller.Metrics(), recorder.Metrics()), serving.WithReadiness(controller.Ready)); err != nil {
+		fail("health endpoints", err)
 	}
 	if err := controller.Run(ctx); err != nil && ctx.Err() == nil {
 		fail("csr-signer stopped", err)
 	}
-}
-
-// orDefault is value, or def when value is "".
-func orDefault(value, def string) string {
-	if value == "" {
-		return def
-	}
-	return value
-}
-
-// profilingOption is serving's option for --profiling.
-func profilingOption(on bool) []serving.Option {
-	if on {
-		return []serving.Option{serving.WithProfiling()}
-	}
-	return nil
 }

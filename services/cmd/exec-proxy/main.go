@@ -4,8 +4,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -15,14 +13,14 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"skiff.dev/services/execproxy"
+	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
+	"skiff.dev/services/tunnel"
 )
 
 func main() {
@@ -34,41 +32,38 @@ func main() {
 	caFile := flag.String("client-ca-file", "", "cluster CA: verifies the apiserver's front-proxy-client certificate and the kubelets' serving certificates")
 	kubeletCert := flag.String("kubelet-client-certificate", "", "client certificate toward kubelets (pki: exec-proxy.crt)")
 	kubeletKey := flag.String("kubelet-client-key", "", "client key toward kubelets (pki: exec-proxy.key)")
-	healthAddress := flag.String("health-address", "", "where /healthz, /livez, /readyz and /metrics are served over plain HTTP (\"\" = off; /healthz is also on the HTTPS port)")
-	profiling := flag.Bool("profiling", false, "serve Go's /debug/pprof beside /healthz and /metrics")
+	// /healthz is also on the HTTPS port.
+	srv := serving.NewOptions("")
+	srv.AddFlags(flag.CommandLine)
+	tunnelPort := flag.Int("tunnel-port", tunnel.DefaultPort, "gRPC port (mutual TLS, the serving certificate above) where kubelets open their node-initiated tunnels (kubelet --tunnel-server); a node with a tunnel is reached through it; 0 = none, every kubelet is dialed directly")
 	flag.Parse()
 
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	slog.SetDefault(logger)
-	if err := run(logger, *kubeconfig, net.JoinHostPort(*bindAddress, strconv.Itoa(*port)), *certFile, *keyFile, *caFile, *kubeletCert, *kubeletKey, *healthAddress, profilingOption(*profiling)); err != nil {
+	logger := srv.Logger("exec-proxy")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, logger, srv, *kubeconfig, net.JoinHostPort(*bindAddress, strconv.Itoa(*port)), tunnelAddress(*bindAddress, *tunnelPort), *certFile, *keyFile, *caFile, *kubeletCert, *kubeletKey); err != nil {
 		logger.Error("exec-proxy stopped", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(logger *slog.Logger, kubeconfig, addr, certFile, keyFile, caFile, kubeletCertFile, kubeletKeyFile, healthAddress string, healthOptions []serving.Option) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
+func run(ctx context.Context, logger *slog.Logger, srv *serving.Options, kubeconfig, addr, tunnelAddr, certFile, keyFile, caFile, kubeletCertFile, kubeletKeyFile string) error {
 	// OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; a no-op otherwise.
 	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "exec-proxy"})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tp.Shutdown(context.Background()) }()
-	caPEM, err := os.ReadFile(caFile)
+	caPEM, err := pki.ReadCA("", caFile)
 	if err != nil {
 		return fmt.Errorf("--client-ca-file: %w", err)
 	}
-	ca := x509.NewCertPool()
-	if !ca.AppendCertsFromPEM(caPEM) {
-		return fmt.Errorf("--client-ca-file %s holds no certificate", caFile)
-	}
-	servingCert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	servingTLS, err := pki.ServingTLS(certFile, keyFile, caPEM)
 	if err != nil {
-		return fmt.Errorf("serving certificate: %w", err)
+		return err
 	}
-	kubeletCert, err := tls.LoadX509KeyPair(kubeletCertFile, kubeletKeyFile)
+	// The cluster CA verifies the kubelets' serving certificates too.
+	kubeletTLS, err := pki.ReloadingClientTLS(caPEM, kubeletCertFile, kubeletKeyFile)
 	if err != nil {
 		return fmt.Errorf("kubelet client certificate: %w", err)
 	}
@@ -81,35 +76,44 @@ func run(logger *slog.Logger, kubeconfig, addr, certFile, keyFile, caFile, kubel
 	if err != nil {
 		return err
 	}
-	p, err := execproxy.New(execproxy.Config{Client: client, KubeletTLS: execproxy.KubeletClientTLS(kubeletCert, ca), Logger: logger, TracerProvider: tp})
+	cfgProxy := execproxy.Config{Client: client, KubeletTLS: kubeletTLS, Logger: logger, TracerProvider: tp}
+	if tunnelAddr != "" {
+		tl, err := net.Listen("tcp", tunnelAddr)
+		if err != nil {
+			return fmt.Errorf("tunnel port: %w", err)
+		}
+		tunnels := tunnel.NewServer(logger)
+		cfgProxy.Tunnels = tunnels
+		logger.Info("serving node tunnels", "addr", tl.Addr().String())
+		tunnelCtx, stopTunnels := context.WithCancelCause(ctx)
+		defer stopTunnels(nil)
+		ctx = tunnelCtx
+		go func() {
+			if err := tunnels.Serve(ctx, tl, tunnel.ServerTLS(servingTLS.Certificates[0], servingTLS.ClientCAs)); err != nil {
+				logger.Error("tunnel server stopped", "err", err)
+				stopTunnels(err)
+			}
+		}()
+	}
+	p, err := execproxy.New(cfgProxy)
 	if err != nil {
 		return err
 	}
-	if healthAddress != "" {
-		hl, err := net.Listen("tcp", healthAddress)
-		if err != nil {
-			return fmt.Errorf("health endpoints: %w", err)
-		}
-		registry := prometheus.NewRegistry()
-		registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		go func() {
-			if err := serving.Serve(ctx, hl, nil, registry, healthOptions...); err != nil {
-				logger.Error("health endpoints stopped", "err", err)
-			}
-		}()
+	if _, err := srv.Start(ctx, serving.NewRegistry()); err != nil {
+		return err
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	logger.Info("serving exec-proxy", "addr", l.Addr().String())
-	return p.Serve(ctx, l, &tls.Config{Certificates: []tls.Certificate{servingCert}, ClientCAs: ca})
+	return p.Serve(ctx, l, servingTLS)
 }
 
-// profilingOption is serving's option for --profiling.
-func profilingOption(on bool) []serving.Option {
-	if on {
-		return []serving.Option{serving.WithProfiling()}
+// tunnelAddress is where the tunnel server listens: "" with port 0 (none).
+func tunnelAddress(bindAddress string, port int) string {
+	if port == 0 {
+		return ""
 	}
-	return nil
+	return net.JoinHostPort(bindAddress, strconv.Itoa(port))
 }

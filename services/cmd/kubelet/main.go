@@ -5,8 +5,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -25,14 +23,17 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
+	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/certificate"
+	"skiff.dev/services/kubelet/cm"
 	"skiff.dev/services/kubelet/eviction"
 	"skiff.dev/services/kubelet/hollow"
 	"skiff.dev/services/kubelet/nodestatus"
+	"skiff.dev/services/tunnel"
 )
 
 func main() {
@@ -45,6 +46,7 @@ func main() {
 	rotateServerCertificates := flag.Bool("rotate-server-certificates", true, "without --tls-cert-file, request the kubelet API's serving certificate from the cluster (signer kubernetes.io/kubelet-serving) and renew it")
 	endpoint := flag.String("container-runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI runtime endpoint: unix:///path (or a path) or tcp://host:port (plain gRPC: a trusted network only)")
 	podCIDR := flag.String("pod-cidr", "", "pod IP range used while the Node's spec.podCIDR is empty (no controller-manager allocating ranges); the Node's wins when set")
+	cgroupDriver := flag.String("cgroup-driver", string(cm.CgroupDriverCgroupfs), "how pods' cgroups are named: cgroupfs or systemd; the runtime's answer to CRI RuntimeConfig wins when it gives one (kube's KubeletCgroupDriverFromCRI)")
 	clusterDNS := flag.String("cluster-dns", "", "comma-separated cluster DNS server IPs for dnsPolicy ClusterFirst pods; empty gives them the node's resolver")
 	clusterDomain := flag.String("cluster-domain", "cluster.local", "the cluster's DNS domain, in ClusterFirst pods' search path")
 	containerLogMaxSize := flag.String("container-log-max-size", "10Mi", "size past which a running container's log file is rotated (a quantity: 10Mi, 1Gi)")
@@ -52,7 +54,6 @@ func main() {
 	resolvConf := flag.String("resolv-conf", "/etc/resolv.conf", "the node's resolver config, the base of dnsPolicy Default")
 	rootDir := flag.String("root-dir", kubelet.DefaultRootDir, "directory for kubelet state and pod logs")
 	nodeIP := flag.String("node-ip", "", "IP address reported for the node; empty picks the first non-loopback IPv4")
-	healthzAddr := flag.String("healthz-addr", "", "address of the plain-HTTP /healthz endpoint, e.g. :10248; empty disables it")
 	address := flag.String("address", "0.0.0.0", "address the kubelet API (exec, attach, port-forward, logs) listens on")
 	port := flag.Int("port", kubelet.KubeletPort, "kubelet API HTTPS port")
 	tlsCertFile := flag.String("tls-cert-file", "", "kubelet API serving certificate; empty serves no kubelet API")
@@ -67,17 +68,25 @@ func main() {
 	evictionHard := flag.String("eviction-hard", eviction.DefaultEvictionHard, "thresholds (signal<quantity or percentage, comma-separated; signals memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available) below which the node reports MemoryPressure, DiskPressure or PIDPressure; pods are not evicted")
 	hollowNodes := flag.Int("hollow-nodes", 0, "run this many hollow nodes (kubemark's) instead of one kubelet: each the real kubelet over its own simulated runtime, joining through --bootstrap-kubeconfig, with its state under <root-dir>/<name>; no kubelet API")
 	hollowNamePrefix := flag.String("hollow-name-prefix", hollow.DefaultNamePrefix, "with --hollow-nodes, the nodes' names are this prefix followed by 0, 1, ...")
-	profilingAddress := flag.String("profiling-address", "", "where Go's /debug/pprof (and /healthz) are served over plain HTTP, e.g. 127.0.0.1:6061 (\"\" = off)")
-	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
+	srv := serving.NewOptions("")
+	srv.AddFlags(flag.CommandLine)
+	// The flag compose.yaml and earlier releases use: the same as --health-address.
+	flag.StringVar(&srv.HealthAddress, "healthz-addr", "", "deprecated: use --health-address")
+	tunnelServer := flag.String("tunnel-server", "", "exec-proxy's tunnel address (host:port, port 10444): the kubelet dials out and holds a tunnel there, through which exec-proxy reaches its kubelet API when it cannot route to the node's address (as konnectivity's agent); empty means none")
+	tunnelCAFile := flag.String("tunnel-ca-file", "", "CA verifying exec-proxy's tunnel certificate (default: --client-ca-file, else the CA of --kubeconfig)")
+	tunnelCertFile := flag.String("tunnel-cert-file", "", "the node's client certificate toward exec-proxy's tunnel, system:node:<node-name>; read at every connect, so a rotated one is used (default: <cert-dir>/kubelet-client-current.pem, which also holds the key)")
+	tunnelKeyFile := flag.String("tunnel-key-file", "", "its key (default: the --tunnel-cert-file file)")
+	tunnelServerName := flag.String("tunnel-server-name", "", "the name exec-proxy's tunnel certificate must carry, where --tunnel-server is a relay's address (default: the host of --tunnel-server)")
+	apiQPS := flag.Float64("kube-api-qps", 50, "requests per second to the apiserver (kubelet's --kube-api-qps; client-go's own default is 5)")
+	apiBurst := flag.Int("kube-api-burst", 100, "burst of requests to the apiserver (kubelet's --kube-api-burst)")
 	flag.Parse()
-
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "kubelet: --log-level: %v\n", err)
+	driver, err := cm.ParseCgroupDriver(*cgroupDriver)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kubelet: --cgroup-driver: %v\n", err)
 		os.Exit(2)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	slog.SetDefault(logger)
+
+	logger := srv.Logger("kubelet")
 	logMaxSize, err := resource.ParseQuantity(*containerLogMaxSize)
 	if err != nil || logMaxSize.Value() <= 0 {
 		logger.Error("--container-log-max-size: want a positive quantity such as 10Mi", "value", *containerLogMaxSize, "err", err)
@@ -87,15 +96,11 @@ func main() {
 	// must end that wait too.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if *profilingAddress != "" {
-		l, err := net.Listen("tcp", *profilingAddress)
-		if err != nil {
-			logger.Error("profiling", "err", err)
+	if *hollowNodes > 0 {
+		if _, err := srv.Start(ctx, serving.NewRegistry()); err != nil {
+			logger.Error("health endpoints", "err", err)
 			os.Exit(1)
 		}
-		go func() { _ = serving.Serve(ctx, l, nil, nil, serving.WithProfiling()) }()
-	}
-	if *hollowNodes > 0 {
 		os.Exit(runHollowNodes(ctx, logger, hollow.Config{Nodes: *hollowNodes, NamePrefix: *hollowNamePrefix,
 			BootstrapKubeconfig: *bootstrapKubeconfig, RootDir: *rootDir, NodeIP: *nodeIP, Logger: logger}))
 	}
@@ -129,6 +134,7 @@ func main() {
 	// skiff's API server reads JSON bodies; typed clients default to
 	// protobuf.
 	restConfig.ContentType = "application/json"
+	restConfig.QPS, restConfig.Burst = float32(*apiQPS), *apiBurst
 	// OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; a no-op otherwise.
 	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "kubelet", NodeName: *nodeName})
 	if err != nil {
@@ -144,12 +150,19 @@ func main() {
 	}
 	var natsTLS *tls.Config
 	if *natsURL != "" {
-		if natsTLS, err = natsClientTLS(*natsCAFile, *natsCertFile, *natsKeyFile, *clientCAFile, *kubeconfig, *certDir); err != nil {
+		// Its own client certificate, which client-go's certificate manager keeps
+		// current in --cert-dir (read again at every connect), and the cluster CA.
+		certFile := orDefault(*natsCertFile, filepath.Join(*certDir, certificate.ClientPairName+"-current.pem"))
+		caPEM, err := pki.ReadCA(*kubeconfig, *natsCAFile, *clientCAFile)
+		if err == nil {
+			natsTLS, err = pki.ReloadingClientTLS(caPEM, certFile, *natsKeyFile)
+		}
+		if err != nil {
 			logger.Error("NATS client TLS", "err", err)
 			os.Exit(1)
 		}
 	}
-	recorder, err := events.New(events.Config{Component: "kubelet", Host: *nodeName, NATSURL: *natsURL, TLS: natsTLS, Client: client})
+	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "kubelet", Host: *nodeName, NATSURL: *natsURL, TLS: natsTLS, Client: client})
 	if err != nil {
 		logger.Error("event recorder", "err", err)
 		os.Exit(1)
@@ -159,7 +172,10 @@ func main() {
 	var serverAddr string
 	var serverTLS *tls.Config
 	if *tlsCertFile != "" {
-		serverTLS, err = kubeletServerTLS(*tlsCertFile, *tlsKeyFile, *clientCAFile)
+		caPEM, err := pki.ReadCA(*kubeconfig, *clientCAFile)
+		if err == nil {
+			serverTLS, err = pki.ServingTLS(*tlsCertFile, *tlsKeyFile, caPEM)
+		}
 		if err != nil {
 			logger.Error("kubelet API TLS", "err", err)
 			os.Exit(1)
@@ -181,7 +197,6 @@ func main() {
 		RootDir:         *rootDir,
 		EvictionHard:    thresholds,
 		NodeIP:          *nodeIP,
-		HealthzAddr:     *healthzAddr,
 		ServerAddr:      serverAddr,
 		ServerTLS:       serverTLS,
 		Logger:          logger,
@@ -192,6 +207,7 @@ func main() {
 		FileCheckFrequency: *fileCheckFrequency,
 		PodCIDR:            *podCIDR,
 		ClusterDNS:         splitList(*clusterDNS),
+		CgroupDriver:       driver,
 		ClusterDomain:      *clusterDomain,
 		ResolverConfig:     *resolvConf,
 
@@ -201,6 +217,24 @@ func main() {
 	if err != nil {
 		logger.Error("create kubelet", "err", err)
 		os.Exit(1)
+	}
+
+	if _, err := srv.Start(ctx, serving.NewRegistry(), serving.WithLiveness(kl.Healthz)); err != nil {
+		logger.Error("health endpoints", "err", err)
+		os.Exit(1)
+	}
+
+	if *tunnelServer != "" {
+		if kl.ServerAddress() == "" {
+			logger.Error("--tunnel-server needs the kubelet API (--tls-cert-file or --rotate-server-certificates), which the tunnel carries")
+			os.Exit(2)
+		}
+		agent, err := tunnelAgent(*tunnelServer, *tunnelServerName, *nodeName, kl.ServerAddress(), *tunnelCAFile, *tunnelCertFile, *tunnelKeyFile, *clientCAFile, *kubeconfig, *certDir, logger)
+		if err != nil {
+			logger.Error("tunnel agent", "err", err)
+			os.Exit(1)
+		}
+		go func() { _ = agent.Run(ctx) }()
 	}
 
 	if err := kl.Run(ctx); err != nil {
@@ -226,35 +260,11 @@ func runHollowNodes(ctx context.Context, logger *slog.Logger, cfg hollow.Config)
 	return 0
 }
 
-// kubeletServerTLS loads the kubelet API's serving key pair and the CA its
-// clients' certificates must chain to.
-func kubeletServerTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, err
-	}
-	caPEM, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("--client-ca-file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("--client-ca-file %s holds no certificate", caFile)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool}, nil
-}
-
 // servingFromCluster starts the kubelet API's serving certificate through a CSR for the
 // addresses the node reports (InternalIP nodeIP, Hostname nodeName); clients are
 // verified against --client-ca-file, or the CA --kubeconfig trusts.
 func servingFromCluster(ctx context.Context, client kubernetes.Interface, nodeName, nodeIP, certDir, clientCAFile, kubeconfig string) (*tls.Config, error) {
-	var caPEM []byte
-	var err error
-	if clientCAFile != "" {
-		caPEM, err = os.ReadFile(clientCAFile)
-	} else {
-		caPEM, err = certificate.ClusterCA(kubeconfig)
-	}
+	caPEM, err := pki.ReadCA(kubeconfig, clientCAFile)
 	if err != nil {
 		return nil, fmt.Errorf("client CA: %w", err)
 	}
@@ -262,31 +272,25 @@ func servingFromCluster(ctx context.Context, client kubernetes.Interface, nodeNa
 	return certificate.StartServing(ctx, client, nodeName, certDir, addresses, caPEM)
 }
 
-// natsClientTLS is the kubelet's mutual TLS toward NATS: its client certificate
-// (default: the one client-go's certificate manager keeps current in certDir, read again
-// at every connect) and the cluster CA (--nats-ca-file, --client-ca-file, or the CA of
-// --kubeconfig).
-func natsClientTLS(caFile, certFile, keyFile, clientCAFile, kubeconfig, certDir string) (*tls.Config, error) {
+// tunnelAgent is the kubelet's end of its node-initiated tunnel to exec-proxy at server
+// (whose certificate must name serverName, default server's host): its node client
+// certificate (default: the one client-go's certificate manager keeps current in certDir)
+// and the cluster CA (--tunnel-ca-file, --client-ca-file, or the CA of --kubeconfig); it
+// dials the kubelet API at listen (loopback where it listens on every address).
+func tunnelAgent(server, serverName, nodeName, listen, caFile, certFile, keyFile, clientCAFile, kubeconfig, certDir string, logger *slog.Logger) (*tunnel.Agent, error) {
 	if certFile == "" {
 		certFile = filepath.Join(certDir, certificate.ClientPairName+"-current.pem")
 	}
-	if caFile == "" {
-		caFile = clientCAFile
-	}
-	var caPEM []byte
-	var err error
-	switch {
-	case caFile != "":
-		caPEM, err = os.ReadFile(caFile)
-	case kubeconfig != "":
-		caPEM, err = certificate.ClusterCA(kubeconfig)
-	default:
-		err = errors.New("no CA: set --nats-ca-file")
-	}
+	caPEM, err := pki.ReadCA(kubeconfig, caFile, clientCAFile)
 	if err != nil {
-		return nil, fmt.Errorf("NATS CA: %w", err)
+		return nil, fmt.Errorf("tunnel CA: %w", err)
 	}
-	return events.ClientTLS(caPEM, certFile, keyFile)
+	tlsConfig, err := tunnel.ClientTLS(caPEM, certFile, keyFile, serverName)
+	if err != nil {
+		return nil, err
+	}
+	return tunnel.NewAgent(tunnel.AgentConfig{Server: server, NodeName: nodeName, TLS: tlsConfig,
+		KubeletAddress: tunnel.KubeletAddress(listen), Logger: logger})
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.
@@ -298,4 +302,12 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// orDefault is value, or def when value is "".
+func orDefault(value, def string) string {
+	if value == "" {
+		return def
+	}
+	return value
 }

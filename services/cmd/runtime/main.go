@@ -14,23 +14,28 @@ import (
 
 	"go.opentelemetry.io/otel"
 
+	"skiff.dev/services/cri"
+	"skiff.dev/services/cri/process"
+	"skiff.dev/services/cri/sim"
+	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
-	criruntime "skiff.dev/services/runtime"
-	"skiff.dev/services/runtime/process"
-	"skiff.dev/services/runtime/sim"
 )
 
 func main() {
 	name := flag.String("runtime", "process", "built-in CRI runtime: process (real processes) or sim (simulated containers)")
 	socket := flag.String("listen", "/run/skiff/cri.sock", "unix socket the CRI gRPC server listens on")
 	rootDir := flag.String("root-dir", "/var/lib/skiff/runtime", "process runtime state: sandboxes, container root directories")
+	srv := serving.NewOptions("")
+	srv.AddFlags(flag.CommandLine)
 	flag.Parse()
 
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	slog.SetDefault(logger)
-
+	logger := srv.Logger("runtime")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if _, err := srv.Start(ctx, serving.NewRegistry()); err != nil {
+		logger.Error("health endpoints", "err", err)
+		os.Exit(1)
+	}
 	// The CRI server traces with the global provider: OTLP export when
 	// OTEL_EXPORTER_OTLP_ENDPOINT is set, a no-op otherwise.
 	hostname, _ := os.Hostname()
@@ -56,12 +61,12 @@ func run(ctx context.Context, name, socket, rootDir string) error {
 		}
 		defer rt.Close()
 		slog.Info("serving CRI", "runtime", name, "socket", socket)
-		return criruntime.Serve(ctx, socket, rt, rt)
+		return cri.Serve(ctx, socket, rt, rt)
 	case "sim":
 		rt := sim.New()
 		defer rt.Close()
 		slog.Info("serving CRI", "runtime", name, "socket", socket)
-		return criruntime.Serve(ctx, socket, rt, rt)
+		return cri.Serve(ctx, socket, rt, rt)
 	default:
 		return fmt.Errorf("unknown runtime %q: want process or sim", name)
 	}

@@ -5,19 +5,16 @@ package main
 import (
 	"context"
 	"flag"
-	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/leaderelection"
+	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/scheduler"
@@ -26,7 +23,6 @@ import (
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "path to a kubeconfig; empty means in-cluster config")
 	schedulerName := flag.String("scheduler-name", scheduler.DefaultSchedulerName, "schedule pods whose spec.schedulerName is this")
-	healthAddress := flag.String("health-address", ":10259", "where /healthz, /livez, /readyz and /metrics are served (\"\" = off)")
 	natsURL := flag.String("nats-url", "", "NATS URL events are published to (JetStream stream EVENTS); \"\" POSTs them to the apiserver")
 	natsCAFile := flag.String("nats-ca-file", "", "CA verifying NATS's serving certificate (default: the CA of --kubeconfig)")
 	natsCertFile := flag.String("nats-cert-file", "", "client certificate toward NATS, which requires mutual TLS (default: the client certificate of --kubeconfig)")
@@ -35,80 +31,62 @@ func main() {
 	// only the holder binds.
 	election := leaderelection.DefaultOptions("kube-scheduler")
 	election.AddFlags(flag.CommandLine)
-	profiling := flag.Bool("profiling", false, "serve Go's /debug/pprof beside /healthz and /metrics")
+	srv := serving.NewOptions(":10259") // kube-scheduler's port
+	srv.AddFlags(flag.CommandLine)
+	// kube-scheduler's defaults: client-go's own (5 QPS, burst 10) cap binding at ~5 pods/s,
+	// which is how long a backlog takes to drain after a fault.
+	apiQPS := flag.Float64("kube-api-qps", 50, "requests per second to the apiserver (kube-scheduler's --kube-api-qps)")
+	apiBurst := flag.Int("kube-api-burst", 100, "burst of requests to the apiserver (kube-scheduler's --kube-api-burst)")
 	flag.Parse()
 
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	slog.SetDefault(logger)
-
+	logger := srv.Logger("scheduler")
+	fail := func(msg string, err error) {
+		logger.Error(msg, "err", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
-		logger.Error("loading kubeconfig", "err", err)
-		os.Exit(1)
+		fail("loading kubeconfig", err)
 	}
+	cfg.QPS, cfg.Burst = float32(*apiQPS), *apiBurst
 	// OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; a no-op otherwise.
 	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "scheduler"})
 	if err != nil {
-		logger.Error("tracing", "err", err)
-		os.Exit(1)
+		fail("tracing", err)
 	}
 	defer func() { _ = tp.Shutdown(context.Background()) }()
 	cfg.WrapTransport = tracing.WrapTransport(tp)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		logger.Error("building clientset", "err", err)
-		os.Exit(1)
+		fail("building clientset", err)
 	}
-	natsTLS, err := events.ServiceClientTLS(cfg, *natsURL, *natsCAFile, *natsCertFile, *natsKeyFile)
+	natsTLS, err := pki.NATSClientTLS(cfg, *natsURL, *natsCAFile, *natsCertFile, *natsKeyFile)
 	if err != nil {
-		logger.Error("NATS client TLS", "err", err)
-		os.Exit(1)
+		fail("NATS client TLS", err)
 	}
-	recorder, err := events.New(events.Config{Component: *schedulerName, NATSURL: *natsURL, TLS: natsTLS, Client: client})
+	recorder, err := eventrecorder.New(eventrecorder.Config{Component: *schedulerName, NATSURL: *natsURL, TLS: natsTLS, Client: client})
 	if err != nil {
-		logger.Error("event recorder", "err", err)
-		os.Exit(1)
+		fail("event recorder", err)
 	}
 	go func() { _ = recorder.Run(ctx) }()
 	sched, err := scheduler.New(scheduler.Config{Client: client, SchedulerName: *schedulerName, Recorder: recorder, TracerProvider: tp})
 	if err != nil {
-		logger.Error("building scheduler", "err", err)
-		os.Exit(1)
-	}
-	if *healthAddress != "" {
-		l, err := net.Listen("tcp", *healthAddress)
-		if err != nil {
-			logger.Error("health endpoints", "err", err)
-			os.Exit(1)
-		}
-		registry := prometheus.NewRegistry()
-		registry.MustRegister(sched.Metrics(), recorder.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		go func() {
-			if err := serving.Serve(ctx, l, nil, registry, profilingOption(*profiling)...); err != nil {
-				logger.Error("health endpoints stopped", "err", err)
-			}
-		}()
+		fail("building scheduler", err)
 	}
 	elector := leaderelection.New(client, election, "")
+	if _, err := srv.Start(ctx, serving.NewRegistry(sched.Metrics(), recorder.Metrics()), serving.WithLiveness(elector.Check)); err != nil {
+		fail("health endpoints", err)
+	}
+	// A leader that lost its Lease exits (ErrLeaderElectionLost) so it never binds beside
+	// the next one.
 	if err := elector.Run(ctx, func(ctx context.Context) {
 		if err := sched.Run(ctx); err != nil && ctx.Err() == nil {
-			logger.Error("scheduler stopped", "err", err)
-			os.Exit(1)
+			fail("scheduler stopped", err)
 		}
 	}); err != nil {
-		// A leader that lost its Lease exits so it never binds beside the next one.
-		logger.Error("scheduler stopped", "err", err)
-		os.Exit(1)
+		fail("scheduler stopped", err)
 	}
-}
-
-// profilingOption is serving's option for --profiling.
-func profilingOption(on bool) []serving.Option {
-	if on {
-		return []serving.Option{serving.WithProfiling()}
-	}
-	return nil
 }

@@ -10,10 +10,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"skiff.dev/services/allinone"
-	"skiff.dev/services/runtime/containerd"
+	"skiff.dev/services/cri/containerd"
+	"skiff.dev/services/internal/serving"
 
 	"skiff.dev/services/controllermanager"
 )
@@ -22,12 +24,15 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "pki" {
 		os.Exit(pkiMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "kube-dns" {
+		os.Exit(kubeDNSMain(os.Args[2:]))
+	}
 	dataDir := os.Getenv("SKIFF_DATA_DIR")
 	if dataDir == "" {
 		dataDir = "./skiff-data"
 	}
 	var cfg allinone.Config
-	var runtimeName, logLevel string
+	var runtimeName string
 	flag.StringVar(&cfg.DataDir, "data-dir", dataDir, "directory for etcd data, runtime and kubelet state and the admin kubeconfig (env SKIFF_DATA_DIR)")
 	flag.StringVar(&cfg.BindAddress, "bind-address", "127.0.0.1", "address every service listens on")
 	flag.IntVar(&cfg.APIServerPort, "apiserver-port", 6443, "apiserver port (0 = any free port)")
@@ -40,37 +45,43 @@ func main() {
 	flag.StringVar(&cfg.SandboxImage, "pod-infra-container-image", "", "the private containerd's pod sandbox (pause) image (default "+containerd.DefaultSandboxImage+")")
 	flag.StringVar(&cfg.PodCIDR, "pod-cidr", allinone.DefaultPodCIDR, "the node's pod IP range while its spec.podCIDR is empty")
 	flag.StringVar(&cfg.NodeName, "node-name", "", "the kubelet's node name (default: host name)")
-	profiling := flag.Bool("profiling", false, "serve Go's /debug/pprof for every service of the process on --profiling-port")
-	profilingPort := flag.Int("profiling-port", 6060, "port of /debug/pprof with --profiling, on --bind-address")
 	flag.IntVar(&cfg.HollowNodes, "hollow-nodes", 0, "also run this many hollow nodes (hollow-0, hollow-1, ...): real kubelets over simulated runtimes, as kubemark's, for scale tests")
+	runProxy := flag.Bool("proxy", true, "run the proxy (kube-proxy's nftables mode) so that Service ClusterIPs and NodePorts forward on this host; needs root or CAP_NET_ADMIN and nft, and runs without (saying so) where they are missing")
+	flag.StringVar(&cfg.ProxyTable, "proxy-table", "", "the proxy's nftables table, family ip (default skiff-proxy); all-in-ones side by side each need their own")
 	csrAutoApprove := flag.Bool("csr-auto-approve", true, "let csr-signer approve kubelet certificate requests that pass its checks; false leaves every request to `kubectl certificate approve`")
-	flag.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	flag.StringVar(&cfg.CoreDNS, "coredns", allinone.FindCoreDNS(), "CoreDNS binary to run as the cluster DNS (kube-system/kube-dns, "+allinone.KubeDNSServiceIP+"); default: coredns beside this binary (make coredns) when present; empty runs none")
+	flag.IntVar(&cfg.CoreDNSPort, "coredns-port", allinone.DefaultCoreDNSPort, "port CoreDNS listens on (UDP and TCP) at --bind-address; the kube-dns Service maps port 53 to it (0 = any free port)")
+	clusterDNS := flag.String("cluster-dns", "", "comma-separated DNS server IPs the kubelet writes into ClusterFirst pods' resolv.conf (default: the kube-dns Service IP when CoreDNS runs, else none: pods get the node's resolvers)")
+	// One process: its /healthz, /metrics and, with --profiling, /debug/pprof cover every
+	// service in it.
+	srv := serving.NewOptions("")
+	srv.AddFlags(flag.CommandLine)
 	// The in-process controller manager takes kube-controller-manager's flags
 	// (--node-monitor-grace-period, --controllers, --cluster-cidr, ...).
 	cfg.ControllerManager = controllermanager.DefaultOptions()
 	cfg.ControllerManager.AddFlags(flag.CommandLine)
 	flag.Parse()
 	cfg.Runtime = allinone.Runtime(runtimeName)
-	if *profiling {
-		cfg.ProfilingPort = *profilingPort
+	if *clusterDNS != "" {
+		cfg.ClusterDNS = strings.Split(*clusterDNS, ",")
 	}
 	cfg.ManualCSRApproval = !*csrAutoApprove
+	cfg.NoProxy = !*runProxy
 
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "skiff: --log-level: %v\n", err)
-		os.Exit(2)
-	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	srv.Logger("skiff")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if _, err := srv.Start(ctx, serving.NewRegistry()); err != nil {
+		fmt.Fprintf(os.Stderr, "skiff: %v\n", err)
+		os.Exit(1)
+	}
 	cluster, wait, err := allinone.Start(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "skiff: %v\n", err)
 		os.Exit(1)
 	}
-	slog.Info("skiff is running", "apiserver", cluster.APIServerURL, "runtime", cfg.Runtime, "staticPodPath", cluster.StaticPodPath)
+	slog.Info("skiff is running", "apiserver", cluster.APIServerURL, "runtime", cfg.Runtime, "staticPodPath", cluster.StaticPodPath, "dns", cluster.DNSAddress)
 	fmt.Printf("export KUBECONFIG=%s\n", cluster.Kubeconfig)
 	<-ctx.Done()
 	slog.Info("stopping")

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -22,8 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
@@ -34,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/controllermanager/controllerref"
+	"skiff.dev/services/controllermanager/internal/worker"
 )
 
 // Name is the controller's name in kube-controller-manager's --controllers list.
@@ -109,43 +107,13 @@ func New(factory informers.SharedInformerFactory, client kubernetes.Interface, r
 
 // Run waits for the informers' caches, then runs workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	var wg sync.WaitGroup
-	for i := 0; i < workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wait.UntilWithContext(ctx, c.worker, time.Second)
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for {
-		key, quit := c.queue.Get()
-		if quit {
-			return
-		}
+	worker.Run(ctx, "cronjob", c.queue, c.synced, workers, c.log, func(ctx context.Context, key string) error {
 		requeueAfter, err := c.sync(ctx, key)
-		switch {
-		case err != nil:
-			c.log.Info("sync failed; will retry", "cronjob", key, "err", err)
-			c.queue.AddRateLimited(key)
-		case requeueAfter != nil:
-			c.queue.Forget(key)
-			c.queue.AddAfter(key, *requeueAfter)
-		default:
-			c.queue.Forget(key)
+		if err == nil && requeueAfter != nil {
+			return &worker.Requeue{After: *requeueAfter}
 		}
-		c.queue.Done(key)
-	}
+		return err
+	})
 }
 
 // jobFinished returns the Job's Complete or Failed condition type, or "".

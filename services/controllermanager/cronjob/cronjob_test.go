@@ -19,7 +19,7 @@ import (
 	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/controllermanager/cronjob"
 	"skiff.dev/services/controllermanager/garbagecollector"
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 )
 
 // start runs a real apiserver with the CronJob controller on a fake clock (so a test
@@ -30,7 +30,7 @@ func start(t *testing.T, clock *clocktesting.FakeClock) kubernetes.Interface {
 	cfg.QPS, cfg.Burst = -1, 0
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
-	recorder, err := events.New(events.Config{Component: "controller-manager", Client: cs})
+	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "controller-manager", Client: cs})
 	if err != nil {
 		t.Fatal(err)
 	}

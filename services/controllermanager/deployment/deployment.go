@@ -14,8 +14,6 @@ package deployment
 import (
 	"context"
 	"log/slog"
-	"sync"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -23,8 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -34,6 +30,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"skiff.dev/services/controllermanager/controllerref"
+	"skiff.dev/services/controllermanager/internal/worker"
 )
 
 // Name is the controller's name in kube-controller-manager's --controllers list.
@@ -105,22 +102,7 @@ func New(factory informers.SharedInformerFactory, client kubernetes.Interface, r
 
 // Run waits for the informers' caches, then runs workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	var wg sync.WaitGroup
-	for i := 0; i < workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wait.UntilWithContext(ctx, c.worker, time.Second)
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	worker.Run(ctx, "deployment", c.queue, c.synced, workers, c.log, c.syncDeployment)
 }
 
 func (c *Controller) enqueue(obj interface{}) {
@@ -199,26 +181,6 @@ func (c *Controller) deletePod(obj interface{}) {
 	if d := c.resolveControllerRef(rs.Namespace, metav1.GetControllerOf(rs)); d != nil && d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
 		c.enqueue(d)
 	}
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.syncDeployment(ctx, key); err != nil {
-		c.log.Info("sync failed; will retry", "deployment", key, "err", err)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 // syncDeployment brings one Deployment's ReplicaSets towards its spec and writes its

@@ -21,7 +21,7 @@ import (
 	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/controllermanager/deployment"
 	"skiff.dev/services/controllermanager/replicaset"
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 )
 
 // noKubeletLabel marks pods the test's stand-in kubelet leaves unready.
@@ -36,7 +36,7 @@ func start(t *testing.T) kubernetes.Interface {
 	cfg.QPS, cfg.Burst = -1, 0
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
-	recorder, err := events.New(events.Config{Component: "controller-manager", Client: cs})
+	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "controller-manager", Client: cs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,19 +7,14 @@ package endpoint
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sort"
 	"strings"
-	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -29,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/controllermanager/internal/servicepods"
+	"skiff.dev/services/controllermanager/internal/worker"
 )
 
 // MaxCapacity is the most addresses one Endpoints object holds; beyond it the object is
@@ -74,28 +70,7 @@ func NewController(pods coreinformers.PodInformer, services coreinformers.Servic
 		UpdateFunc: func(_, cur interface{}) { c.enqueue(cur) },
 		DeleteFunc: c.enqueue,
 	})
-	_, _ = pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) { c.enqueuePodServices(obj.(*corev1.Pod)) },
-		UpdateFunc: func(old, cur interface{}) {
-			oldPod, curPod := old.(*corev1.Pod), cur.(*corev1.Pod)
-			changed, labelsChanged := servicepods.PodChanged(oldPod, curPod)
-			if !changed {
-				return
-			}
-			c.enqueuePodServices(curPod)
-			if labelsChanged {
-				c.enqueuePodServices(oldPod)
-			}
-		},
-		DeleteFunc: func(obj interface{}) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if pod, ok := obj.(*corev1.Pod); ok {
-				c.enqueuePodServices(pod)
-			}
-		},
-	})
+	_, _ = pods.Informer().AddEventHandler(servicepods.PodHandler(c.services, c.queue.Add))
 	// An Endpoints object changed or deleted by someone else is put back.
 	_, _ = endpoints.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, cur interface{}) { c.enqueue(cur) },
@@ -111,55 +86,9 @@ func (c *Controller) enqueue(obj interface{}) {
 	}
 }
 
-func (c *Controller) enqueuePodServices(pod *corev1.Pod) {
-	keys, err := servicepods.ServiceKeysForPod(c.services, pod)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	for _, key := range keys {
-		c.queue.Add(key)
-	}
-}
-
 // Run waits for the caches and runs workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForNamedCacheSync("endpoint", ctx.Done(), c.synced...) {
-		return
-	}
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wait.UntilWithContext(ctx, c.worker, time.Second)
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.syncService(ctx, key); err != nil {
-		slog.Warn("endpoints controller: sync failed; will retry", "service", key, "err", err)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	worker.Run(ctx, "endpoint", c.queue, c.synced, workers, nil, c.syncService)
 }
 
 // syncService writes key's Endpoints from its pods, or deletes them when the Service is

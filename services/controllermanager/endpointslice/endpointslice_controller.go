@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,8 +24,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
@@ -38,6 +35,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/controllermanager/internal/servicepods"
+	"skiff.dev/services/controllermanager/internal/worker"
 )
 
 // ControllerName is the managed-by label's value on the slices this controller owns.
@@ -89,28 +87,7 @@ func NewController(pods coreinformers.PodInformer, services coreinformers.Servic
 		UpdateFunc: func(_, cur interface{}) { c.enqueueService(cur) },
 		DeleteFunc: c.enqueueService,
 	})
-	_, _ = pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) { c.enqueuePodServices(obj.(*corev1.Pod)) },
-		UpdateFunc: func(old, cur interface{}) {
-			oldPod, curPod := old.(*corev1.Pod), cur.(*corev1.Pod)
-			changed, labelsChanged := servicepods.PodChanged(oldPod, curPod)
-			if !changed {
-				return
-			}
-			c.enqueuePodServices(curPod)
-			if labelsChanged {
-				c.enqueuePodServices(oldPod)
-			}
-		},
-		DeleteFunc: func(obj interface{}) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if pod, ok := obj.(*corev1.Pod); ok {
-				c.enqueuePodServices(pod)
-			}
-		},
-	})
+	_, _ = pods.Informer().AddEventHandler(servicepods.PodHandler(c.services, c.queue.Add))
 	_, _ = slices.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.sliceChanged,
 		UpdateFunc: func(_, cur interface{}) { c.sliceChanged(cur) },
@@ -136,17 +113,6 @@ func (c *Controller) enqueueService(obj interface{}) {
 	}
 }
 
-func (c *Controller) enqueuePodServices(pod *corev1.Pod) {
-	keys, err := servicepods.ServiceKeysForPod(c.services, pod)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	for _, key := range keys {
-		c.queue.Add(key)
-	}
-}
-
 // sliceChanged requeues the Service of a managed slice someone else changed or deleted,
 // so the controller puts it back.
 func (c *Controller) sliceChanged(obj interface{}) {
@@ -164,46 +130,13 @@ func (c *Controller) sliceChanged(obj interface{}) {
 
 // Run waits for the caches and runs workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForNamedCacheSync("endpoint_slice", ctx.Done(), c.synced...) {
-		return
-	}
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wait.UntilWithContext(ctx, c.worker, time.Second)
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	err := c.syncService(ctx, key)
-	switch {
-	case err == nil:
-		c.queue.Forget(key)
-	case errors.Is(err, errStaleCache):
-		c.queue.AddAfter(key, 50*time.Millisecond)
-	default:
-		slog.Warn("endpointslice controller: sync failed; will retry", "service", key, "err", err)
-		c.queue.AddRateLimited(key)
-	}
-	return true
+	worker.Run(ctx, "endpoint_slice", c.queue, c.synced, workers, nil, func(ctx context.Context, key string) error {
+		err := c.syncService(ctx, key)
+		if errors.Is(err, errStaleCache) {
+			return &worker.Requeue{After: 50 * time.Millisecond}
+		}
+		return err
+	})
 }
 
 var errStaleCache = errors.New("endpoint slice informer cache is out of date")

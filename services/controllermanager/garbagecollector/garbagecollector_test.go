@@ -19,7 +19,7 @@ import (
 	"skiff.dev/services/controllermanager/deployment"
 	"skiff.dev/services/controllermanager/garbagecollector"
 	"skiff.dev/services/controllermanager/replicaset"
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 )
 
 // start runs a real apiserver with the ReplicaSet and Deployment controllers and the
@@ -30,7 +30,7 @@ func start(t *testing.T) kubernetes.Interface {
 	cfg.QPS, cfg.Burst = -1, 0
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
-	recorder, err := events.New(events.Config{Component: "controller-manager", Client: cs})
+	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "controller-manager", Client: cs})
 	if err != nil {
 		t.Fatal(err)
 	}

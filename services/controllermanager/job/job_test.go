@@ -21,7 +21,7 @@ import (
 	"skiff.dev/services/controllermanager/garbagecollector"
 	"skiff.dev/services/controllermanager/job"
 	"skiff.dev/services/controllermanager/ttlafterfinished"
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 )
 
 // start runs a real apiserver with the Job and TTL-after-finished controllers and the
@@ -33,7 +33,7 @@ func start(t *testing.T) kubernetes.Interface {
 	cfg.QPS, cfg.Burst = -1, 0
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
-	recorder, err := events.New(events.Config{Component: "controller-manager", Client: cs})
+	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "controller-manager", Client: cs})
 	if err != nil {
 		t.Fatal(err)
 	}

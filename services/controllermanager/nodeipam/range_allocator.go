@@ -6,17 +6,18 @@ package nodeipam
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -156,26 +157,36 @@ func (c *Controller) allocateOrOccupyCIDR(ctx context.Context, name string) erro
 	for i, n := range allocated {
 		cidrs[i] = n.String()
 	}
-	current, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	// A strategic merge patch, as kube's PatchNodeCIDRs: it needs no
+	// resourceVersion, so the kubelet's status writes never make it conflict.
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"podCIDR": cidrs[0], "podCIDRs": cidrs}})
 	if err != nil {
 		c.releaseNets(allocated)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
 		return err
 	}
-	if len(current.Spec.PodCIDRs) > 0 {
-		// Set meanwhile (by an earlier pass or by hand): keep what the node has.
+	_, err = c.client.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	switch {
+	case apierrors.IsInvalid(err):
+		// The node got CIDRs meanwhile (an earlier pass, seen after this one read
+		// its stale copy, or an admin) and they never change: keep them.
 		c.releaseNets(allocated)
-		if !slices.Equal(current.Spec.PodCIDRs, cidrs) {
-			c.recorder.Eventf(&v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: current.Name, UID: current.UID},
-				v1.EventTypeNormal, "CIDRAssignmentFailed", "Node %s already has CIDRs %v", current.Name, current.Spec.PodCIDRs)
+		current, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if len(current.Spec.PodCIDRs) == 0 {
+			return fmt.Errorf("set podCIDRs %v on node %s: refused, and the node has none", cidrs, name)
 		}
 		return c.occupyCIDRs(current)
-	}
-	current.Spec.PodCIDR, current.Spec.PodCIDRs = cidrs[0], cidrs
-	if _, err := c.client.CoreV1().Nodes().Update(ctx, current, metav1.UpdateOptions{}); err != nil {
+	case apierrors.IsNotFound(err):
 		c.releaseNets(allocated)
+		return nil
+	case err != nil:
+		c.releaseNets(allocated)
+		c.recorder.Eventf(&v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID},
+			v1.EventTypeWarning, "CIDRAssignmentFailed", "Node %s: podCIDRs %v not set: %v", node.Name, cidrs, err)
 		return fmt.Errorf("set podCIDRs %v on node %s: %w", cidrs, name, err)
 	}
 	c.log.Info("allocated node CIDRs", "node", name, "podCIDRs", cidrs)

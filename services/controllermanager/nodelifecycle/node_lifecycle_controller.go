@@ -278,6 +278,15 @@ func (nc *Controller) processPod(ctx context.Context, item podUpdateItem) error 
 	if ready == nil || ready.Status == v1.ConditionTrue {
 		return nil
 	}
+	// The health map is as old as the last pass (up to --node-monitor-period): a node
+	// that registered NotReady and turned Ready since is Ready in its own object, and
+	// its pods are not marked (kube reads only the map, so a pod started within a pass
+	// of its node's registration was marked NotReady and its kubelet set it back).
+	if node, err := nc.nodeLister.Get(pod.Spec.NodeName); err == nil {
+		if c := getNodeCondition(&node.Status, v1.NodeReady); c != nil && c.Status == v1.ConditionTrue {
+			return nil
+		}
+	}
 	return nc.markPodsNotReady(ctx, []*v1.Pod{pod}, pod.Spec.NodeName)
 }
 

@@ -22,8 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -35,6 +33,7 @@ import (
 
 	"skiff.dev/services/controllermanager/controllerref"
 	"skiff.dev/services/controllermanager/expectations"
+	"skiff.dev/services/controllermanager/internal/worker"
 	"skiff.dev/services/controllermanager/podcontrol"
 )
 
@@ -90,22 +89,7 @@ func New(factory informers.SharedInformerFactory, client kubernetes.Interface, r
 
 // Run waits for the informers' caches, then runs workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	var wg sync.WaitGroup
-	for i := 0; i < workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wait.UntilWithContext(ctx, c.worker, time.Second)
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	worker.Run(ctx, "replicaset", c.queue, c.synced, workers, c.log, c.syncReplicaSet)
 }
 
 func (c *Controller) enqueue(obj interface{}) {
@@ -223,26 +207,6 @@ func (c *Controller) deletePod(obj interface{}) {
 		c.expectations.DeletionObserved(key, podcontrol.Key(pod))
 		c.queue.Add(key)
 	}
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.syncReplicaSet(ctx, key); err != nil {
-		c.log.Info("sync failed; will retry", "replicaset", key, "err", err)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 // syncReplicaSet brings one ReplicaSet to its desired pods and writes its status.

@@ -17,7 +17,7 @@ import (
 
 	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/controllermanager/replicaset"
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 )
 
 // start runs a real apiserver and the ReplicaSet controller against it.
@@ -27,7 +27,7 @@ func start(t *testing.T) kubernetes.Interface {
 	cfg.QPS, cfg.Burst = -1, 0
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
-	recorder, err := events.New(events.Config{Component: replicaset.Name, Client: cs})
+	recorder, err := eventrecorder.New(eventrecorder.Config{Component: replicaset.Name, Client: cs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,15 +7,12 @@ package ttlafterfinished
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
@@ -23,6 +20,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+
+	"skiff.dev/services/controllermanager/internal/worker"
 )
 
 // Name is the controller's name in kube-controller-manager's --controllers list.
@@ -66,38 +65,7 @@ func New(factory informers.SharedInformerFactory, client kubernetes.Interface, r
 
 // Run waits for the informer's cache, then runs workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
-		return
-	}
-	var wg sync.WaitGroup
-	for i := 0; i < workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wait.UntilWithContext(ctx, c.worker, time.Second)
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for {
-		key, quit := c.queue.Get()
-		if quit {
-			return
-		}
-		if err := c.processJob(ctx, key); err != nil {
-			c.log.Info("cleanup failed; will retry", "job", key, "err", err)
-			c.queue.AddRateLimited(key)
-		} else {
-			c.queue.Forget(key)
-		}
-		c.queue.Done(key)
-	}
+	worker.Run(ctx, "ttl_after_finished", c.queue, []cache.InformerSynced{c.synced}, workers, c.log, c.processJob)
 }
 
 // needsCleanup: a finished Job with a TTL, not yet being deleted.

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,9 @@ import (
 
 	"skiff.dev/services/internal/pki"
 )
+
+// singleMemberTickMs is the raft tick of the single member (etcd's --heartbeat-interval).
+const singleMemberTickMs = 10
 
 // Config says where the embedded etcd keeps its data and listens.
 type Config struct {
@@ -42,7 +46,9 @@ type Config struct {
 
 // Etcd is a running embedded etcd server.
 type Etcd struct {
-	server    *embed.Etcd
+	mu        sync.Mutex
+	server    *embed.Etcd // nil while stopped
+	cfg       Config      // with the ports Start resolved, for Restart
 	endpoint  string
 	clientTLS *tls.Config
 }
@@ -55,6 +61,12 @@ func Start(ctx context.Context, cfg Config) (*Etcd, error) {
 	ec.Dir = cfg.Dir
 	ec.LogLevel = "error"
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	// One member, no peers: the raft tick only paces the first election. etcd fast-forwards
+	// a single member's election to its last tick, but raft draws the timeout at random in
+	// [election, 2×election), so with etcd's defaults (100 ms ticks, 1 s election) a fresh
+	// start waited 0.1–1.1 s for leadership, most of the all-in-one's cold start. With 10 ms
+	// ticks it waits 10–110 ms; the leader's idle heartbeat tick goes to no peer.
+	ec.TickMs, ec.ElectionMs = singleMemberTickMs, 10*singleMemberTickMs
 	if cfg.ClientURL == "" {
 		cfg.ClientURL = "http://127.0.0.1:2379"
 	}
@@ -122,7 +134,8 @@ func Start(ctx context.Context, cfg Config) (*Etcd, error) {
 		server.Close()
 		return nil, ctx.Err()
 	}
-	return &Etcd{server: server, endpoint: clientURL.String(), clientTLS: clientTLS}, nil
+	cfg.ClientURL, cfg.PeerURL = clientURL.String(), peerURL.String()
+	return &Etcd{server: server, cfg: cfg, endpoint: clientURL.String(), clientTLS: clientTLS}, nil
 }
 
 // Endpoint is the client URL, e.g. "https://127.0.0.1:2379".
@@ -146,8 +159,32 @@ func (e *Etcd) Client(opts ...grpc.DialOption) (*clientv3.Client, error) {
 	return clientv3.New(cfg)
 }
 
-// Close stops etcd and waits for it to release its ports and data directory.
-func (e *Etcd) Close() { e.server.Close() }
+// Close stops etcd and waits for it to release its ports and data directory. Closing a
+// stopped etcd does nothing.
+func (e *Etcd) Close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.server != nil {
+		e.server.Close()
+		e.server = nil
+	}
+}
+
+// Restart stops etcd if it runs and starts it again on the same data directory and
+// the same client and peer URLs, as a restarted etcd pod does: clients connected to
+// Endpoint reconnect to it and find every committed write (an InProcessClient is bound
+// to the stopped server and does not). Errors as Start's.
+func (e *Etcd) Restart(ctx context.Context) error {
+	e.Close()
+	next, err := Start(ctx, e.cfg)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.server = next.server
+	return nil
+}
 
 func freeHostPort(host string) (string, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))

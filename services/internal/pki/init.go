@@ -62,14 +62,21 @@ var (
 	ControllerManager = Identity{Name: "controller-manager", CommonName: "system:kube-controller-manager"}
 	CSRSigner         = Identity{Name: "csr-signer", CommonName: "system:skiff:csr-signer"}
 	ExecProxy         = Identity{Name: "exec-proxy", CommonName: "system:skiff:exec-proxy"}
+	// KubeProxy is the proxy's identity on every node, kube's system:kube-proxy user
+	// (bound to the system:node-proxier ClusterRole), as kube-up gives each node's
+	// kube-proxy one shared kubeconfig.
+	KubeProxy = Identity{Name: "kube-proxy", CommonName: "system:kube-proxy"}
 	// FrontProxyClient is the apiserver's identity toward exec-proxy: exec-proxy trusts
 	// X-Remote-User/X-Remote-Group only from it (kube's --requestheader-allowed-names
 	// default, front-proxy-client).
 	FrontProxyClient = Identity{Name: "front-proxy-client", CommonName: "front-proxy-client"}
+	// CoreDNS is cluster DNS's identity toward the apiserver (CoreDNS's kubernetes
+	// plugin reads coredns.kubeconfig), bound to kubeadm's system:coredns ClusterRole.
+	CoreDNS = Identity{Name: "coredns", CommonName: "system:coredns"}
 )
 
 // Identities are the client identities Init issues, each with a kubeconfig.
-var Identities = []Identity{Admin, Scheduler, ControllerManager, CSRSigner, ExecProxy, FrontProxyClient}
+var Identities = []Identity{Admin, Scheduler, ControllerManager, CSRSigner, ExecProxy, KubeProxy, FrontProxyClient, CoreDNS}
 
 // APIServerEtcdClient is the apiserver's identity toward etcd (kubeadm's
 // apiserver-etcd-client); it has no kubeconfig, etcd is not the API.

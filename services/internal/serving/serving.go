@@ -1,6 +1,7 @@
 // Package serving runs the endpoints every skiff service exposes besides its own API
 // (DESIGN.md, "Every service"): /healthz and /livez (the process is up), /readyz (it can do
-// its work), Prometheus /metrics and, with WithProfiling, Go's /debug/pprof.
+// its work), Prometheus /metrics and, with WithProfiling, Go's /debug/pprof; and the
+// flags every service shares for them and for logging (Options).
 package serving
 
 import (
@@ -15,14 +16,33 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Option changes what Serve exposes.
-type Option func(*http.ServeMux)
+// endpoints is what Handler serves, changed by Options.
+type endpoints struct {
+	mux         *http.ServeMux
+	live, ready []func() error
+}
+
+// Option changes what Handler and Serve expose.
+type Option func(*endpoints)
 
 // WithProfiling serves Go's profiles under /debug/pprof/ (index, cmdline, profile,
 // symbol, trace, and the named profiles heap, goroutine, allocs, block, mutex,
 // threadcreate), as kube's components do with --profiling.
 func WithProfiling() Option {
-	return func(mux *http.ServeMux) { RegisterProfiling(mux) }
+	return func(e *endpoints) { RegisterProfiling(e.mux) }
+}
+
+// WithLiveness adds check to /healthz and /livez (and so to /readyz): an error there
+// means the process is stuck and should be restarted (the kubelet's PLEG, a leader that
+// stopped renewing its Lease).
+func WithLiveness(check func() error) Option {
+	return func(e *endpoints) { e.live = append(e.live, check) }
+}
+
+// WithReadiness adds check to /readyz only: an error means the process is up but cannot
+// do its work yet.
+func WithReadiness(check func() error) Option {
+	return func(e *endpoints) { e.ready = append(e.ready, check) }
 }
 
 // RegisterProfiling adds Go's /debug/pprof/ handlers to mux.
@@ -34,33 +54,44 @@ func RegisterProfiling(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
 
-// Serve answers on l until ctx ends, then shuts down within 5 s. ready, if not nil, decides
-// /readyz: nil is 200 "ok", an error is 500 with its text. gatherer, if not nil, is what
-// /metrics exposes. Returns the listener's error, or nil after a clean stop.
-func Serve(ctx context.Context, l net.Listener, ready func() error, gatherer prometheus.Gatherer, opts ...Option) error {
-	mux := http.NewServeMux()
+// Handler serves GET /healthz and /livez (200 "ok" while every WithLiveness check
+// passes, else 500 with the first error), /readyz (the liveness and WithReadiness
+// checks), /metrics from gatherer when not nil, and what opts add.
+func Handler(gatherer prometheus.Gatherer, opts ...Option) http.Handler {
+	e := &endpoints{mux: http.NewServeMux()}
 	for _, opt := range opts {
-		opt(mux)
+		opt(e)
 	}
-	ok := func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok"))
-	}
-	mux.HandleFunc("GET /healthz", ok)
-	mux.HandleFunc("GET /livez", ok)
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if ready != nil {
-			if err := ready(); err != nil {
-				http.Error(w, "not ready: "+err.Error(), http.StatusInternalServerError)
-				return
+	answer := func(checks []func() error, what string) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			for _, check := range checks {
+				if err := check(); err != nil {
+					http.Error(w, what+": "+err.Error(), http.StatusInternalServerError)
+					return
+				}
 			}
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = w.Write([]byte("ok"))
 		}
-		ok(w, r)
-	})
-	if gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	live := answer(e.live, "not healthy")
+	e.mux.Handle("GET /healthz", live)
+	e.mux.Handle("GET /livez", live)
+	e.mux.Handle("GET /readyz", answer(append(append([]func() error(nil), e.live...), e.ready...), "not ready"))
+	if gatherer != nil {
+		e.mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	}
+	return e.mux
+}
+
+// Serve answers Handler's endpoints on l until ctx ends, then shuts down within 5 s.
+// ready, if not nil, is a WithReadiness check. Returns the listener's error, or nil after
+// a clean stop.
+func Serve(ctx context.Context, l net.Listener, ready func() error, gatherer prometheus.Gatherer, opts ...Option) error {
+	if ready != nil {
+		opts = append(opts, WithReadiness(ready))
+	}
+	srv := &http.Server{Handler: Handler(gatherer, opts...), ReadHeaderTimeout: 10 * time.Second}
 	errCh := make(chan error, 1)
 	go func() { errCh <- srv.Serve(l) }()
 	select {

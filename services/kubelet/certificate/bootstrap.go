@@ -272,3 +272,36 @@ func ClusterCA(kubeconfigPath string) ([]byte, error) {
 	}
 	return nil, fmt.Errorf("kubeconfig %s names no certificate authority", kubeconfigPath)
 }
+
+// WriteIssuedClientCert gives a node its client certificate without a
+// CertificateSigningRequest, from whoever holds the cluster CA, as kubeadm init writes
+// its own node's kubelet.conf: unless kubeconfigPath already holds a usable certificate,
+// issue's certificate and key (CN system:node:<name>, O system:nodes) go into certDir's
+// store and kubeconfigPath is written for them with the bootstrap kubeconfig's server and
+// CA, exactly as a TLS bootstrap leaves them. LoadClientCert then finds them; renewal
+// goes through CertificateSigningRequests as after a bootstrap. written reports whether
+// a certificate was issued. Errors: issue's, an unreadable bootstrap kubeconfig, files.
+func WriteIssuedClientCert(kubeconfigPath, bootstrapPath, certDir string, issue func() (certPEM, keyPEM []byte, err error)) (written bool, err error) {
+	if ok, _ := isClientConfigStillValid(kubeconfigPath); ok {
+		return false, nil
+	}
+	bootstrapConfig, err := loadRESTClientConfig(bootstrapPath)
+	if err != nil {
+		return false, fmt.Errorf("unable to load bootstrap kubeconfig: %w", err)
+	}
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return false, err
+	}
+	store, err := certificate.NewFileStore(ClientPairName, certDir, certDir, "", "")
+	if err != nil {
+		return false, fmt.Errorf("certificate store in %s: %w", certDir, err)
+	}
+	certPEM, keyPEM, err := issue()
+	if err != nil {
+		return false, err
+	}
+	if _, err := store.Update(certPEM, keyPEM); err != nil {
+		return false, err
+	}
+	return true, writeKubeconfigFromBootstrapping(bootstrapConfig, kubeconfigPath, store.CurrentPath())
+}

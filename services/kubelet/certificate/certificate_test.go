@@ -34,12 +34,12 @@ import (
 	clientcertificate "k8s.io/client-go/util/certificate"
 
 	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/cri/sim"
+	"skiff.dev/services/cri/socketharness"
 	"skiff.dev/services/csrsigner"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/certificate"
-	"skiff.dev/services/runtime/critest"
-	"skiff.dev/services/runtime/sim"
 )
 
 const nodeName = "n1"
@@ -149,7 +149,7 @@ func TestBootstrapTokenKubeletBecomesReadyNode(t *testing.T) {
 
 	rt := sim.New()
 	t.Cleanup(rt.Close)
-	cri := critest.Start(t, rt, rt)
+	cri := socketharness.Start(t, rt, rt)
 	kl, err := kubelet.New(kubelet.Config{
 		NodeName: nodeName, Client: newClient(t, cfg), RuntimeEndpoint: cri.Socket, RootDir: t.TempDir(), NodeIP: "10.1.2.3",
 		Capacity: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10")},
@@ -408,11 +408,10 @@ func TestManagersStopWithTheirContext(t *testing.T) {
 	}
 	cancel()
 	var leaked []string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if leaked = certificateGoroutines(); len(leaked) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
+	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		leaked = certificateGoroutines()
+		return len(leaked) == 0, nil
+	})
 	if len(leaked) > 0 {
 		t.Fatalf("%d goroutines outlived their context:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 	}

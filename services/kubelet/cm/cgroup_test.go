@@ -28,3 +28,46 @@ func TestGetPodCgroupParent(t *testing.T) {
 		})
 	}
 }
+
+func TestCgroupDriverNames(t *testing.T) {
+	limits := v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi")}
+	pod := func(res v1.ResourceRequirements) *v1.Pod {
+		p := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: res}}}}
+		p.UID = "1234-abcd-5678"
+		return p
+	}
+	tests := []struct {
+		name              string
+		pod               *v1.Pod
+		cgroupfs, systemd string
+	}{
+		{"Guaranteed", pod(v1.ResourceRequirements{Limits: limits, Requests: limits}),
+			"/kubepods/pod1234-abcd-5678", "/kubepods.slice/kubepods-pod1234_abcd_5678.slice"},
+		{"Burstable", pod(v1.ResourceRequirements{Requests: limits}),
+			"/kubepods/burstable/pod1234-abcd-5678", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_abcd_5678.slice"},
+		{"BestEffort", pod(v1.ResourceRequirements{}),
+			"/kubepods/besteffort/pod1234-abcd-5678", "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1234_abcd_5678.slice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := PodCgroupName(tt.pod)
+			if got := CgroupDriverCgroupfs.Name(name); got != tt.cgroupfs {
+				t.Errorf("cgroupfs: %q, want %q", got, tt.cgroupfs)
+			}
+			if got := CgroupDriverSystemd.Name(name); got != tt.systemd {
+				t.Errorf("systemd: %q, want %q", got, tt.systemd)
+			}
+		})
+	}
+	if got := (CgroupName{}).ToSystemd(); got != "/" {
+		t.Errorf("the root in systemd naming: %q", got)
+	}
+	for in, want := range map[string]CgroupDriver{"": CgroupDriverCgroupfs, "cgroupfs": CgroupDriverCgroupfs, "systemd": CgroupDriverSystemd} {
+		if got, err := ParseCgroupDriver(in); err != nil || got != want {
+			t.Errorf("ParseCgroupDriver(%q) = %q, %v", in, got, err)
+		}
+	}
+	if _, err := ParseCgroupDriver("Systemd"); err == nil {
+		t.Error("ParseCgroupDriver accepted Systemd")
+	}
+}

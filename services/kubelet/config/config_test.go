@@ -7,8 +7,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"skiff.dev/services/apiserver/apiservertest"
 )
 
 func basePod() *v1.Pod {
@@ -48,54 +52,82 @@ func TestClassifyUpdate(t *testing.T) {
 	}
 }
 
+// TestPodConfigPublishesChangesOfThisNodesPods runs PodConfig against a real apiserver
+// holding pods of two nodes: every update is of this node's pods (the informer's
+// spec.nodeName field selector, which the apiserver applies), and a pod's changes arrive
+// as ADD, UPDATE, DELETE (graceful deletion sets deletionTimestamp) and REMOVE.
 func TestPodConfigPublishesChangesOfThisNodesPods(t *testing.T) {
-	mine := basePod()
-	other := basePod()
-	other.Name, other.UID, other.Spec.NodeName = "other", "u2", "n2"
-	client := fake.NewClientset(mine, other)
-	c := NewPodConfig(client, "n1", nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); c.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-
-	// nextFor returns the next update of pod name. Filtering by
-	// spec.nodeName is the API server's job (the fake clientset may not do
-	// it), so other pods' updates are skipped: only the translation into
-	// updates is checked here.
-	nextFor := func(name string) PodUpdate {
+	client := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	create := func(name, node string) {
 		t.Helper()
-		for {
-			select {
-			case u := <-c.Updates():
-				if u.Pods[0].Name == name {
-					return u
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("no update for %s", name)
-			}
+		pod := &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+			Spec:       v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "c", Image: "i:1"}}},
+		}
+		if _, err := client.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if u := nextFor("p"); u.Op != ADD {
-		t.Errorf("initial update = %s, want ADD", u.Op)
+	label := func(name, value string) {
+		t.Helper()
+		patch := []byte(`{"metadata":{"labels":{"step":"` + value + `"}}}`)
+		if _, err := client.CoreV1().Pods("ns").Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for !c.SeenAllSources() {
-		time.Sleep(10 * time.Millisecond)
+	create("p", "n1")
+	create("other", "n2")
+
+	c := NewPodConfig(client, "n1", nil)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+
+	// next returns the next update, which must be of pod p: the watch delivers changes
+	// in resourceVersion order, so another node's pod changed before p would come first
+	// if the selector did not filter it.
+	next := func(want PodOperation) {
+		t.Helper()
+		select {
+		case u := <-c.Updates():
+			if len(u.Pods) != 1 || u.Pods[0].Name != "p" || u.Pods[0].Spec.NodeName != "n1" {
+				t.Fatalf("update %s of %d pods (first %s/%s): want only pod p of node n1", u.Op, len(u.Pods), u.Pods[0].Name, u.Pods[0].Spec.NodeName)
+			}
+			if u.Op != want {
+				t.Fatalf("update of p = %s, want %s", u.Op, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %s update of p", want)
+		}
+	}
+	next(ADD)
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return c.SeenAllSources(), nil
+	}); err != nil {
+		t.Fatalf("the API source never synced: %v", err)
 	}
 
-	deleting := mine.DeepCopy()
-	deleting.ResourceVersion = "5"
-	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	if _, err := client.CoreV1().Pods("ns").Update(ctx, deleting, metav1.UpdateOptions{}); err != nil {
+	label("other", "1")
+	create("third", "n2")
+	label("p", "1")
+	next(UPDATE)
+
+	label("other", "2")
+	if err := client.CoreV1().Pods("ns").Delete(ctx, "p", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](30)}); err != nil {
 		t.Fatal(err)
 	}
-	if u := nextFor("p"); u.Op != DELETE {
-		t.Errorf("update = %s, want DELETE", u.Op)
-	}
-	if err := client.CoreV1().Pods("ns").Delete(ctx, "p", metav1.DeleteOptions{}); err != nil {
+	next(DELETE)
+	if err := client.CoreV1().Pods("ns").Delete(ctx, "third", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}
-	if u := nextFor("p"); u.Op != REMOVE {
-		t.Errorf("update = %s, want REMOVE", u.Op)
+	if err := client.CoreV1().Pods("ns").Delete(ctx, "p", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
 	}
+	next(REMOVE)
 }

@@ -20,13 +20,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/internal/events"
+	"skiff.dev/services/cri"
+	"skiff.dev/services/cri/sim"
+	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/certificate"
 	"skiff.dev/services/kubelet/volumemanager"
-	criruntime "skiff.dev/services/runtime"
-	"skiff.dev/services/runtime/sim"
 )
 
 // DefaultNamePrefix starts every hollow node's name: hollow-0, hollow-1, ...
@@ -118,7 +118,7 @@ func runNode(ctx context.Context, cfg Config, name string) error {
 	defer cancel()
 	served := make(chan error, 1)
 	go func() {
-		err := criruntime.Serve(ctx, socket, rt, rt)
+		err := cri.Serve(ctx, socket, rt, rt)
 		if err != nil {
 			cancel() // the kubelet would wait for a runtime that is gone
 		}
@@ -143,7 +143,7 @@ func runNode(ctx context.Context, cfg Config, name string) error {
 		if err != nil {
 			return err
 		}
-		recorder, err := events.New(events.Config{Component: "kubelet", Host: name, Client: client})
+		recorder, err := eventrecorder.New(eventrecorder.Config{Component: "kubelet", Host: name, Client: client})
 		if err != nil {
 			return err
 		}

@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"skiff.dev/services/runtime/critest"
-	"skiff.dev/services/runtime/sim"
+	"skiff.dev/services/cri/sim"
+	"skiff.dev/services/cri/socketharness"
 )
 
 // registryImages is an ImageService standing in for a registry behind
@@ -42,7 +42,7 @@ func TestPullSecretsArePassedAsCRIAuth(t *testing.T) {
 	rt := sim.New()
 	t.Cleanup(rt.Close)
 	images := &registryImages{}
-	cri := critest.Start(t, rt, images)
+	cri := socketharness.Start(t, rt, images)
 	conn, err := Dial(cri.Socket)
 	if err != nil {
 		t.Fatal(err)

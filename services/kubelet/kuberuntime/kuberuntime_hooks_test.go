@@ -14,10 +14,10 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/ptr"
 
+	"skiff.dev/services/cri/process"
+	"skiff.dev/services/cri/socketharness"
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/prober/results"
-	"skiff.dev/services/runtime/critest"
-	"skiff.dev/services/runtime/process"
 )
 
 // newProcessManager serves a process runtime and returns a Manager speaking
@@ -29,7 +29,7 @@ func newProcessManager(t *testing.T, opts Options) (*Manager, *record.FakeRecord
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	cri := critest.Start(t, rt, rt)
+	cri := socketharness.Start(t, rt, rt)
 	conn, err := Dial(cri.Socket)
 	if err != nil {
 		t.Fatal(err)

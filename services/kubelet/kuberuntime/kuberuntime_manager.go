@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	eventrecorder "skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/lifecycle"
 	"skiff.dev/services/kubelet/prober/results"

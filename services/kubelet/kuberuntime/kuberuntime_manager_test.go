@@ -19,9 +19,9 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"skiff.dev/services/cri/sim"
+	"skiff.dev/services/cri/socketharness"
 	"skiff.dev/services/kubelet/container"
-	"skiff.dev/services/runtime/critest"
-	"skiff.dev/services/runtime/sim"
 )
 
 func TestCRITarget(t *testing.T) {
@@ -180,7 +180,7 @@ func newSimManager(t *testing.T) (*Manager, string) {
 	t.Helper()
 	rt := sim.New()
 	t.Cleanup(rt.Close)
-	cri := critest.Start(t, rt, rt)
+	cri := socketharness.Start(t, rt, rt)
 	conn, err := Dial(cri.Socket)
 	if err != nil {
 		t.Fatal(err)

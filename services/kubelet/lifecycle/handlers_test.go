@@ -17,11 +17,11 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/ptr"
 
+	"skiff.dev/services/cri/process"
+	"skiff.dev/services/cri/socketharness"
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/kuberuntime"
 	"skiff.dev/services/kubelet/lifecycle"
-	"skiff.dev/services/runtime/critest"
-	"skiff.dev/services/runtime/process"
 )
 
 // runningContainer runs a pod with one `sleep` container on the process
@@ -35,7 +35,7 @@ func runningContainer(t *testing.T) (*kuberuntime.Manager, *v1.Pod, container.Co
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	cri := critest.Start(t, rt, rt)
+	cri := socketharness.Start(t, rt, rt)
 	conn, err := kuberuntime.Dial(cri.Socket)
 	if err != nil {
 		t.Fatal(err)

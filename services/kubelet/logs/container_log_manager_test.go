@@ -11,8 +11,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"skiff.dev/services/runtime/critest"
-	"skiff.dev/services/runtime/sim"
+	"skiff.dev/services/cri/sim"
+	"skiff.dev/services/cri/socketharness"
 )
 
 // TestRotateLogs runs a container on the sim runtime over real gRPC, grows
@@ -21,7 +21,7 @@ import (
 func TestRotateLogs(t *testing.T) {
 	rt := sim.New()
 	t.Cleanup(rt.Close)
-	c := critest.Start(t, rt, rt)
+	c := socketharness.Start(t, rt, rt)
 	ctx := context.Background()
 	logDir := t.TempDir()
 	sbCfg := &runtimeapi.PodSandboxConfig{

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	coordclientset "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
 
@@ -46,6 +47,8 @@ type Controller struct {
 	leaseDurationSeconds int32
 	renewInterval        time.Duration
 	logger               *slog.Logger
+	// clock stamps renewTime (kube's lease controller takes one too); tests move a fake.
+	clock clock.Clock
 
 	// latestLease is the last lease written; renewing from it saves a GET.
 	latestLease *coordinationv1.Lease
@@ -66,6 +69,7 @@ func NewController(client kubernetes.Interface, nodeName string, leaseDuration, 
 		leaseDurationSeconds: int32(leaseDuration / time.Second),
 		renewInterval:        renewInterval,
 		logger:               logger,
+		clock:                clock.RealClock{},
 	}
 }
 
@@ -185,7 +189,7 @@ func (c *Controller) newLease(ctx context.Context, base *coordinationv1.Lease) (
 	}
 	lease.Spec.HolderIdentity = ptr.To(c.holderIdentity)
 	lease.Spec.LeaseDurationSeconds = ptr.To(c.leaseDurationSeconds)
-	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: c.clock.Now()}
 	if len(lease.OwnerReferences) == 0 {
 		node, err := c.client.CoreV1().Nodes().Get(ctx, c.holderIdentity, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

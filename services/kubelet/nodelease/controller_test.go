@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -16,6 +17,8 @@ func TestSyncCreatesThenRenewsTheLease(t *testing.T) {
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}
 	client := fake.NewClientset(node)
 	c := NewController(client, "n1", 40*time.Second, 10*time.Second, nil)
+	clock := testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	c.clock = clock
 
 	c.sync(ctx)
 	lease, err := client.CoordinationV1().Leases(NamespaceNodeLease).Get(ctx, "n1", metav1.GetOptions{})
@@ -28,17 +31,18 @@ func TestSyncCreatesThenRenewsTheLease(t *testing.T) {
 	if len(lease.OwnerReferences) != 1 || lease.OwnerReferences[0].Kind != "Node" || lease.OwnerReferences[0].UID != "node-uid" {
 		t.Errorf("owner references = %+v", lease.OwnerReferences)
 	}
-	first := lease.Spec.RenewTime.Time
+	if !lease.Spec.RenewTime.Time.Equal(clock.Now()) {
+		t.Errorf("renewTime %v, want the clock's %v", lease.Spec.RenewTime, clock.Now())
+	}
 
-	// MicroTime keeps microseconds; make sure the clock moved.
-	time.Sleep(2 * time.Millisecond)
+	clock.Step(10 * time.Second)
 	c.sync(ctx)
 	lease, err = client.CoordinationV1().Leases(NamespaceNodeLease).Get(ctx, "n1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !lease.Spec.RenewTime.After(first) {
-		t.Errorf("renewTime %v not after %v", lease.Spec.RenewTime, first)
+	if !lease.Spec.RenewTime.Time.Equal(clock.Now()) {
+		t.Errorf("renewed renewTime %v, want the clock's %v", lease.Spec.RenewTime, clock.Now())
 	}
 }
 

@@ -63,13 +63,19 @@ type podRecord struct {
 // GenericPLEG relists the runtime periodically and diffs each relist with the
 // previous one. Only pods with events (or whose inspection failed last time)
 // are inspected with GetPodStatus, and the cache's global timestamp then
-// vouches for the others. Mirrors pleg.GenericPLEG.
+// vouches for the others. Mirrors pleg.GenericPLEG, with one addition:
+// RequestRelist, which the pod workers call when a sync ends so that what the
+// sync did (containers started or killed) is seen at once instead of up to a
+// relist period later.
 type GenericPLEG struct {
 	runtime      Runtime
 	cache        *container.Cache
 	eventChannel chan *PodLifecycleEvent
 	relistPeriod time.Duration
 	logger       *slog.Logger
+	// relistRequests holds at most one pending RequestRelist: requests that
+	// arrive while one is pending are served by the same relist.
+	relistRequests chan struct{}
 
 	// relistMu serialises relists (Run's loop and direct Relist calls).
 	relistMu        sync.Mutex
@@ -96,6 +102,7 @@ func NewGenericPLEG(runtime Runtime, cache *container.Cache, relistPeriod time.D
 		eventChannel:    make(chan *PodLifecycleEvent, ChannelCapacity),
 		relistPeriod:    relistPeriod,
 		logger:          logger,
+		relistRequests:  make(chan struct{}, 1),
 		podRecords:      map[types.UID]*podRecord{},
 		podsToReinspect: map[types.UID]*container.Pod{},
 	}
@@ -104,7 +111,8 @@ func NewGenericPLEG(runtime Runtime, cache *container.Cache, relistPeriod time.D
 // Watch returns the channel the events are sent on (the sync loop's plegCh).
 func (g *GenericPLEG) Watch() <-chan *PodLifecycleEvent { return g.eventChannel }
 
-// Run relists every relist period until ctx ends.
+// Run relists every relist period, and soon after each RequestRelist, until
+// ctx ends.
 func (g *GenericPLEG) Run(ctx context.Context) {
 	t := time.NewTicker(g.relistPeriod)
 	defer t.Stop()
@@ -114,7 +122,22 @@ func (g *GenericPLEG) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-g.relistRequests:
 		}
+	}
+}
+
+// RequestRelist asks Run for a relist as soon as the current one (if any)
+// ends, without waiting for the period; it never blocks. A relist that starts
+// after the call sees every runtime change made before it, and its cache
+// timestamp is later than the call. The pod workers call it when a sync ends:
+// kube's generic PLEG leaves that pod's next sync waiting for the next
+// periodic relist (up to 1 s; the TODO in its pod_workers.go), which bounds
+// pod startup latency from below.
+func (g *GenericPLEG) RequestRelist() {
+	select {
+	case g.relistRequests <- struct{}{}:
+	default:
 	}
 }
 

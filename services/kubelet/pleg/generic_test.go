@@ -11,12 +11,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"skiff.dev/services/cri/sim"
+	"skiff.dev/services/cri/socketharness"
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/kuberuntime"
-	"skiff.dev/services/runtime/critest"
-	"skiff.dev/services/runtime/sim"
 )
 
 func ctr(id string, state container.State) *container.Container {
@@ -103,17 +104,25 @@ func eventTypes(events []*PodLifecycleEvent) []string {
 	return out
 }
 
-func TestRelistAgainstARealRuntime(t *testing.T) {
-	ctx := context.Background()
+// simRuntime is the kubelet's runtime manager over a sim runtime served on a real gRPC
+// socket.
+func simRuntime(t *testing.T) *kuberuntime.Manager {
+	t.Helper()
 	rt := sim.New()
 	t.Cleanup(rt.Close)
-	cri := critest.Start(t, rt, rt)
+	cri := socketharness.Start(t, rt, rt)
 	conn, err := kuberuntime.Dial(cri.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	m := kuberuntime.NewManager(conn, kuberuntime.Options{PodLogsDirectory: t.TempDir()})
+	return m
+}
+
+func TestRelistAgainstARealRuntime(t *testing.T) {
+	ctx := context.Background()
+	m := simRuntime(t)
 	cache := container.NewCache()
 	g := NewGenericPLEG(m, cache, time.Hour, nil)
 
@@ -162,15 +171,13 @@ func TestRelistAgainstARealRuntime(t *testing.T) {
 	}
 
 	// Relist until the container's exit is seen.
-	deadline := time.Now().Add(10 * time.Second)
 	var died []*PodLifecycleEvent
-	for len(died) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no ContainerDied event")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, false, func(ctx context.Context) (bool, error) {
 		g.Relist(ctx)
 		died = drain(g)
+		return len(died) > 0, nil
+	}); err != nil {
+		t.Fatal("no ContainerDied event")
 	}
 	if got := eventTypes(died); !slices.Equal(got, []string{"ContainerDied"}) {
 		t.Errorf("after exit: events %v", got)
@@ -211,5 +218,58 @@ func TestHealthyReportsStaleRelist(t *testing.T) {
 	ok, err := g.Healthy()
 	if ok || err == nil || !strings.Contains(err.Error(), "last seen active") {
 		t.Errorf("Healthy = %v, %v", ok, err)
+	}
+}
+
+// TestRequestRelist: with a period far beyond the test, only RequestRelist
+// can make Run see a new pod, and it does.
+func TestRequestRelist(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := simRuntime(t)
+	cache := container.NewCache()
+	g := NewGenericPLEG(m, cache, time.Hour, nil)
+	done := make(chan struct{})
+	go func() { defer close(done); g.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		ok, _ := g.Healthy()
+		return ok, nil
+	}); err != nil {
+		t.Fatal("Run never relisted")
+	}
+
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"},
+		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox:1"}}},
+	}
+	status, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := m.SyncPod(ctx, pod, status, flowcontrol.NewBackOff(time.Second, time.Second)); r.Error() != nil {
+		t.Fatal(r.Error())
+	}
+	requested := time.Now()
+	g.RequestRelist()
+	var events []string
+	for len(events) < 2 {
+		select {
+		case e := <-g.Watch():
+			events = append(events, string(e.Type))
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no events after RequestRelist (got %v)", events)
+		}
+	}
+	if !slices.Equal(events, []string{"ContainerStarted", "ContainerStarted"}) {
+		t.Errorf("events %v, want the sandbox's and the container's ContainerStarted", events)
+	}
+	// The relist's timestamp is later than the request: a pod worker that
+	// synced before asking is answered by it.
+	cached, err := cache.GetNewerThan(ctx, pod.UID, requested)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cached.FindContainerStatusByName("c"); c == nil || c.State != container.ContainerStateRunning {
+		t.Errorf("cache: %+v", cached.ContainerStatuses)
 	}
 }

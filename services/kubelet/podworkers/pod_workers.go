@@ -125,6 +125,12 @@ type PodCache interface {
 	GetNewerThan(ctx context.Context, uid types.UID, minTime time.Time) (*container.PodStatus, error)
 }
 
+// Relister is the PLEG as the pod workers see it: RequestRelist asks for a
+// relist soon, without blocking. The PLEG's GenericPLEG implements it.
+type Relister interface {
+	RequestRelist()
+}
+
 // Timing defaults, as in kubelet.
 const (
 	// DefaultBackOffPeriod is how long a worker waits after a failed sync
@@ -221,6 +227,7 @@ type PodWorkerSync struct {
 type PodWorkers struct {
 	syncer         PodSyncer
 	cache          PodCache
+	relister       Relister
 	workQueue      *WorkQueue
 	resyncInterval time.Duration
 	backOffPeriod  time.Duration
@@ -241,10 +248,11 @@ type PodWorkers struct {
 }
 
 // New returns pod workers that call syncer, read runtime state from cache,
-// and requeue pods on workQueue: resyncInterval after a successful sync,
-// backOffPeriod after a failed one (both with jitter; 0 means 1 min and 10 s).
-// logger nil means slog.Default(). Call Stop to end the workers.
-func New(syncer PodSyncer, cache PodCache, workQueue *WorkQueue, resyncInterval, backOffPeriod time.Duration, logger *slog.Logger) *PodWorkers {
+// ask relister (nil: none) for a relist after every sync, and requeue pods on
+// workQueue: resyncInterval after a successful sync, backOffPeriod after a
+// failed one (both with jitter; 0 means 1 min and 10 s). logger nil means
+// slog.Default(). Call Stop to end the workers.
+func New(syncer PodSyncer, cache PodCache, relister Relister, workQueue *WorkQueue, resyncInterval, backOffPeriod time.Duration, logger *slog.Logger) *PodWorkers {
 	if resyncInterval == 0 {
 		resyncInterval = time.Minute
 	}
@@ -258,6 +266,7 @@ func New(syncer PodSyncer, cache PodCache, workQueue *WorkQueue, resyncInterval,
 	return &PodWorkers{
 		syncer:          syncer,
 		cache:           cache,
+		relister:        relister,
 		workQueue:       workQueue,
 		resyncInterval:  resyncInterval,
 		backOffPeriod:   backOffPeriod,
@@ -534,6 +543,13 @@ func (p *PodWorkers) podWorkerLoop(uid types.UID, podUpdates <-chan struct{}) {
 				isTerminal, err = p.syncer.SyncPod(ctx, update.Options.UpdateType, update.Options.Pod, status)
 			}
 			lastSyncTime = time.Now()
+			// What this sync did to the runtime is seen by a relist that
+			// starts now: its events sync the pod again (a started
+			// container makes it Running) and its timestamp, later than
+			// lastSyncTime, satisfies that sync's GetNewerThan.
+			if p.relister != nil {
+				p.relister.RequestRelist()
+			}
 			return err
 		}()
 

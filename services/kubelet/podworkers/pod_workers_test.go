@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/kubelet/container"
@@ -96,7 +97,7 @@ func (freshCache) GetNewerThan(_ context.Context, uid types.UID, _ time.Time) (*
 
 func newTestWorkers(t *testing.T, f *fakeSyncer, backOff time.Duration) (*PodWorkers, *WorkQueue) {
 	q := NewWorkQueue(nil)
-	w := New(f, freshCache{}, q, time.Hour, backOff, nil)
+	w := New(f, freshCache{}, nil, q, time.Hour, backOff, nil)
 	t.Cleanup(w.Stop)
 	return w, q
 }
@@ -337,12 +338,10 @@ func TestFailedSyncIsRequeuedAfterTheBackOffPeriod(t *testing.T) {
 // waitFor polls cond until it holds, failing after 10 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		t.Fatal("condition not met")
 	}
 }
 
@@ -360,5 +359,67 @@ func TestWorkQueueReturnsOnlyDueItems(t *testing.T) {
 	}
 	if got := q.GetWork(); len(got) != 0 {
 		t.Errorf("GetWork = %v, want nothing", got)
+	}
+}
+
+// timedRelister records when each relist was requested.
+type timedRelister struct {
+	mu       sync.Mutex
+	requests []time.Time
+}
+
+func (r *timedRelister) RequestRelist() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.requests = append(r.requests, time.Now())
+}
+
+// minTimeCache records the minimum time each GetNewerThan asked for.
+type minTimeCache struct {
+	mu       sync.Mutex
+	minTimes []time.Time
+}
+
+func (c *minTimeCache) GetNewerThan(_ context.Context, uid types.UID, minTime time.Time) (*container.PodStatus, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.minTimes = append(c.minTimes, minTime)
+	return &container.PodStatus{ID: uid}, nil
+}
+
+// TestRelistIsRequestedAfterEachSync: a worker asks the PLEG for a relist when
+// a sync ends, and only after it has noted the sync's end, so the relist that
+// answers is newer than what the next sync waits for.
+func TestRelistIsRequestedAfterEachSync(t *testing.T) {
+	f := newFakeSyncer()
+	cache := &minTimeCache{}
+	relister := &timedRelister{}
+	w := New(f, cache, relister, NewWorkQueue(nil), time.Hour, time.Hour, nil)
+	t.Cleanup(w.Stop)
+
+	w.UpdatePod(UpdatePodOptions{Pod: testPod("1"), UpdateType: SyncPodCreate})
+	expectCalls(t, f, "SyncPod")
+	waitFor(t, func() bool {
+		relister.mu.Lock()
+		defer relister.mu.Unlock()
+		return len(relister.requests) == 1
+	})
+	w.UpdatePod(UpdatePodOptions{Pod: testPod("2"), UpdateType: SyncPodSync})
+	expectCalls(t, f, "SyncPod")
+	waitFor(t, func() bool {
+		relister.mu.Lock()
+		defer relister.mu.Unlock()
+		return len(relister.requests) == 2
+	})
+
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	relister.mu.Lock()
+	defer relister.mu.Unlock()
+	if len(cache.minTimes) != 2 {
+		t.Fatalf("%d cache reads, want 2", len(cache.minTimes))
+	}
+	if second, requested := cache.minTimes[1], relister.requests[0]; second.After(requested) {
+		t.Errorf("the second sync waits for a status newer than %v, but the relist was requested at %v: it cannot answer", second, requested)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
-	internalevents "skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/prober/httpget"
 	"skiff.dev/services/kubelet/prober/results"
@@ -76,7 +76,7 @@ type Manager struct {
 func NewManager(opts Options) *Manager {
 	recorder := opts.Recorder
 	if recorder == nil {
-		recorder = internalevents.Nop{}
+		recorder = eventrecorder.Nop{}
 	}
 	clk := opts.Clock
 	if clk == nil {

@@ -21,12 +21,12 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/ptr"
 
+	"skiff.dev/services/cri/process"
+	"skiff.dev/services/cri/socketharness"
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/kuberuntime"
 	"skiff.dev/services/kubelet/prober/httpget"
 	"skiff.dev/services/kubelet/prober/results"
-	"skiff.dev/services/runtime/critest"
-	"skiff.dev/services/runtime/process"
 )
 
 // runningContainer runs a pod with one `sleep` container on the process
@@ -40,7 +40,7 @@ func runningContainer(t *testing.T) (*kuberuntime.Manager, container.ContainerID
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	cri := critest.Start(t, rt, rt)
+	cri := socketharness.Start(t, rt, rt)
 	conn, err := kuberuntime.Dial(cri.Socket)
 	if err != nil {
 		t.Fatal(err)

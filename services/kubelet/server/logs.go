@@ -14,8 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"skiff.dev/services/cri/criolog"
 	"skiff.dev/services/internal/httpstatus"
-	"skiff.dev/services/runtime/criolog"
 )
 
 // logPollInterval is how often a followed log is checked for new lines and

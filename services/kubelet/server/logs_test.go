@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"skiff.dev/services/runtime/criolog"
+	"skiff.dev/services/cri/criolog"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // writeLog writes a CRI log with the given stdout lines, one second apart,
@@ -116,12 +118,10 @@ func TestFollowEndsWhenTheContainerStops(t *testing.T) {
 		done <- readLogs(context.Background(), r, logOptions{tailLines: -1, follow: true}, pr, isRunning)
 	}()
 	_ = log.WriteString(criolog.Stdout, "after\n")
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(pr.String(), "after\n") {
-		if time.Now().After(deadline) {
-			t.Fatalf("followed %q, want the new line", pr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return strings.Contains(pr.String(), "after\n"), nil
+	}); err != nil {
+		t.Fatalf("followed %q, want the new line", pr.String())
 	}
 	_ = log.WriteString(criolog.Stdout, "last\n")
 	<-running

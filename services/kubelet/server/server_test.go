@@ -14,10 +14,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"skiff.dev/services/cri/sim"
+	"skiff.dev/services/cri/socketharness"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/kubelet/server"
-	"skiff.dev/services/runtime/critest"
-	"skiff.dev/services/runtime/sim"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -50,7 +50,7 @@ func TestOnlyExecProxyAndMastersMayUseTheAPI(t *testing.T) {
 	}
 	rt := sim.New()
 	defer rt.Close()
-	cri := critest.Start(t, rt, rt)
+	cri := socketharness.Start(t, rt, rt)
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-1"},
 		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c"}}}}
 	srv, err := server.New(server.Config{Host: host{"default/p": pod}, Runtime: cri.Runtime})

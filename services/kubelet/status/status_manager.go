@@ -440,7 +440,7 @@ var errPodRecreated = errors.New("pod was deleted and recreated")
 // (yet) the current one; the kubelet recreates it, and a later sync writes.
 var errMirrorPodOutdated = errors.New("mirror pod is outdated")
 
-// syncPod writes one status: it reads the pod, merges the cached status into
+// syncPod writes one status: it reads the pod (see currentPod), merges the cached status into
 // the API's (keeping conditions the kubelet does not own, and holding back a
 // terminal phase while containers may run), writes it with UpdateStatus on
 // that resourceVersion if it changed (retrying on conflict), and then deletes
@@ -452,37 +452,52 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID, s versionedPodStat
 	defer span.End()
 	pods := m.client.CoreV1().Pods(s.podNamespace)
 	var pod *v1.Pod
+	// The first attempt starts from the kubelet's own copy of the pod (its
+	// informer's), which is almost always current: only the kubelet writes
+	// a bound pod's status. A stale copy fails the resourceVersion
+	// precondition with 409, and every retry reads the pod from the API
+	// server, as kube's status manager always does. This saves a read per
+	// status write. A copy never decides that nothing needs writing: it may
+	// lag another writer's change (the node lifecycle controller setting
+	// Ready=False), so that answer comes from a read.
+	fromInformer := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		current, err := pods.Get(ctx, s.podName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if current.UID != uid {
-			// A static pod's status goes to its current mirror pod.
-			static, ok := m.podGetter.GetPodByUID(uid)
-			if !ok || !kubetypes.IsStaticPod(static) {
-				return errPodRecreated
+		for {
+			current, fromCopy, err := m.currentPod(ctx, uid, s, fromInformer)
+			fromInformer = false
+			if err != nil {
+				return err
 			}
-			if !kubetypes.IsMirrorPodOf(current, static) {
-				return errMirrorPodOutdated
+			if current.UID != uid {
+				// A static pod's status goes to its current mirror pod.
+				static, ok := m.podGetter.GetPodByUID(uid)
+				if !ok || !kubetypes.IsStaticPod(static) {
+					return errPodRecreated
+				}
+				if !kubetypes.IsMirrorPodOf(current, static) {
+					return errMirrorPodOutdated
+				}
 			}
-		}
-		merged := mergePodStatus(current.Status, s.status, m.safety.PodCouldHaveRunningContainers(uid))
-		apiStatus := current.Status.DeepCopy()
-		normalizeStatus(current, apiStatus)
-		if isPodStatusByKubeletEqual(apiStatus, &merged) {
-			pod = current
+			merged := mergePodStatus(current.Status, s.status, m.safety.PodCouldHaveRunningContainers(uid))
+			apiStatus := current.Status.DeepCopy()
+			normalizeStatus(current, apiStatus)
+			if isPodStatusByKubeletEqual(apiStatus, &merged) {
+				if fromCopy {
+					continue
+				}
+				pod = current
+				return nil
+			}
+			update := current.DeepCopy()
+			update.Status = merged
+			updated, err := pods.UpdateStatus(ctx, update, metav1.UpdateOptions{})
+			if err != nil {
+				return err
+			}
+			logger.Debug("pod status updated", "phase", merged.Phase, "version", s.version)
+			pod = updated
 			return nil
 		}
-		update := current.DeepCopy()
-		update.Status = merged
-		updated, err := pods.UpdateStatus(ctx, update, metav1.UpdateOptions{})
-		if err != nil {
-			return err
-		}
-		logger.Debug("pod status updated", "phase", merged.Phase, "version", s.version)
-		pod = updated
-		return nil
 	})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -524,6 +539,20 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID, s versionedPodStat
 	m.mu.Lock()
 	delete(m.podStatuses, uid)
 	m.mu.Unlock()
+}
+
+// currentPod is the base of a status write: with fromInformer, the kubelet's
+// copy of pod uid when it has one with a resourceVersion (never for a static
+// pod, whose status goes to its mirror pod), and fromCopy is true; otherwise a
+// GET.
+func (m *Manager) currentPod(ctx context.Context, uid types.UID, s versionedPodStatus, fromInformer bool) (pod *v1.Pod, fromCopy bool, err error) {
+	if fromInformer {
+		if pod, ok := m.podGetter.GetPodByUID(uid); ok && pod.ResourceVersion != "" && !kubetypes.IsStaticPod(pod) {
+			return pod, true, nil
+		}
+	}
+	pod, err = m.client.CoreV1().Pods(s.podNamespace).Get(ctx, s.podName, metav1.GetOptions{})
+	return pod, false, err
 }
 
 // canBeDeleted reports whether a pod being deleted may now be removed from

@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
-	eventrecorder "skiff.dev/services/internal/events"
+	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/kubelet/volume"
 	"skiff.dev/services/kubelet/volume/configmap"
 	"skiff.dev/services/kubelet/volume/downwardapi"
@@ -415,13 +415,57 @@ func (vm *VolumeManager) tearDownPodDir(uid types.UID) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if mounts, err := mountsUnder(podDir); err != nil {
-		return err
-	} else if len(mounts) > 0 {
-		return fmt.Errorf("pod directory %s still has mounts: %v", podDir, mounts)
-	}
-	if err := os.RemoveAll(podDir); err != nil {
+	if err := removeAllOneFilesystem(podDir); err != nil {
 		return fmt.Errorf("remove pod directory: %w", err)
+	}
+	return nil
+}
+
+// removeAllOneFilesystem removes path and everything beneath it without crossing into
+// another filesystem: at a directory that is a mount point (on another device than
+// its parent, such as a volume's tmpfs that its teardown left mounted) it stops with
+// an error, so nothing is ever removed through a mount. It looks only at the pod's own
+// directories, where reading /proc/self/mountinfo per pod cost time in proportion to
+// every mount on the machine. Like kube's IsLikelyNotMountPoint, it does not see a bind
+// mount of the same filesystem; the kubelet makes none under a pod's directory (the
+// runtimes bind volumes into their containers' own roots). Mirrors kube's
+// removeall.RemoveAllOneFilesystem.
+func removeAllOneFilesystem(path string) error {
+	err := os.Remove(path)
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	info, lerr := os.Lstat(path)
+	if lerr != nil {
+		if errors.Is(lerr, fs.ErrNotExist) {
+			return nil
+		}
+		return lerr
+	}
+	if !info.IsDir() {
+		return err
+	}
+	var self, parent unix.Stat_t
+	if err := unix.Lstat(path, &self); err != nil {
+		return fmt.Errorf("stat %s: %w", path, err)
+	}
+	if err := unix.Lstat(filepath.Dir(path), &parent); err != nil {
+		return fmt.Errorf("stat %s: %w", filepath.Dir(path), err)
+	}
+	if self.Dev != parent.Dev {
+		return fmt.Errorf("cannot remove %s: it is a mount point", path)
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := removeAllOneFilesystem(filepath.Join(path, e.Name())); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +17,7 @@ import (
 
 	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/kubelet/token"
+	"skiff.dev/services/kubelet/volume/emptydir"
 )
 
 func newTestManager(t *testing.T) (*VolumeManager, kubernetes.Interface, *record.FakeRecorder) {
@@ -202,6 +204,40 @@ func TestUnmountAllLeavesNoMount(t *testing.T) {
 	}
 	if mounts, _ := mountsUnder(vm.podsDir); len(mounts) != 0 {
 		t.Errorf("mounts left: %v", mounts)
+	}
+}
+
+// TestPodDirectoryIsNeverRemovedThroughAMount: a tmpfs still mounted in a pod's
+// directory stops its removal, and what is on it survives.
+func TestPodDirectoryIsNeverRemovedThroughAMount(t *testing.T) {
+	dir := t.TempDir()
+	podDir := filepath.Join(dir, "uid-m")
+	mounted := filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir", "mem")
+	if err := emptydir.SetUpTmpfs(mounted, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mounted, unix.MNT_DETACH) })
+	if err := os.WriteFile(filepath.Join(mounted, "data"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(podDir, "etc-hosts"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := removeAllOneFilesystem(podDir)
+	if err == nil || !strings.Contains(err.Error(), "mount point") {
+		t.Fatalf("removing a pod directory with a mount in it: %v, want a mount point error", err)
+	}
+	if _, err := os.Stat(filepath.Join(mounted, "data")); err != nil {
+		t.Errorf("a file on the mount was removed: %v", err)
+	}
+	if err := unix.Unmount(mounted, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeAllOneFilesystem(podDir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(podDir); !os.IsNotExist(err) {
+		t.Errorf("pod directory survives: %v", err)
 	}
 }
 

@@ -100,10 +100,6 @@ func (p *Policy) HasSynced() bool {
 	return true
 }
 
-// ClusterRoleInformer is the ClusterRoles' informer, for the aggregation controller;
-// nil in a policy from NewPolicyFromIndexers.
-func (p *Policy) ClusterRoleInformer() cache.SharedIndexInformer { return p.clusterRoleInformer }
-
 // ClusterRoles is where the policy keeps ClusterRoles (by name).
 func (p *Policy) ClusterRoles() cache.Indexer { return p.clusterRoles }
 

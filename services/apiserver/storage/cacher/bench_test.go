@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"skiff.dev/services/apiserver/scheme"
 	"skiff.dev/services/apiserver/storage"
@@ -52,8 +53,10 @@ func benchCache(b *testing.B, prefix string, tune func(*cacher.Config)) *cacher.
 		b.Fatal(err)
 	}
 	b.Cleanup(c.Stop)
-	for !c.Ready() {
-		time.Sleep(time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return c.Ready(), nil
+	}); err != nil {
+		b.Fatal("the cache never became ready")
 	}
 	rev, err := newPodStore(etcdClient).CurrentRevision(context.Background())
 	if err != nil {
@@ -199,12 +202,10 @@ func benchmarkFanOut(b *testing.B, indexed bool) {
 		}()
 	}
 	writes.Wait()
-	deadline := time.Now().Add(30 * time.Second)
-	for delivered.Load() < int64(b.N) {
-		if time.Now().After(deadline) || closed.Load() > 0 {
-			b.Fatalf("%d of %d updates delivered, %d watchers closed", delivered.Load(), b.N, closed.Load())
-		}
-		time.Sleep(time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return delivered.Load() >= int64(b.N) || closed.Load() > 0, nil
+	}); err != nil || closed.Load() > 0 {
+		b.Fatalf("%d of %d updates delivered, %d watchers closed", delivered.Load(), b.N, closed.Load())
 	}
 	elapsed := time.Since(begin)
 	b.StopTimer()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -441,13 +442,16 @@ func setResourceVersion(obj runtime.Object, rev int64) error {
 }
 
 // parseResourceVersion returns the etcd revision rv names; 0 means "latest" ("" or "0").
+// As kube's APIObjectVersioner.ParseResourceVersion, rv is an unsigned decimal (no sign:
+// "+5" and "-0" are ErrInvalidResourceVersion); one beyond int64, which no etcd revision
+// reaches, is math.MaxInt64, a revision from the future.
 func parseResourceVersion(rv string) (int64, error) {
 	if rv == "" {
 		return 0, nil
 	}
-	rev, err := strconv.ParseInt(rv, 10, 64)
-	if err != nil || rev < 0 {
+	rev, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
 		return 0, fmt.Errorf("%w: %q", storage.ErrInvalidResourceVersion, rv)
 	}
-	return rev, nil
+	return int64(min(rev, math.MaxInt64)), nil
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"skiff.dev/services/apiserver/storage"
@@ -263,10 +264,9 @@ func TestWatchEnds(t *testing.T) {
 			// Events may still be buffered; the channel must close after them.
 			for range w.ResultChan() {
 			}
-			deadline := time.Now().Add(eventTimeout)
-			for runtime.NumGoroutine() > baseline && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
+			_ = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, eventTimeout, true, func(context.Context) (bool, error) {
+				return runtime.NumGoroutine() <= baseline, nil
+			})
 			if n := runtime.NumGoroutine(); n > baseline {
 				buf := make([]byte, 1<<20)
 				t.Errorf("%d goroutines after the watch ended, %d before it started\n%s", n, baseline, buf[:runtime.Stack(buf, true)])

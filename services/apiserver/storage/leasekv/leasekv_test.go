@@ -9,6 +9,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"skiff.dev/services/internal/embedetcd"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // raw is a plain client of the one embedded etcd the tests share (distinct keys keep
@@ -64,18 +66,13 @@ func TestKeyExpiresWithItsLease(t *testing.T) {
 	if _, err := c.Put(ctx, "/short", "1"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		resp, err := raw.Get(ctx, "/short")
 		if err != nil {
-			t.Fatal(err)
+			return false, err
 		}
-		if len(resp.Kvs) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("key outlived its 1 s lease by 20 s")
-		}
-		time.Sleep(200 * time.Millisecond)
+		return len(resp.Kvs) == 0, nil
+	}); err != nil {
+		t.Fatalf("key outlived its 1 s lease by 20 s: %v", err)
 	}
 }

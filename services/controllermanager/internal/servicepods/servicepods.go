@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	netutils "k8s.io/utils/net"
@@ -37,6 +38,47 @@ func ServiceKeysForPod(services corelisters.ServiceLister, pod *corev1.Pod) ([]s
 		}
 	}
 	return keys, nil
+}
+
+// PodHandler is the pod informer handler of a controller keyed by Service: add receives
+// the namespace/name key of each Service selecting a pod that was added, deleted or
+// changed in a way that can change an endpoint (PodChanged; after a label change, the
+// Services of the old labels too). Mirrors the addPod/updatePod/deletePod handlers that
+// kube's endpoints and endpointslice controllers share through
+// pkg/controller/util/endpoint.
+func PodHandler(services corelisters.ServiceLister, add func(key string)) cache.ResourceEventHandlerFuncs {
+	enqueue := func(pod *corev1.Pod) {
+		keys, err := ServiceKeysForPod(services, pod)
+		if err != nil {
+			utilruntime.HandleError(err)
+			return
+		}
+		for _, key := range keys {
+			add(key)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) { enqueue(obj.(*corev1.Pod)) },
+		UpdateFunc: func(old, cur interface{}) {
+			oldPod, curPod := old.(*corev1.Pod), cur.(*corev1.Pod)
+			changed, labelsChanged := PodChanged(oldPod, curPod)
+			if !changed {
+				return
+			}
+			enqueue(curPod)
+			if labelsChanged {
+				enqueue(oldPod)
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				enqueue(pod)
+			}
+		},
+	}
 }
 
 // PodChanged reports whether an update of a pod can change any endpoint: its IPs,

@@ -37,9 +37,12 @@ const (
 
 // Identities the policy binds (DESIGN.md "Identities").
 const (
-	BootstrappersGroup      = "system:bootstrappers"
-	CSRSignerUser           = "system:skiff:csr-signer"
-	ExecProxyUser           = "system:skiff:exec-proxy"
+	BootstrappersGroup = "system:bootstrappers"
+	CSRSignerUser      = "system:skiff:csr-signer"
+	ExecProxyUser      = "system:skiff:exec-proxy"
+	// CoreDNSUser is cluster DNS's identity (pki.CoreDNS); kubeadm binds
+	// system:coredns to the kube-system/coredns service account, skiff to both.
+	CoreDNSUser             = "system:coredns"
 	KubeProxyUser           = user.KubeProxy             // system:kube-proxy
 	ControllerManagerUser   = user.KubeControllerManager // system:kube-controller-manager
 	SchedulerUser           = user.KubeScheduler         // system:kube-scheduler
@@ -236,6 +239,11 @@ func ClusterRoles() []rbacv1.ClusterRole {
 		// skiff's exec-proxy finds a pod's node and that node's kubelet.
 		clusterRole(ExecProxyUser, nil,
 			rule(Read...).groups(legacyGroup).resources("pods", "nodes").done()),
+		// kubeadm's CoreDNS addon role (cmd/kubeadm/app/phases/addons/dns): what
+		// CoreDNS's kubernetes plugin lists and watches.
+		clusterRole("system:coredns", nil,
+			rule("list", "watch").groups(legacyGroup).resources("endpoints", "services", "pods", "namespaces").done(),
+			rule("list", "watch").groups(discoveryGroup).resources("endpointslices").done()),
 	}
 	roles = append(roles, controllerRoles()...)
 	for i := range roles {
@@ -251,6 +259,10 @@ func controllerRoles() []rbacv1.ClusterRole {
 		return clusterRole(controllerRolePrefix+name, nil, rules...)
 	}
 	return []rbacv1.ClusterRole{
+		// Full rights on clusterroles, so it may write aggregated rules without the
+		// escalation check.
+		c("clusterrole-aggregation-controller",
+			rule("escalate", "get", "list", "watch", "update", "patch").groups(rbacGroup).resources("clusterroles").done()),
 		c("cronjob-controller",
 			rule("get", "list", "watch", "update").groups(batchGroup).resources("cronjobs").done(),
 			rule("get", "list", "watch", "create", "update", "delete", "patch").groups(batchGroup).resources("jobs").done(),
@@ -331,6 +343,8 @@ func ClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		binding("system:kube-scheduler", "system:kube-scheduler", usr(SchedulerUser)),
 		binding(CSRSignerUser, CSRSignerUser, usr(CSRSignerUser)),
 		binding(ExecProxyUser, ExecProxyUser, usr(ExecProxyUser)),
+		binding("system:coredns", "system:coredns",
+			rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: controllerNamespace, Name: "coredns"}, usr(CoreDNSUser)),
 	}
 	// kube binds each controller role to the controller's service account in kube-system
 	// (--use-service-account-credentials); skiff's controller-manager runs every

@@ -57,6 +57,10 @@ func TestKubeRoles(t *testing.T) {
 		{"system:node-bootstrapper", []rbacv1.PolicyRule{{Verbs: []string{"create", "get", "list", "watch"}, APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}}}},
 		{"system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", []rbacv1.PolicyRule{{Verbs: []string{"create"}, APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/selfnodeclient"}}}},
 		{"cluster-admin", []rbacv1.PolicyRule{{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}, {Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}}},
+		{"system:coredns", []rbacv1.PolicyRule{
+			{Verbs: []string{"list", "watch"}, APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}},
+			{Verbs: []string{"list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
+		}},
 		{"system:public-info-viewer", []rbacv1.PolicyRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/livez", "/readyz", "/healthz", "/version", "/version/"}}}},
 	}
 	for _, tc := range cases {

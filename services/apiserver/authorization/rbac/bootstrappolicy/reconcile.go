@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"golang.org/x/sync/errgroup"
+
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,41 +30,59 @@ func Reconcile(ctx context.Context, stores registry.Stores) ([]runtime.Object, e
 	if roles == nil || bindings == nil {
 		return nil, fmt.Errorf("bootstrap policy: clusterroles and clusterrolebindings must be served")
 	}
-	var out []runtime.Object
-	for _, role := range ClusterRoles() {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			result, err := (&reconciliation.ReconcileRoleOptions{
-				Role:    reconciliation.ClusterRoleRuleOwner{ClusterRole: role.DeepCopy()},
-				Client:  clusterRoleModifier{ctx: ctx, store: roles},
-				Confirm: true,
-			}).Run()
-			if err == nil {
-				out = append(out, result.Role.GetObject())
+	clusterRoles, clusterRoleBindings := ClusterRoles(), ClusterRoleBindings()
+	// Each object is its own read and write; they are independent, so they go to etcd
+	// together (etcd commits concurrent writes under one WAL sync), not one after another:
+	// on a fresh cluster this is over a hundred writes before the apiserver is ready.
+	out := make([]runtime.Object, len(clusterRoles)+len(clusterRoleBindings))
+	g, _ := errgroup.WithContext(ctx)
+	g.SetLimit(reconcileWorkers)
+	for i, role := range clusterRoles {
+		g.Go(func() error {
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				result, err := (&reconciliation.ReconcileRoleOptions{
+					Role:    reconciliation.ClusterRoleRuleOwner{ClusterRole: role.DeepCopy()},
+					Client:  clusterRoleModifier{ctx: ctx, store: roles},
+					Confirm: true,
+				}).Run()
+				if err == nil {
+					out[i] = result.Role.GetObject()
+				}
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("bootstrap policy: clusterrole %s: %w", role.Name, err)
 			}
-			return err
+			return nil
 		})
-		if err != nil {
-			return nil, fmt.Errorf("bootstrap policy: clusterrole %s: %w", role.Name, err)
-		}
 	}
-	for _, b := range ClusterRoleBindings() {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			result, err := (&reconciliation.ReconcileRoleBindingOptions{
-				RoleBinding: reconciliation.ClusterRoleBindingAdapter{ClusterRoleBinding: b.DeepCopy()},
-				Client:      clusterRoleBindingModifier{ctx: ctx, store: bindings},
-				Confirm:     true,
-			}).Run()
-			if err == nil {
-				out = append(out, result.RoleBinding.GetObject())
+	for i, b := range clusterRoleBindings {
+		g.Go(func() error {
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				result, err := (&reconciliation.ReconcileRoleBindingOptions{
+					RoleBinding: reconciliation.ClusterRoleBindingAdapter{ClusterRoleBinding: b.DeepCopy()},
+					Client:      clusterRoleBindingModifier{ctx: ctx, store: bindings},
+					Confirm:     true,
+				}).Run()
+				if err == nil {
+					out[len(clusterRoles)+i] = result.RoleBinding.GetObject()
+				}
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("bootstrap policy: clusterrolebinding %s: %w", b.Name, err)
 			}
-			return err
+			return nil
 		})
-		if err != nil {
-			return nil, fmt.Errorf("bootstrap policy: clusterrolebinding %s: %w", b.Name, err)
-		}
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
+
+// reconcileWorkers is how many bootstrap objects Reconcile reads and writes at once.
+const reconcileWorkers = 16
 
 // clusterRoleModifier reads and writes ClusterRoles for the reconciler.
 type clusterRoleModifier struct {

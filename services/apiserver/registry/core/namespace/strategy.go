@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"skiff.dev/services/apiserver/registry"
@@ -19,7 +20,9 @@ import (
 	"skiff.dev/services/apiserver/storage"
 )
 
-// Descriptor serves namespaces through REST: deleting one only marks it Terminating.
+// Descriptor serves namespaces through REST: deleting one only marks it Terminating;
+// namespaces/NAME/finalize removes its spec.finalizers (the namespace controller's last
+// step), upon which it goes.
 var Descriptor = registry.Descriptor{
 	GroupVersion: corev1.SchemeGroupVersion,
 	Resource:     "namespaces",
@@ -30,7 +33,9 @@ var Descriptor = registry.Descriptor{
 	NewListFunc:  func() runtime.Object { return &corev1.NamespaceList{} },
 	Strategy:     Strategy{},
 	REST: func(store *registry.Store, _ registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
-		return &REST{Store: store}, nil, nil
+		return &REST{Store: store}, map[string]registry.Subresource{
+			"finalize": {Kind: "Namespace", Storage: &FinalizeREST{store: store.WithStrategy(FinalizeStrategy{})}},
+		}, nil
 	},
 }
 
@@ -62,6 +67,57 @@ func setNameLabel(ns *corev1.Namespace) {
 		ns.Labels = map[string]string{}
 	}
 	ns.Labels[corev1.LabelMetadataName] = ns.Name
+}
+
+// ShouldDeleteDuringUpdate is true for a terminating namespace with neither
+// spec.finalizers nor metadata.finalizers left: the update that removed the last one
+// removes the namespace. Mirrors ShouldDeleteNamespaceDuringUpdate.
+func (Strategy) ShouldDeleteDuringUpdate(obj runtime.Object) bool {
+	ns, ok := obj.(*corev1.Namespace)
+	return ok && ns.DeletionTimestamp != nil && len(ns.Spec.Finalizers) == 0 && len(ns.Finalizers) == 0
+}
+
+// FinalizeStrategy is the strategy of namespaces/finalize: only spec.finalizers may
+// change. Mirrors namespaceFinalizeStrategy.
+type FinalizeStrategy struct{ Strategy }
+
+// PrepareForUpdate keeps everything but spec.finalizers.
+func (FinalizeStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	ns, oldNS := obj.(*corev1.Namespace), old.(*corev1.Namespace)
+	finalizers := ns.Spec.Finalizers
+	ns.Status = oldNS.Status
+	ns.Spec = oldNS.Spec
+	ns.Spec.Finalizers = finalizers
+	ns.Labels, ns.Annotations, ns.Finalizers, ns.OwnerReferences = oldNS.Labels, oldNS.Annotations, oldNS.Finalizers, oldNS.OwnerReferences
+}
+
+// ValidateUpdate checks the metadata rules and that each finalizer is a qualified name
+// (kube's ValidateNamespaceFinalizeUpdate).
+func (FinalizeStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	ns := obj.(*corev1.Namespace)
+	errs := apivalidation.ValidateObjectMetaUpdate(&ns.ObjectMeta, &old.(*corev1.Namespace).ObjectMeta, field.NewPath("metadata"))
+	path := field.NewPath("spec", "finalizers")
+	for i, f := range ns.Spec.Finalizers {
+		for _, msg := range validation.IsQualifiedName(string(f)) {
+			errs = append(errs, field.Invalid(path.Index(i), f, msg))
+		}
+	}
+	return errs
+}
+
+// FinalizeREST is namespaces/NAME/finalize: PUT a namespace whose spec.finalizers are
+// what should remain. Mirrors k8s.io/kubernetes/pkg/registry/core/namespace/storage.FinalizeREST.
+type FinalizeREST struct {
+	store *registry.Store
+}
+
+// New is an empty Namespace.
+func (r *FinalizeREST) New() runtime.Object { return &corev1.Namespace{} }
+
+// Update writes spec.finalizers; the namespace goes when it is terminating and none are
+// left. Errors as the Store's Update.
+func (r *FinalizeREST) Update(ctx context.Context, namespace, name string, objInfo rest.UpdatedObjectInfo, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	return r.store.Update(ctx, namespace, name, objInfo, opts)
 }
 
 // Validate checks that the name is a DNS label, as namespace names must be.
@@ -102,7 +158,8 @@ func (Strategy) TableRow(obj runtime.Object) []interface{} {
 }
 
 // REST is the namespaces resource. Deleting a namespace only marks it Terminating; the
-// namespace controller deletes its contents and then calls Finalize. Mirrors
+// controller-manager's namespace controller deletes its contents and then removes the
+// "kubernetes" finalizer through namespaces/NAME/finalize. Mirrors
 // k8s.io/kubernetes/pkg/registry/core/namespace/storage.REST.
 type REST struct {
 	*registry.Store
@@ -115,8 +172,9 @@ type REST struct {
 func (r *REST) DeleteCollection() {}
 
 // Delete sets deletionTimestamp and phase Terminating and returns the namespace; a second
-// delete of a terminating namespace changes nothing. Preconditions in opts (uid,
-// resourceVersion) that fail give 409 Conflict.
+// delete of a terminating namespace changes nothing, unless its spec.finalizers are
+// already empty: then it is removed. Preconditions in opts (uid, resourceVersion) that
+// fail give 409 Conflict.
 func (r *REST) Delete(ctx context.Context, _, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
 	key, err := r.KeyFunc("", name)
 	if err != nil {
@@ -143,11 +201,9 @@ func (r *REST) Delete(ctx context.Context, _, name string, opts *metav1.DeleteOp
 	if err != nil {
 		return nil, false, r.InterpretError(err, name)
 	}
+	if ns := out.(*corev1.Namespace); len(ns.Spec.Finalizers) == 0 && len(ns.Finalizers) == 0 {
+		rv := ns.ResourceVersion
+		return r.Store.Delete(ctx, "", name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+	}
 	return out, false, nil
-}
-
-// Finalize removes a terminating namespace once the controller has emptied it.
-func (r *REST) Finalize(ctx context.Context, name string) error {
-	_, _, err := r.Store.Delete(ctx, "", name, &metav1.DeleteOptions{})
-	return err
 }

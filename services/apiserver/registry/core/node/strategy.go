@@ -5,9 +5,11 @@ package node
 import (
 	"context"
 	"fmt"
-	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"slices"
 	"sort"
 	"strings"
+
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -62,9 +64,16 @@ func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList 
 	return apivalidation.ValidateObjectMeta(&node.ObjectMeta, false, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 }
 
-// ValidateUpdate checks the metadata rules of an update.
+// ValidateUpdate checks the metadata rules of an update, and that spec.podCIDRs,
+// once set, never change (so two writers racing to assign them cannot both win:
+// the second gets 422). Mirrors ValidateNodeUpdate's podCIDR rule.
 func (Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
-	return apivalidation.ValidateObjectMetaUpdate(&obj.(*corev1.Node).ObjectMeta, &old.(*corev1.Node).ObjectMeta, field.NewPath("metadata"))
+	node, oldNode := obj.(*corev1.Node), old.(*corev1.Node)
+	errs := apivalidation.ValidateObjectMetaUpdate(&node.ObjectMeta, &oldNode.ObjectMeta, field.NewPath("metadata"))
+	if len(oldNode.Spec.PodCIDRs) > 0 && !slices.Equal(oldNode.Spec.PodCIDRs, node.Spec.PodCIDRs) {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "podCIDRs"), `node updates may not change podCIDR except from "" to valid`))
+	}
+	return errs
 }
 
 // GetAttrs returns labels and the selectable fields metadata.name and spec.unschedulable.

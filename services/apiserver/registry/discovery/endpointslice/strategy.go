@@ -97,7 +97,7 @@ func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList 
 			name = *p.Name
 		}
 		if name != "" {
-			for _, msg := range validation.IsValidPortName(name) {
+			for _, msg := range validation.IsDNS1123Label(name) {
 				allErrs = append(allErrs, field.Invalid(path.Child("name"), name, msg))
 			}
 		}

@@ -27,6 +27,12 @@ func TestValidate(t *testing.T) {
 			Endpoints: []discoveryv1.Endpoint{{}}}, "must contain at least 1 address"},
 		{"a port without protocol", discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv4,
 			Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http")}}}, "ports[0].protocol: Required value"},
+		// kubectl create service names ports "<port>-<targetPort>": a DNS label, as
+		// kube validates EndpointSlice port names (not an IANA service name).
+		{"kubectl's port name 80-80", discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv4,
+			Ports: []discoveryv1.EndpointPort{{Name: ptr.To("80-80"), Port: ptr.To[int32](80), Protocol: ptr.To(corev1.ProtocolTCP)}}}, ""},
+		{"a port name that is no DNS label", discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv4,
+			Ports: []discoveryv1.EndpointPort{{Name: ptr.To("Web_1"), Port: ptr.To[int32](80), Protocol: ptr.To(corev1.ProtocolTCP)}}}, "ports[0].name: Invalid value"},
 		{"the same port name twice", discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv4, Ports: append(ports, ports...)}, "Duplicate value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

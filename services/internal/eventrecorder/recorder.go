@@ -1,0 +1,499 @@
+// Package eventrecorder is skiff's event recorder: components report core/v1 Events about the
+// objects they act on (Scheduled, Pulling, Started, ...), and the recorder delivers them
+// to the apiserver. Mirrors client-go's tools/record (EventRecorder, makeEvent), with
+// the transport of DESIGN.md "Events": each event is published to NATS JetStream
+// (stream EVENTS, subject skiff.events.<namespace>) and the apiserver's consumer
+// persists and aggregates it; with no NATS URL configured, the recorder POSTs the event
+// and aggregates repeats itself, as client-go's EventCorrelator does.
+//
+// Recording never blocks the caller: events wait in a bounded buffer while NATS or the
+// apiserver is unreachable; when it is full the oldest event is dropped and counted in
+// skiff_events_dropped_total.
+package eventrecorder
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	ref "k8s.io/client-go/tools/reference"
+)
+
+// DefaultBufferSize is how many undelivered events a recorder keeps.
+const DefaultBufferSize = 1000
+
+// Config is who records and where events go.
+type Config struct {
+	// Component is the reporting component, e.g. "default-scheduler" or "kubelet"; it
+	// becomes source.component and reportingComponent.
+	Component string
+	// Host is source.host: the node name for kubelets, "" otherwise.
+	Host string
+	// NATSURL is the NATS server to publish to ("nats://127.0.0.1:4222" or
+	// "tls://..."); "" POSTs every event through Client instead.
+	NATSURL string
+	// TLS, when set, dials NATS over mutual TLS: the server is verified against RootCAs
+	// and the component's client certificate presented (see ClientTLS). skiff's NATS
+	// refuses clients without one.
+	TLS *tls.Config
+	// NATSOptions are extra nats.go options (TLS, credentials).
+	NATSOptions []nats.Option
+	// Client POSTs events when NATSURL is empty.
+	Client kubernetes.Interface
+	// BufferSize bounds the undelivered events kept; 0 means DefaultBufferSize.
+	BufferSize int
+	// Registerer receives the recorder's metrics; nil means none are registered.
+	Registerer prometheus.Registerer
+}
+
+// Recorder records events and delivers them in the background once Run is called. It
+// implements client-go's record.EventRecorder, so code written for kube's recorder
+// works unchanged.
+type Recorder struct {
+	cfg      Config
+	log      *slog.Logger
+	dropped  prometheus.Counter
+	droppedN atomic.Int64
+	sent     prometheus.Counter
+
+	mu     sync.Mutex
+	buf    []*corev1.Event // FIFO, oldest first
+	wake   chan struct{}
+	clock  func() time.Time
+	posted *correlator // POST mode only
+}
+
+var _ record.EventRecorder = (*Recorder)(nil)
+
+// New builds a recorder; it connects nothing until Run. Errors: no Component, or neither
+// a NATS URL nor a Client to deliver with.
+func New(cfg Config) (*Recorder, error) {
+	if cfg.Component == "" {
+		return nil, errors.New("events: Config.Component is required")
+	}
+	if cfg.NATSURL == "" && cfg.Client == nil {
+		return nil, errors.New("events: Config.NATSURL or Config.Client is required")
+	}
+	if cfg.BufferSize <= 0 {
+		cfg.BufferSize = DefaultBufferSize
+	}
+	labels := prometheus.Labels{"component": cfg.Component}
+	r := &Recorder{
+		cfg: cfg,
+		log: slog.Default().With("component", "event-recorder", "reporter", cfg.Component),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "skiff_events_dropped_total", ConstLabels: labels,
+			Help: "Events dropped because the recorder's buffer was full while NATS or the apiserver was unreachable.",
+		}),
+		sent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "skiff_events_sent_total", ConstLabels: labels,
+			Help: "Events accepted by JetStream or the apiserver.",
+		}),
+		wake:   make(chan struct{}, 1),
+		clock:  time.Now,
+		posted: newCorrelator(4096),
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{r.dropped, r.sent} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				var are prometheus.AlreadyRegisteredError
+				if !errors.As(err, &are) {
+					return nil, fmt.Errorf("events: metrics: %w", err)
+				}
+			}
+		}
+	}
+	return r, nil
+}
+
+// Metrics returns the recorder's Prometheus collector (skiff_events_dropped_total,
+// skiff_events_sent_total, labelled with the component) for a binary to register when
+// Config.Registerer was not given.
+func (r *Recorder) Metrics() prometheus.Collector { return recorderMetrics{r} }
+
+type recorderMetrics struct{ r *Recorder }
+
+func (m recorderMetrics) Describe(ch chan<- *prometheus.Desc) {
+	m.r.dropped.Describe(ch)
+	m.r.sent.Describe(ch)
+}
+
+func (m recorderMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.r.dropped.Collect(ch)
+	m.r.sent.Collect(ch)
+}
+
+// Dropped is the number of events dropped so far because the buffer was full.
+func (r *Recorder) Dropped() int64 { return r.droppedN.Load() }
+
+// Pending is the number of events waiting to be delivered.
+func (r *Recorder) Pending() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.buf)
+}
+
+// Event records an event about object; eventtype is corev1.EventTypeNormal or
+// corev1.EventTypeWarning, reason a short UpperCamelCase word, message free text.
+// object is any API object with a scheme kind (a *corev1.Pod from an informer works)
+// or a *corev1.ObjectReference (with fieldPath for a container's events).
+func (r *Recorder) Event(object runtime.Object, eventtype, reason, message string) {
+	r.generateEvent(r.cfg.Component, object, nil, eventtype, reason, message)
+}
+
+// Eventf is Event with a fmt.Sprintf message.
+func (r *Recorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{}) {
+	r.generateEvent(r.cfg.Component, object, nil, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+// AnnotatedEventf is Eventf with annotations on the event object.
+func (r *Recorder) AnnotatedEventf(object runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...interface{}) {
+	r.generateEvent(r.cfg.Component, object, annotations, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+// ForComponent is a recorder reporting as component (source.component and
+// reportingController, e.g. "deployment-controller") that shares r's buffer, delivery
+// and metrics: one process hosting several of kube's reporters, as kube-controller-manager
+// hosts one per controller (each kube controller's EventBroadcaster.NewRecorder with its
+// own EventSource). component must not be "".
+func (r *Recorder) ForComponent(component string) record.EventRecorder {
+	return componentRecorder{r: r, component: component}
+}
+
+// componentRecorder is a Recorder's view reporting as another component.
+type componentRecorder struct {
+	r         *Recorder
+	component string
+}
+
+func (c componentRecorder) Event(object runtime.Object, eventtype, reason, message string) {
+	c.r.generateEvent(c.component, object, nil, eventtype, reason, message)
+}
+
+func (c componentRecorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{}) {
+	c.r.generateEvent(c.component, object, nil, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func (c componentRecorder) AnnotatedEventf(object runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...interface{}) {
+	c.r.generateEvent(c.component, object, annotations, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+// generateEvent builds the event reported by component and queues it. Mirrors
+// record.recorder.generateEvent.
+func (r *Recorder) generateEvent(component string, object runtime.Object, annotations map[string]string, eventtype, reason, message string) {
+	objRef, err := ref.GetReference(scheme.Scheme, object)
+	if err != nil {
+		r.log.Error("could not reference object; event not recorded", "type", fmt.Sprintf("%T", object), "reason", reason, "err", err)
+		return
+	}
+	r.enqueue(r.makeEvent(component, objRef, annotations, eventtype, reason, message))
+}
+
+// makeEvent mirrors record.recorder.makeEvent: the name is the object's name and the
+// time in hexadecimal nanoseconds, so names are unique and sort by time.
+func (r *Recorder) makeEvent(component string, objRef *corev1.ObjectReference, annotations map[string]string, eventtype, reason, message string) *corev1.Event {
+	now := r.clock()
+	t := metav1.NewTime(now)
+	namespace := objRef.Namespace
+	if namespace == "" {
+		namespace = metav1.NamespaceDefault
+	}
+	instance := component
+	if r.cfg.Host != "" {
+		instance += "-" + r.cfg.Host
+	}
+	return &corev1.Event{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        eventName(objRef.Name, now),
+			Namespace:   namespace,
+			Annotations: annotations,
+		},
+		InvolvedObject:      *objRef,
+		Reason:              reason,
+		Message:             message,
+		FirstTimestamp:      t,
+		LastTimestamp:       t,
+		Count:               1,
+		Type:                eventtype,
+		Source:              corev1.EventSource{Component: component, Host: r.cfg.Host},
+		ReportingController: component,
+		ReportingInstance:   instance,
+	}
+}
+
+// eventName is "<object name>.<hex nanoseconds>" as client-go's recorder makes it. An
+// Event's name must be a DNS subdomain, which some objects' names are not (a kubelet's
+// CSR is node-csr-<base64url>): their names are lowercased and every other character
+// becomes '-', so their events are stored rather than refused; the timestamp keeps the
+// name unique.
+func eventName(object string, now time.Time) string {
+	suffix := fmt.Sprintf(".%x", now.UnixNano())
+	if len(validation.IsDNS1123Subdomain(object+suffix)) == 0 {
+		return object + suffix
+	}
+	b := []byte(strings.ToLower(object))
+	for i, c := range b {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '.' {
+			b[i] = '-'
+		}
+	}
+	prefix := strings.Trim(string(b), "-.")
+	if max := validation.DNS1123SubdomainMaxLength - len(suffix); len(prefix) > max {
+		prefix = strings.TrimRight(prefix[:max], "-.")
+	}
+	if prefix == "" {
+		prefix = "event"
+	}
+	return prefix + suffix
+}
+
+// enqueue appends ev, dropping the oldest buffered event when the buffer is full.
+func (r *Recorder) enqueue(ev *corev1.Event) {
+	r.mu.Lock()
+	if len(r.buf) >= r.cfg.BufferSize {
+		old := r.buf[0]
+		r.buf[0] = nil
+		r.buf = r.buf[1:]
+		r.dropped.Inc()
+		r.droppedN.Add(1)
+		r.log.Warn("event buffer full; dropped the oldest event", "size", r.cfg.BufferSize, "dropped", old.Namespace+"/"+old.Name, "reason", old.Reason)
+	}
+	r.buf = append(r.buf, ev)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// peek returns the oldest buffered event, or nil.
+func (r *Recorder) peek() *corev1.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.buf) == 0 {
+		return nil
+	}
+	return r.buf[0]
+}
+
+// done removes ev from the head of the buffer unless it was dropped meanwhile.
+func (r *Recorder) done(ev *corev1.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.buf) > 0 && r.buf[0] == ev {
+		r.buf[0] = nil
+		r.buf = r.buf[1:]
+	}
+}
+
+// Run delivers buffered events until ctx ends, in order, retrying each with backoff
+// (capped at 5 s) while NATS or the apiserver is unreachable. When ctx ends it tries
+// for up to DrainTimeout to deliver what is still buffered (a component's last events,
+// such as Killing on shutdown), then returns nil; what is left then is lost.
+func (r *Recorder) Run(ctx context.Context) error {
+	deliver := r.post
+	if r.cfg.NATSURL != "" {
+		p, err := r.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer p.close()
+		deliver = p.publish
+	}
+	defer r.drain(deliver)
+	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Second}
+	for {
+		ev := r.peek()
+		if ev == nil {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-r.wake:
+			}
+			continue
+		}
+		if err := deliver(ctx, ev); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			delay := backoff.Step()
+			r.log.Warn("delivering event failed; will retry", "event", ev.Namespace+"/"+ev.Name, "reason", ev.Reason, "retryIn", delay, "err", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(delay):
+			}
+			continue
+		}
+		backoff = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Second}
+		r.sent.Inc()
+		r.done(ev)
+	}
+}
+
+// DrainTimeout bounds the last delivery attempt when Run's context ends.
+const DrainTimeout = 2 * time.Second
+
+// drain delivers buffered events until none is left, one fails, or DrainTimeout passes.
+func (r *Recorder) drain(deliver func(context.Context, *corev1.Event) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
+	defer cancel()
+	for ev := r.peek(); ev != nil; ev = r.peek() {
+		if err := deliver(ctx, ev); err != nil {
+			r.log.Warn("stopping with undelivered events", "pending", r.Pending(), "err", err)
+			return
+		}
+		r.sent.Inc()
+		r.done(ev)
+	}
+}
+
+// publisher publishes to JetStream over one NATS connection that reconnects forever.
+type publisher struct {
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	ensured  bool
+	recorder *Recorder
+}
+
+func (r *Recorder) connect(ctx context.Context) (*publisher, error) {
+	opts := append([]nats.Option{
+		nats.Name("skiff-" + r.cfg.Component),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				r.log.Warn("disconnected from NATS; events are buffered", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { r.log.Info("reconnected to NATS", "url", nc.ConnectedUrl()) }),
+	}, r.cfg.NATSOptions...)
+	if r.cfg.TLS != nil {
+		opts = append(opts, nats.Secure(r.cfg.TLS))
+	}
+	nc, err := nats.Connect(r.cfg.NATSURL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("events: connect to NATS %s: %w", r.cfg.NATSURL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("events: JetStream: %w", err)
+	}
+	return &publisher{nc: nc, js: js, recorder: r}, nil
+}
+
+func (p *publisher) close() { p.nc.Close() }
+
+// publish sends ev and waits for JetStream's acknowledgement, which means the event is
+// stored in the stream. The event's name is the message id, so a retry after a lost
+// acknowledgement is de-duplicated by JetStream.
+func (p *publisher) publish(ctx context.Context, ev *corev1.Event) error {
+	if !p.nc.IsConnected() {
+		return nats.ErrConnectionClosed
+	}
+	if !p.ensured {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := EnsureStream(ctx, p.js); err != nil {
+			return err
+		}
+		p.ensured = true
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		p.recorder.log.Error("encoding event; dropped", "err", err)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = p.js.Publish(ctx, Subject(ev.Namespace), data, jetstream.WithMsgID(string(ev.Namespace)+"/"+ev.Name))
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		p.ensured = false // a new server without the stream: create it on the retry
+	}
+	return err
+}
+
+// post creates ev through the API, or, when an identical event was posted before,
+// updates that one's count and lastTimestamp. Mirrors record's recordToSink with the
+// EventCorrelator's EventLogger (identical events only).
+func (r *Recorder) post(ctx context.Context, ev *corev1.Event) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	events := r.cfg.Client.CoreV1().Events(ev.Namespace)
+	key := AggregateKey(ev)
+	if prev, ok := r.posted.get(key); ok {
+		patch, _ := json.Marshal(map[string]any{
+			"count": prev.count + 1, "lastTimestamp": ev.LastTimestamp, "message": ev.Message,
+		})
+		_, err := events.Patch(ctx, prev.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		if err == nil {
+			r.posted.add(key, prev.name, prev.count+1)
+			return nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		// Expired (its lease ran out) or deleted: create it afresh.
+	}
+	created, err := events.Create(ctx, ev, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return nil // an earlier attempt got through
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err), apierrors.IsInvalid(err):
+		// The namespace is gone or the event is refused: retrying cannot help.
+		r.log.Warn("event refused by the apiserver; dropped", "event", ev.Namespace+"/"+ev.Name, "err", err)
+		return nil
+	case err != nil:
+		return err
+	}
+	r.posted.add(key, created.Name, created.Count)
+	return nil
+}
+
+// AggregateKey identifies events that are repeats of each other: same source, same
+// involved object, type, reason and message. Mirrors client-go's getEventKey.
+func AggregateKey(ev *corev1.Event) string {
+	o := ev.InvolvedObject
+	return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s",
+		ev.Source.Component, ev.Source.Host, o.Kind, o.Namespace, o.Name, o.FieldPath, string(o.UID), o.APIVersion,
+		ev.Type, ev.Reason, ev.Message, ev.ReportingController)
+}
+
+// Nop is a record.EventRecorder that records nothing, for components built without a
+// recorder.
+type Nop struct{}
+
+var _ record.EventRecorder = Nop{}
+
+// Event does nothing.
+func (Nop) Event(runtime.Object, string, string, string) {}
+
+// Eventf does nothing.
+func (Nop) Eventf(runtime.Object, string, string, string, ...interface{}) {}
+
+// AnnotatedEventf does nothing.
+func (Nop) AnnotatedEventf(runtime.Object, map[string]string, string, string, string, ...interface{}) {
+}

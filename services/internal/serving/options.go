@@ -1,0 +1,131 @@
+package serving
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Options are the flags every skiff service shares: logging, the plain-HTTP health and
+// metrics endpoint, and profiling. They mirror kube's component-base options
+// (--v/--logging-format of logs.Options, --healthz-bind-address/--metrics-bind-address,
+// --profiling), folded into one listener as DESIGN.md's "Every service" asks. A main
+// builds them with NewOptions, registers them with AddFlags, then calls Logger and Start.
+type Options struct {
+	// LogLevel is slog's level name: debug, info, warn or error (--log-level).
+	LogLevel string
+	// LogFormat is json (slog's JSONHandler, one object per line) or text (key=value)
+	// (--log-format; kube's --logging-format).
+	LogFormat string
+	// HealthAddress is host:port where /healthz, /livez, /readyz and /metrics are served
+	// over plain HTTP; "" serves none (--health-address).
+	HealthAddress string
+	// Profiling adds Go's /debug/pprof to the HealthAddress listener (--profiling).
+	Profiling bool
+}
+
+// Log formats of --log-format.
+const (
+	LogFormatJSON = "json"
+	LogFormatText = "text"
+)
+
+// NewOptions are the defaults every service shares (level info, JSON logs, no
+// profiling), with healthAddress the service's own default port ("" = off), e.g.
+// ":10259" for the scheduler as kube-scheduler's.
+func NewOptions(healthAddress string) *Options {
+	return &Options{LogLevel: "info", LogFormat: LogFormatJSON, HealthAddress: healthAddress}
+}
+
+// AddFlags registers --log-level, --log-format, --health-address and --profiling on fs,
+// defaulting to o's values.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: debug, info, warn or error")
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json (one object per line) or text (key=value)")
+	fs.StringVar(&o.HealthAddress, "health-address", o.HealthAddress, "host:port where /healthz, /livez, /readyz and /metrics are served over plain HTTP (\"\" = off)")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's /debug/pprof on --health-address")
+}
+
+// Validate reports the first invalid option: an unknown level or format, or --profiling
+// without --health-address to serve it on.
+func (o *Options) Validate() error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", o.LogLevel)
+	}
+	if o.LogFormat != LogFormatJSON && o.LogFormat != LogFormatText {
+		return fmt.Errorf("--log-format %q: want json or text", o.LogFormat)
+	}
+	if o.Profiling && o.HealthAddress == "" {
+		return errors.New("--profiling needs --health-address to serve /debug/pprof on")
+	}
+	return nil
+}
+
+// NewLogger is the logger o describes, writing to w. Errors: Validate's.
+func (o *Options) NewLogger(w io.Writer) (*slog.Logger, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(o.LogLevel))
+	handlerOpts := &slog.HandlerOptions{Level: level}
+	if o.LogFormat == LogFormatText {
+		return slog.New(slog.NewTextHandler(w, handlerOpts)), nil
+	}
+	return slog.New(slog.NewJSONHandler(w, handlerOpts)), nil
+}
+
+// Logger validates o, makes its logger (to stderr) slog's default and returns it. On
+// invalid options it prints the reason prefixed with component and exits with code 2, as
+// a flag parse error does: it is meant for a main right after flag.Parse.
+func (o *Options) Logger(component string) *slog.Logger {
+	logger, err := o.NewLogger(os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", component, err)
+		os.Exit(2)
+	}
+	slog.SetDefault(logger)
+	return logger
+}
+
+// NewRegistry is a Prometheus registry holding cs and the Go runtime and process
+// collectors every service exposes (go_*, process_*).
+func NewRegistry(cs ...prometheus.Collector) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(cs...)
+	return reg
+}
+
+// Start listens on HealthAddress now, so a taken port fails the start, and serves the
+// endpoints of Serve there until ctx ends: /metrics from gatherer (nil = none),
+// /debug/pprof with Profiling, and opts (WithReadiness, WithLiveness). It returns the
+// bound address, nil when HealthAddress is "". A serving error after the start is
+// logged with slog's default logger. Errors: the listen failed.
+func (o *Options) Start(ctx context.Context, gatherer prometheus.Gatherer, opts ...Option) (net.Addr, error) {
+	if o.HealthAddress == "" {
+		return nil, nil
+	}
+	l, err := net.Listen("tcp", o.HealthAddress)
+	if err != nil {
+		return nil, fmt.Errorf("--health-address: %w", err)
+	}
+	if o.Profiling {
+		opts = append(opts, WithProfiling())
+	}
+	go func() {
+		if err := Serve(ctx, l, nil, gatherer, opts...); err != nil {
+			slog.Error("health endpoints stopped", "address", l.Addr().String(), "err", err)
+		}
+	}()
+	return l.Addr(), nil
+}

@@ -1,0 +1,104 @@
+package status
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"skiff.dev/services/apiserver/apiservertest"
+)
+
+// requestCounter counts the requests by "METHOD path" that pass through it.
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+	next   http.RoundTripper
+}
+
+func (c *requestCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.counts[r.Method+" "+r.URL.Path]++
+	c.mu.Unlock()
+	return c.next.RoundTrip(r)
+}
+
+func (c *requestCounter) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.counts
+	c.counts = map[string]int{}
+	return out
+}
+
+// TestStatusWriteStartsFromTheKubeletsCopy, against a real apiserver: with a current
+// copy of the pod a status write is one PUT and no GET; with a stale copy the PUT gets
+// 409 and the write is retried from a GET, so the status lands either way.
+func TestStatusWriteStartsFromTheKubeletsCopy(t *testing.T) {
+	cfg := apiservertest.Start(t)
+	counter := &requestCounter{counts: map[string]int{}}
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
+	client := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}
+	var created *v1.Pod
+	// The namespace's default ServiceAccount, which admission wants, comes from a controller.
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		created, err = client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatal("pod not created")
+	}
+	m := NewManager(client, podGetter{created.UID: created}, safety(true), nil)
+	statusPath := "/api/v1/namespaces/default/pods/p/status"
+	podPath := "/api/v1/namespaces/default/pods/p"
+
+	counter.take()
+	m.SetPodStatus(created, runningStatus())
+	m.syncBatch(ctx, false)
+	if got := counter.take(); got["GET "+podPath] != 0 || got["PUT "+statusPath] != 1 {
+		t.Errorf("with a current copy: requests %v, want one PUT of the status and no GET", got)
+	}
+
+	// The copy is now stale (the write above changed the resourceVersion).
+	next := runningStatus()
+	next.PodIP = "10.0.0.6"
+	m.SetPodStatus(created, next)
+	m.syncBatch(ctx, false)
+	if got := counter.take(); got["GET "+podPath] != 1 || got["PUT "+statusPath] != 2 {
+		t.Errorf("with a stale copy: requests %v, want a PUT (409), a GET and a PUT", got)
+	}
+	latest, err := client.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest.Status.PodIP != "10.0.0.6" || latest.Status.Phase != v1.PodRunning {
+		t.Errorf("status not written: phase %s, podIP %s", latest.Status.Phase, latest.Status.PodIP)
+	}
+
+	// Another writer changes the status; the kubelet's copy still shows what the
+	// kubelet wants, so only a read can show that a write is needed.
+	m.podGetter = podGetter{latest.UID: latest}
+	foreign := latest.DeepCopy()
+	foreign.Status.PodIP = "10.0.0.99"
+	if _, err := client.CoreV1().Pods("default").UpdateStatus(ctx, foreign, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m.syncPod(ctx, latest.UID, versionedPodStatus{status: latest.Status, version: 100, podName: "p", podNamespace: "default"})
+	latest, err = client.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest.Status.PodIP != "10.0.0.6" {
+		t.Errorf("another writer's podIP %s stayed: the kubelet's stale copy decided nothing needed writing", latest.Status.PodIP)
+	}
+}
