@@ -386,7 +386,6 @@ func (s *stack) testLeaderFailover(t *testing.T) {
 
 	// Watch the Deployment's pods from now on and keep the largest live count.
 	watchCtx, stopWatch := context.WithCancel(s.ctx)
-	defer stopWatch()
 	factory := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithNamespace("default"),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = "app=rollout" }))
 	podInformer := factory.Core().V1().Pods().Informer()
@@ -407,7 +406,9 @@ func (s *stack) testLeaderFailover(t *testing.T) {
 	}
 	_, _ = podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: count, UpdateFunc: func(_, o any) { count(o) }, DeleteFunc: count})
 	factory.Start(watchCtx.Done())
-	defer factory.Shutdown()
+	// Shutdown waits for the informer to stop, so the watch must end first, also when a
+	// t.Fatal below unwinds the test (deferred in the other order, it waited for s.ctx).
+	defer func() { stopWatch(); factory.Shutdown() }()
 
 	s.eventually(t, 2*time.Minute, "the first revision available", func(ctx context.Context) error {
 		got, err := s.client.AppsV1().Deployments("default").Get(ctx, "rollout", metav1.GetOptions{})
@@ -433,7 +434,9 @@ func (s *stack) testLeaderFailover(t *testing.T) {
 		t.Fatalf("docker kill %s: %v\n%s", container, err, out)
 	}
 	killed := time.Now()
-	s.eventually(t, 20*time.Second, "the other controller-manager holds the Lease", func(ctx context.Context) error {
+	// The other replica may take the Lease once it has gone unrenewed for a lease duration
+	// (15 s) and its next retry (2 s, jittered) comes: up to ~18 s, plus this poll's 2 s.
+	s.eventually(t, 40*time.Second, "the other controller-manager holds the Lease", func(ctx context.Context) error {
 		holder, err := s.leaseHolder(ctx)
 		if err != nil {
 			return err
@@ -471,6 +474,7 @@ func (s *stack) testLeaderFailover(t *testing.T) {
 		return nil
 	})
 	stopWatch()
+	factory.Shutdown()
 	mu.Lock()
 	defer mu.Unlock()
 	if maxLive > replicas+maxSurge {
