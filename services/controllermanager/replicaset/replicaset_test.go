@@ -23,9 +23,23 @@ import (
 // start runs a real apiserver and the ReplicaSet controller against it.
 func start(t *testing.T) kubernetes.Interface {
 	t.Helper()
+	cs := startAPIServer(t)
+	startController(t, cs)
+	return cs
+}
+
+// startAPIServer runs a real apiserver and returns an unthrottled client of it.
+func startAPIServer(t *testing.T) kubernetes.Interface {
+	t.Helper()
 	cfg := apiservertest.Start(t)
 	cfg.QPS, cfg.Burst = -1, 0
-	cs := kubernetes.NewForConfigOrDie(cfg)
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+// startController runs the ReplicaSet controller against cs until the test ends. Its
+// workers start once its informers have listed what cs holds.
+func startController(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	recorder, err := eventrecorder.New(eventrecorder.Config{Component: replicaset.Name, Client: cs})
 	if err != nil {
@@ -38,7 +52,6 @@ func start(t *testing.T) kubernetes.Interface {
 	go func() { defer close(done); c.Run(ctx, 2) }()
 	go func() { _ = recorder.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
-	return cs
 }
 
 func newRS(name string, replicas int32) *appsv1.ReplicaSet {
@@ -156,32 +169,40 @@ func TestReplicaSetKeepsReplicasWithOwnerReferences(t *testing.T) {
 			t.Errorf("kept %s, want the ready pod %s", left[0].Name, ready)
 		}
 	})
+}
 
-	t.Run("a matching orphan is adopted and a pod that stops matching is released", func(t *testing.T) {
-		orphan := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "orphan", Labels: map[string]string{"app": "adopter"}},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
-		}
-		if _, err := cs.CoreV1().Pods("default").Create(ctx, orphan, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		adopter, err := cs.AppsV1().ReplicaSets("default").Create(ctx, newRS("adopter", 1), metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pods := waitForPods(t, cs, adopter.UID, 1)
-		if pods[0].Name != "orphan" {
-			t.Fatalf("the ReplicaSet owns %s, want the adopted orphan", pods[0].Name)
-		}
-		if _, err := cs.CoreV1().Pods("default").Patch(ctx, "orphan", types.MergePatchType, []byte(`{"metadata":{"labels":{"app":"elsewhere"}}}`), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, "release", func(ctx context.Context) (bool, error) {
-			p, err := cs.CoreV1().Pods("default").Get(ctx, "orphan", metav1.GetOptions{})
-			return err == nil && len(p.OwnerReferences) == 0, nil
-		})
-		if replacement := waitForPods(t, cs, adopter.UID, 1); replacement[0].Name == "orphan" {
-			t.Errorf("no replacement for the released pod")
-		}
+// TestReplicaSetAdoptsAndReleases: a ReplicaSet adopts a matching orphan instead of
+// creating a pod, and releases (and replaces) a pod that stops matching. The controller
+// starts after the orphan exists, so its informer has listed it before the first sync
+// (two watches have no order between them: a ReplicaSet seen before the orphan creates
+// a pod, and the tie-break between two pods of the same second may keep either).
+func TestReplicaSetAdoptsAndReleases(t *testing.T) {
+	cs := startAPIServer(t)
+	ctx := context.Background()
+	orphan := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "orphan", Labels: map[string]string{"app": "adopter"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
+	}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, orphan, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startController(t, cs)
+	adopter, err := cs.AppsV1().ReplicaSets("default").Create(ctx, newRS("adopter", 1), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := waitForPods(t, cs, adopter.UID, 1)
+	if pods[0].Name != "orphan" {
+		t.Fatalf("the ReplicaSet owns %s, want the adopted orphan", pods[0].Name)
+	}
+	if _, err := cs.CoreV1().Pods("default").Patch(ctx, "orphan", types.MergePatchType, []byte(`{"metadata":{"labels":{"app":"elsewhere"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "release", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, "orphan", metav1.GetOptions{})
+		return err == nil && len(p.OwnerReferences) == 0, nil
 	})
+	if replacement := waitForPods(t, cs, adopter.UID, 1); replacement[0].Name == "orphan" {
+		t.Errorf("no replacement for the released pod")
+	}
 }
