@@ -220,19 +220,9 @@ func TestNodeWithoutLeaseRenewalBecomesUnknownTaintedAndRecovers(t *testing.T) {
 
 	// The kubelet comes back: a fresh Ready status and Lease lift every taint.
 	f.clock.Step(time.Minute)
-	now := metav1.NewTime(f.clock.Now())
-	for i := range node.Status.Conditions {
-		c := &node.Status.Conditions[i]
-		if c.Type == v1.NodeReady {
-			c.Status, c.Reason, c.Message, c.LastHeartbeatTime, c.LastTransitionTime = v1.ConditionTrue, "KubeletReady", "", now, now
-		}
-	}
-	if _, err := f.client.CoreV1().Nodes().UpdateStatus(f.ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.setNodeReady(t, "worker", v1.ConditionTrue)
 	f.renewLease(t, "worker")
 	f.renewLease(t, "healthy")
-	f.waitNodeCache(t, "worker")
 	f.monitor(t, "worker")
 	if err := f.nc.doNoScheduleTaintingPass(f.ctx, "worker"); err != nil {
 		t.Fatal(err)
@@ -243,6 +233,72 @@ func TestNodeWithoutLeaseRenewalBecomesUnknownTaintedAndRecovers(t *testing.T) {
 	}
 	if c := condition(node, v1.NodeReady); c.Status != v1.ConditionTrue {
 		t.Errorf("Ready after recovery = %s, want True", c.Status)
+	}
+}
+
+// setNodeReady writes node name's Ready condition as its kubelet would and waits for
+// the controller's cache to hold it.
+func (f *fixture) setNodeReady(t *testing.T, name string, status v1.ConditionStatus) {
+	t.Helper()
+	node, err := f.client.CoreV1().Nodes().Get(f.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewTime(f.clock.Now())
+	for i := range node.Status.Conditions {
+		if c := &node.Status.Conditions[i]; c.Type == v1.NodeReady {
+			c.Status, c.Reason, c.Message, c.LastHeartbeatTime, c.LastTransitionTime = status, "KubeletNotReady", "", now, now
+			if status == v1.ConditionTrue {
+				c.Reason = "KubeletReady"
+			}
+		}
+	}
+	if _, err := f.client.CoreV1().Nodes().UpdateStatus(f.ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitNodeCache(t, name)
+}
+
+// TestProcessPodReadsTheNodeItself: the health map is as old as the last pass, so a pod
+// on a node that was NotReady then and is Ready now is left alone; a pod on a node
+// NotReady in both is marked not Ready.
+func TestProcessPodReadsTheNodeItself(t *testing.T) {
+	f := newFixture(t, testConfig)
+	for _, name := range []string{"turned-ready", "still-not-ready"} {
+		f.createNode(t, name, nil)
+		f.setNodeReady(t, name, v1.ConditionFalse) // a kubelet registers NotReady
+	}
+	f.monitor(t, "turned-ready", "still-not-ready")
+	f.setNodeReady(t, "turned-ready", v1.ConditionTrue) // after the pass, before the next
+
+	for _, node := range []string{"turned-ready", "still-not-ready"} {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: node},
+			Spec: v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "c", Image: "nginx"}}}}
+		pod, err := f.client.CoreV1().Pods("default").Create(f.ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod.Status.Phase = v1.PodRunning
+		pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+		if _, err := f.client.CoreV1().Pods("default").UpdateStatus(f.ctx, pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		f.waitFor(t, "ready pod in the cache", func() bool {
+			p, err := f.nc.podLister.Pods("default").Get(node)
+			return err == nil && podReady(p)
+		})
+		if err := f.nc.processPod(f.ctx, podUpdateItem{namespace: "default", name: node}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for node, wantReady := range map[string]bool{"turned-ready": true, "still-not-ready": false} {
+		got, err := f.client.CoreV1().Pods("default").Get(f.ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if podReady(got) != wantReady {
+			t.Errorf("pod on node %s: Ready %v, want %v", node, podReady(got), wantReady)
+		}
 	}
 }
 
