@@ -18,6 +18,7 @@ import (
 
 	"skiff.dev/services/controllermanager"
 	"skiff.dev/services/internal/eventrecorder"
+	"skiff.dev/services/internal/kubeclient"
 	"skiff.dev/services/internal/leaderelection"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/serving"
@@ -37,6 +38,7 @@ func main() {
 	election.AddFlags(flag.CommandLine)
 	srv := serving.NewOptions(":10257") // kube-controller-manager's port
 	srv.AddFlags(flag.CommandLine)
+	contentType := kubeclient.AddContentTypeFlag(flag.CommandLine)
 	flag.Parse()
 
 	logger := srv.Logger("controller-manager")
@@ -53,6 +55,7 @@ func main() {
 		fail("loading kubeconfig", err)
 	}
 	cfg.QPS, cfg.Burst = -1, 0 // no client-side limit: the apiserver's own limits apply
+	kubeclient.SetContentType(cfg, *contentType)
 	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "controller-manager"})
 	if err != nil {
 		fail("tracing", err)

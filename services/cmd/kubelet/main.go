@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"skiff.dev/services/internal/eventrecorder"
+	"skiff.dev/services/internal/kubeclient"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
@@ -77,6 +78,7 @@ func main() {
 	tunnelCertFile := flag.String("tunnel-cert-file", "", "the node's client certificate toward exec-proxy's tunnel, system:node:<node-name>; read at every connect, so a rotated one is used (default: <cert-dir>/kubelet-client-current.pem, which also holds the key)")
 	tunnelKeyFile := flag.String("tunnel-key-file", "", "its key (default: the --tunnel-cert-file file)")
 	tunnelServerName := flag.String("tunnel-server-name", "", "the name exec-proxy's tunnel certificate must carry, where --tunnel-server is a relay's address (default: the host of --tunnel-server)")
+	contentType := kubeclient.AddContentTypeFlag(flag.CommandLine)
 	apiQPS := flag.Float64("kube-api-qps", 50, "requests per second to the apiserver (kubelet's --kube-api-qps; client-go's own default is 5)")
 	apiBurst := flag.Int("kube-api-burst", 100, "burst of requests to the apiserver (kubelet's --kube-api-burst)")
 	flag.Parse()
@@ -131,9 +133,7 @@ func main() {
 		logger.Error("load kubeconfig", "err", err)
 		os.Exit(1)
 	}
-	// skiff's API server reads JSON bodies; typed clients default to
-	// protobuf.
-	restConfig.ContentType = "application/json"
+	kubeclient.SetContentType(restConfig, *contentType)
 	restConfig.QPS, restConfig.Burst = float32(*apiQPS), *apiBurst
 	// OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; a no-op otherwise.
 	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "kubelet", NodeName: *nodeName})

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"skiff.dev/services/internal/kubeclient"
 	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/proxy"
@@ -30,6 +31,7 @@ func main() {
 	cleanup := flag.Bool("cleanup", false, "delete the proxy's table and exit")
 	cleanupOnExit := flag.Bool("cleanup-on-exit", false, "delete the table when stopped (kube-proxy keeps its rules across restarts)")
 	srv := serving.NewOptions(":10256") // kube-proxy's healthz port
+	contentType := kubeclient.AddContentTypeFlag(flag.CommandLine)
 	srv.AddFlags(flag.CommandLine)
 	flag.Parse()
 
@@ -65,6 +67,7 @@ func main() {
 	if err != nil {
 		fail("loading kubeconfig", err)
 	}
+	kubeclient.SetContentType(cfg, *contentType)
 	// OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; a no-op otherwise.
 	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "proxy"})
 	if err != nil {

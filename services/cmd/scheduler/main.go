@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"skiff.dev/services/internal/eventrecorder"
+	"skiff.dev/services/internal/kubeclient"
 	"skiff.dev/services/internal/leaderelection"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/serving"
@@ -35,6 +36,7 @@ func main() {
 	srv.AddFlags(flag.CommandLine)
 	// kube-scheduler's defaults: client-go's own (5 QPS, burst 10) cap binding at ~5 pods/s,
 	// which is how long a backlog takes to drain after a fault.
+	contentType := kubeclient.AddContentTypeFlag(flag.CommandLine)
 	apiQPS := flag.Float64("kube-api-qps", 50, "requests per second to the apiserver (kube-scheduler's --kube-api-qps)")
 	apiBurst := flag.Int("kube-api-burst", 100, "burst of requests to the apiserver (kube-scheduler's --kube-api-burst)")
 	flag.Parse()
@@ -52,6 +54,7 @@ func main() {
 		fail("loading kubeconfig", err)
 	}
 	cfg.QPS, cfg.Burst = float32(*apiQPS), *apiBurst
+	kubeclient.SetContentType(cfg, *contentType)
 	// OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; a no-op otherwise.
 	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "scheduler"})
 	if err != nil {
