@@ -112,6 +112,10 @@ type Config struct {
 	// --max-mutating-requests-inflight); beyond, 429 TooManyRequests with Retry-After.
 	// 0 means unlimited; ConfigFromPKI sets kube's defaults, 400 and 200.
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
+	// EtcdCompactionInterval is how often etcd's history is compacted, so it keeps one to
+	// two intervals of it (kube-apiserver's --etcd-compaction-interval); 0 never
+	// compacts. ConfigFromPKI sets kube's default, etcd3.DefaultCompactionInterval.
+	EtcdCompactionInterval time.Duration
 	// StorageDecorator, when set, wraps each resource's storage (its watch cache over
 	// etcd) before the registry uses it, as kube's generic.StorageDecorator in
 	// RESTOptions does; nil uses the storage as is. Tests use it to put a deliberately
@@ -162,6 +166,7 @@ func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 
 		MaxRequestsInFlight:         DefaultMaxRequestsInFlight,
 		MaxMutatingRequestsInFlight: DefaultMaxMutatingRequestsInFlight,
+		EtcdCompactionInterval:      etcd3.DefaultCompactionInterval,
 	}, nil
 }
 
@@ -176,6 +181,7 @@ type APIServer struct {
 	rbac              *rbacAuthorization
 	services          *service.REST
 	kubernetesService *kubernetesservice.Controller
+	compactor         *etcd3.Compactor // nil: no compaction
 }
 
 // indexFields are the fields a strategy asks the watch cache to index by.
@@ -229,6 +235,9 @@ func New(cfg Config) (_ *APIServer, err error) {
 		ClientCAs:    cfg.ClientCA,
 		MinVersion:   tls.VersionTLS12,
 	}}
+	if cfg.EtcdCompactionInterval > 0 {
+		s.compactor = etcd3.NewCompactor(cfg.Etcd, cfg.EtcdCompactionInterval)
+	}
 	defer func() {
 		if err != nil {
 			s.stopCaches()
@@ -514,6 +523,14 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		s.rbac.run(ctx)
 	}()
 	defer func() { <-rbacDone }()
+	if s.compactor != nil {
+		compactorDone := make(chan struct{})
+		go func() {
+			defer close(compactorDone)
+			s.compactor.Run(ctx)
+		}()
+		defer func() { <-compactorDone }()
+	}
 	if s.eventSink != nil {
 		sinkDone := make(chan struct{})
 		go func() {

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	"skiff.dev/services/apiserver"
+	"skiff.dev/services/apiserver/storage/etcd3"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/serving"
 	"skiff.dev/services/internal/tracing"
@@ -46,6 +47,7 @@ func main() {
 	advertiseAddress := flag.String("advertise-address", "", "IP the kubernetes Service's endpoints point at (default: the host's default-route address)")
 	maxInflight := flag.Int("max-requests-inflight", apiserver.DefaultMaxRequestsInFlight, "read-only requests (get, list) served at once; beyond, 429 (0 = unlimited; watches, streams, nodes and the control plane are not counted)")
 	maxMutatingInflight := flag.Int("max-mutating-requests-inflight", apiserver.DefaultMaxMutatingRequestsInFlight, "mutating requests served at once; beyond, 429 (0 = unlimited)")
+	compactionInterval := flag.Duration("etcd-compaction-interval", etcd3.DefaultCompactionInterval, "how often etcd's history is compacted; reads and watches older than one to two intervals get 410 (0 = never)")
 	// Plain-HTTP /healthz, /metrics and, with --profiling, /debug/pprof: off unless asked
 	// for, the API's own /healthz, /livez and /readyz are on --secure-port.
 	srv := serving.NewOptions("")
@@ -89,6 +91,7 @@ func main() {
 		cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange, cfg.AdvertiseAddress = *serviceClusterIPRange, *serviceNodePortRange, advertiseIP
 		cfg.ServiceAccountIssuer = *saIssuer
 		cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight = *maxInflight, *maxMutatingInflight
+		cfg.EtcdCompactionInterval = *compactionInterval
 		if *apiAudiences != "" {
 			cfg.APIAudiences = strings.Split(*apiAudiences, ",")
 		}
