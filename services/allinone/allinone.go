@@ -97,6 +97,9 @@ type Config struct {
 	// ControllerManager are the in-process controller manager's options; zero value:
 	// controllermanager.DefaultOptions().
 	ControllerManager controllermanager.Options
+	// EtcdCompactionInterval is how often the apiserver compacts etcd's history
+	// (apiserver.Config's); 0 means etcd3.DefaultCompactionInterval, < 0 never.
+	EtcdCompactionInterval time.Duration
 	// HollowNodes is how many hollow nodes (package kubelet/hollow: real kubelets over
 	// simulated runtimes, named hollow-0, hollow-1, ...) join besides the kubelet; 0 runs none.
 	HollowNodes int
@@ -219,6 +222,9 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		return nil, nil, err
 	}
 	apiConfig.NATSURL, apiConfig.TracerProvider = obs.natsURL, obs.apiserver
+	if cfg.EtcdCompactionInterval != 0 {
+		apiConfig.EtcdCompactionInterval = max(cfg.EtcdCompactionInterval, 0)
+	}
 	apiConfig.NATSTLS = obs.natsTLS(apiConfig.NATSTLS)
 	// exec, attach, port-forward and logs: apiserver → exec-proxy → kubelet.
 	streams, err := listenExecProxy(pkiDir, ca, cfg.BindAddress, cfg.ExecProxyPort)

@@ -1,7 +1,7 @@
 // Package clientgo drives the skiff apiserver with client-go's own machinery (shared
 // informers, field-selected informers, leader election) with client-go's default
 // settings, and checks that every informer converges to etcd's contents across an
-// apiserver restart.
+// apiserver restart and across etcd compactions.
 package clientgo
 
 import (

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"skiff.dev/services/allinone"
+	"skiff.dev/services/apiserver/storage/etcd3"
 	"skiff.dev/services/cri/containerd"
 	"skiff.dev/services/internal/serving"
 
@@ -45,6 +46,7 @@ func main() {
 	flag.StringVar(&cfg.SandboxImage, "pod-infra-container-image", "", "the private containerd's pod sandbox (pause) image (default "+containerd.DefaultSandboxImage+")")
 	flag.StringVar(&cfg.PodCIDR, "pod-cidr", allinone.DefaultPodCIDR, "the node's pod IP range while its spec.podCIDR is empty")
 	flag.StringVar(&cfg.NodeName, "node-name", "", "the kubelet's node name (default: host name)")
+	compactionInterval := flag.Duration("etcd-compaction-interval", etcd3.DefaultCompactionInterval, "how often etcd's history is compacted; reads and watches older than one to two intervals get 410 (0 = never)")
 	flag.IntVar(&cfg.HollowNodes, "hollow-nodes", 0, "also run this many hollow nodes (hollow-0, hollow-1, ...): real kubelets over simulated runtimes, as kubemark's, for scale tests")
 	runProxy := flag.Bool("proxy", true, "run the proxy (kube-proxy's nftables mode) so that Service ClusterIPs and NodePorts forward on this host; needs root or CAP_NET_ADMIN and nft, and runs without (saying so) where they are missing")
 	flag.StringVar(&cfg.ProxyTable, "proxy-table", "", "the proxy's nftables table, family ip (default skiff-proxy); all-in-ones side by side each need their own")
@@ -67,6 +69,10 @@ func main() {
 	}
 	cfg.ManualCSRApproval = !*csrAutoApprove
 	cfg.NoProxy = !*runProxy
+	cfg.EtcdCompactionInterval = *compactionInterval
+	if cfg.EtcdCompactionInterval == 0 {
+		cfg.EtcdCompactionInterval = -1 // the flag's 0, as kube-apiserver's: never
+	}
 
 	srv.Logger("skiff")
 
