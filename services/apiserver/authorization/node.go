@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"skiff.dev/services/internal/podutil"
 )
 
 // authorizeNode applies the Node authorizer's rules to a node's requests: it reads
@@ -14,8 +16,8 @@ import (
 // watch must select spec.nodeName=<node>), writes those pods' status and deletes them,
 // creates pods (the NodeRestriction admission plugin lets through only its own mirror
 // pods), events and CertificateSigningRequests, creates tokens (serviceaccounts/token)
-// for the service accounts its pods run as, and gets the Secrets and ConfigMaps its pods
-// use. Anything else, and anyone else, gets no
+// for the service accounts its pods run as, and reads (gets, or lists and watches by
+// metadata.name) the Secrets and ConfigMaps its pods use. Anything else, and anyone else, gets no
 // opinion (with the reason, when the object is another node's), as in kube, so RBAC
 // decides next.
 func (z *chain) authorizeNode(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
@@ -58,9 +60,16 @@ func (z *chain) authorizeNode(ctx context.Context, a authorizer.Attributes) (aut
 			return authorizer.DecisionNoOpinion, noRelationship, nil
 		}
 	case "/secrets", "/configmaps":
-		// The kubelet reads the Secrets and ConfigMaps its pods use (volumes, env).
-		if sub == "" && verb == "get" {
-			return z.nodePodsReference(ctx, node, a, noRelationship)
+		// The kubelet reads the Secrets and ConfigMaps its pods use (volumes, env): by
+		// name, or by a list or watch of that one name (metadata.name=<name>), which its
+		// watch-based cache keeps each one current with (kube's Node authorizer turns
+		// such a selector into the request's name).
+		switch {
+		case sub == "" && verb == "get":
+			return z.nodePodsReference(ctx, node, a, a.GetName(), noRelationship)
+		case sub == "" && (verb == "list" || verb == "watch"):
+			name, _ := fieldValue(a, "metadata.name")
+			return z.nodePodsReference(ctx, node, a, name, noRelationship)
 		}
 	case "/serviceaccounts":
 		// A node asks for the tokens of the service accounts its pods run as; the
@@ -101,14 +110,14 @@ func (z *chain) authorizeNode(ctx context.Context, a authorizer.Attributes) (aut
 }
 
 // nodePodsReference allows the request when a pod bound to node in the request's
-// namespace refers to the object it names (kube's Node authorizer graph: pod → secret,
-// configmap).
-func (z *chain) nodePodsReference(ctx context.Context, node string, a authorizer.Attributes, noRelationship string) (authorizer.Decision, string, error) {
-	if a.GetName() == "" {
+// namespace refers to the object named name (kube's Node authorizer graph: pod →
+// secret, configmap).
+func (z *chain) nodePodsReference(ctx context.Context, node string, a authorizer.Attributes, name, noRelationship string) (authorizer.Decision, string, error) {
+	if name == "" {
 		return authorizer.DecisionNoOpinion, "can only get individual resources of this type", nil
 	}
 	uses, err := z.lookup.NodePodsUse(ctx, a.GetNamespace(), node, func(pod *corev1.Pod) bool {
-		return podReferences(pod, a.GetResource(), a.GetName())
+		return podReferences(pod, a.GetResource(), name)
 	})
 	if err != nil {
 		return authorizer.DecisionNoOpinion, "", err
@@ -120,52 +129,11 @@ func (z *chain) nodePodsReference(ctx context.Context, node string, a authorizer
 }
 
 // podReferences reports whether pod uses the secret or configmap name: through volumes
-// (projected ones too), env and envFrom of any container, or image pull secrets. Mirrors podutil.VisitPodSecretNames and
-// VisitPodConfigmapNames.
+// (projected ones too), env and envFrom of any container, or image pull secrets.
 func podReferences(pod *corev1.Pod, resource, name string) bool {
-	spec := &pod.Spec
+	other := func(n string) bool { return n != name } // the walk stops at name
 	if resource == "secrets" {
-		for _, s := range spec.ImagePullSecrets {
-			if s.Name == name {
-				return true
-			}
-		}
+		return !podutil.VisitPodSecretNames(pod, other)
 	}
-	for _, v := range spec.Volumes {
-		switch {
-		case resource == "secrets" && v.Secret != nil && v.Secret.SecretName == name,
-			resource == "configmaps" && v.ConfigMap != nil && v.ConfigMap.Name == name:
-			return true
-		case v.Projected != nil:
-			for _, src := range v.Projected.Sources {
-				if (resource == "secrets" && src.Secret != nil && src.Secret.Name == name) ||
-					(resource == "configmaps" && src.ConfigMap != nil && src.ConfigMap.Name == name) {
-					return true
-				}
-			}
-		}
-	}
-	var containers []corev1.Container
-	containers = append(append(containers, spec.InitContainers...), spec.Containers...)
-	for _, c := range spec.EphemeralContainers {
-		containers = append(containers, corev1.Container{Env: c.Env, EnvFrom: c.EnvFrom})
-	}
-	for _, c := range containers {
-		for _, from := range c.EnvFrom {
-			if (resource == "secrets" && from.SecretRef != nil && from.SecretRef.Name == name) ||
-				(resource == "configmaps" && from.ConfigMapRef != nil && from.ConfigMapRef.Name == name) {
-				return true
-			}
-		}
-		for _, e := range c.Env {
-			if e.ValueFrom == nil {
-				continue
-			}
-			if (resource == "secrets" && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == name) ||
-				(resource == "configmaps" && e.ValueFrom.ConfigMapKeyRef != nil && e.ValueFrom.ConfigMapKeyRef.Name == name) {
-				return true
-			}
-		}
-	}
-	return false
+	return resource == "configmaps" && !podutil.VisitPodConfigmapNames(pod, other)
 }

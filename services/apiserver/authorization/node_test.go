@@ -88,3 +88,53 @@ func (noRBAC) Authorize(context.Context, authorizer.Attributes) (authorizer.Deci
 func (noRBAC) RulesFor(context.Context, user.Info, string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
 	return nil, nil, false, nil
 }
+
+// nodePods is a lookup whose NodePodsUse sees the pods of each namespace and node
+// ("namespace/node" keys).
+type nodePods struct {
+	podsByNode
+	pods map[string][]*corev1.Pod
+}
+
+func (n nodePods) NodePodsUse(_ context.Context, namespace, node string, uses func(*corev1.Pod) bool) (bool, error) {
+	for _, p := range n.pods[namespace+"/"+node] {
+		if uses(p) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func TestNodeReadsTheConfigMapsItsPodsUseByNameOnly(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}}}}}
+	z := authorization.New(nodePods{pods: map[string][]*corev1.Pod{"apps/n1": {pod}}}, noRBAC{})
+	n1 := &user.DefaultInfo{Name: "system:node:n1", Groups: []string{"system:nodes", "system:authenticated"}}
+	for _, tc := range []struct {
+		name, verb, objectName, fieldSelector string
+		want                                  authorizer.Decision
+	}{
+		{name: "get of one its pod uses", verb: "get", objectName: "settings", want: authorizer.DecisionAllow},
+		{name: "watch of that one name", verb: "watch", fieldSelector: "metadata.name=settings", want: authorizer.DecisionAllow},
+		{name: "list of that one name", verb: "list", fieldSelector: "metadata.name=settings", want: authorizer.DecisionAllow},
+		{name: "not a get of another", verb: "get", objectName: "other", want: authorizer.DecisionNoOpinion},
+		{name: "not a watch of another name", verb: "watch", fieldSelector: "metadata.name=other", want: authorizer.DecisionNoOpinion},
+		{name: "not a list of all", verb: "list", want: authorizer.DecisionNoOpinion},
+		{name: "not a watch by a name inequality", verb: "watch", fieldSelector: "metadata.name!=other", want: authorizer.DecisionNoOpinion},
+		{name: "not an update", verb: "update", objectName: "settings", want: authorizer.DecisionNoOpinion},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			requirements, err := authorization.ParseFieldSelector(tc.fieldSelector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _, err := z.Authorize(context.Background(), authorizer.AttributesRecord{
+				User: n1, Verb: tc.verb, Namespace: "apps", Resource: "configmaps", Name: tc.objectName,
+				FieldSelectorRequirements: requirements, ResourceRequest: true, APIVersion: "v1",
+			})
+			if got != tc.want || err != nil {
+				t.Fatalf("decision %v err %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
