@@ -57,6 +57,7 @@ import (
 	"skiff.dev/services/kubelet/status"
 	"skiff.dev/services/kubelet/token"
 	kubetypes "skiff.dev/services/kubelet/types"
+	"skiff.dev/services/kubelet/util/manager"
 	"skiff.dev/services/kubelet/volumemanager"
 )
 
@@ -225,6 +226,10 @@ type Kubelet struct {
 	volumeManager       *volumemanager.VolumeManager
 	evictionManager     *eviction.Manager
 	tokenManager        *token.Manager
+	// configMapManager and secretManager keep the ConfigMaps and Secrets the
+	// pods use current, one watch per object (kube's watch-based managers).
+	configMapManager *manager.Manager[*v1.ConfigMap]
+	secretManager    *manager.Manager[*v1.Secret]
 	// nodeAllocatable is what the downward API reports for limits a
 	// container does not set.
 	nodeAllocatable v1.ResourceList
@@ -328,6 +333,8 @@ func New(cfg Config) (*Kubelet, error) {
 		crashLoopBackOff:          flowcontrol.NewBackOff(backOffPeriod, maxContainerBackOff),
 		nodeStatusUpdateCh:        make(chan struct{}, 1),
 		livenessManager:           proberesults.NewManager(),
+		configMapManager:          manager.NewConfigMapManager(cfg.Client),
+		secretManager:             manager.NewSecretManager(cfg.Client),
 		readinessManager:          proberesults.NewManager(),
 		startupManager:            proberesults.NewManager(),
 	}
@@ -343,6 +350,7 @@ func New(cfg Config) (*Kubelet, error) {
 		PodsDir:         kl.podLogsDir,
 		Client:          cfg.Client,
 		Tokens:          kl.tokenManager,
+		Objects:         kl,
 		NodeAllocatable: kl.nodeAllocatable,
 		Recorder:        kl.recorder,
 		Logger:          logger,
@@ -442,6 +450,8 @@ func (kl *Kubelet) Run(ctx context.Context) error {
 
 func (kl *Kubelet) run(ctx context.Context) error {
 	defer kl.conn.Close()
+	defer kl.secretManager.Stop()
+	defer kl.configMapManager.Stop()
 	if err := os.MkdirAll(kl.podLogsDir, 0o755); err != nil {
 		if kl.serverListener != nil {
 			kl.serverListener.Close()
@@ -652,12 +662,41 @@ func (kl *Kubelet) HandlePodAdditions(pods []*v1.Pod) {
 	slices.SortStableFunc(pods, func(a, b *v1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
 	for _, pod := range pods {
 		kl.podManager.AddPod(pod)
+		kl.registerPodObjects(pod)
 		if kubetypes.IsMirrorPod(pod) {
 			kl.handleMirrorPod(pod, start)
 			continue
 		}
 		kl.podWorkers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, UpdateType: podworkers.SyncPodCreate, StartTime: start})
 	}
+}
+
+// registerPodObjects has the object managers watch the ConfigMaps and Secrets pod
+// uses, and stop for a pod that has ended (its containers will not start again).
+// Mirrors the basic pod manager's RegisterPod/UnregisterPod calls.
+func (kl *Kubelet) registerPodObjects(pod *v1.Pod) {
+	if kubetypes.IsMirrorPod(pod) {
+		return
+	}
+	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		kl.configMapManager.UnregisterPod(pod)
+		kl.secretManager.UnregisterPod(pod)
+		return
+	}
+	kl.configMapManager.RegisterPod(pod)
+	kl.secretManager.RegisterPod(pod)
+}
+
+// GetConfigMap returns a ConfigMap a pod uses from the kubelet's cache
+// (volumemanager.ObjectGetter).
+func (kl *Kubelet) GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+	return kl.configMapManager.Get(ctx, namespace, name)
+}
+
+// GetSecret returns a Secret a pod uses from the kubelet's cache
+// (volumemanager.ObjectGetter).
+func (kl *Kubelet) GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
+	return kl.secretManager.Get(ctx, namespace, name)
 }
 
 // handleMirrorPod syncs the static pod a mirror pod stands for (the mirror
@@ -676,6 +715,7 @@ func (kl *Kubelet) HandlePodUpdates(pods []*v1.Pod) {
 	start := time.Now()
 	for _, pod := range pods {
 		kl.podManager.UpdatePod(pod)
+		kl.registerPodObjects(pod)
 		if kubetypes.IsMirrorPod(pod) {
 			kl.handleMirrorPod(pod, start)
 			continue
@@ -690,6 +730,8 @@ func (kl *Kubelet) HandlePodRemoves(pods []*v1.Pod) {
 	start := time.Now()
 	for _, pod := range pods {
 		kl.podManager.RemovePod(pod)
+		kl.configMapManager.UnregisterPod(pod)
+		kl.secretManager.UnregisterPod(pod)
 		if kubetypes.IsMirrorPod(pod) {
 			// A deleted mirror pod is recreated; its static pod keeps running.
 			kl.handleMirrorPod(pod, start)

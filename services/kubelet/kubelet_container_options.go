@@ -12,7 +12,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 
 	"skiff.dev/services/kubelet/cm"
@@ -71,7 +70,7 @@ func (kl *Kubelet) makeEnvironmentVariables(ctx context.Context, pod *v1.Pod, c 
 		if cm, ok := configMaps[name]; ok {
 			return cm, nil
 		}
-		cm, err := kl.kubeClient.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
+		cm, err := kl.GetConfigMap(ctx, pod.Namespace, name)
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +81,7 @@ func (kl *Kubelet) makeEnvironmentVariables(ctx context.Context, pod *v1.Pod, c 
 		if s, ok := secrets[name]; ok {
 			return s, nil
 		}
-		s, err := kl.kubeClient.CoreV1().Secrets(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
+		s, err := kl.GetSecret(ctx, pod.Namespace, name)
 		if err != nil {
 			return nil, err
 		}

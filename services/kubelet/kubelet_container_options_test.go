@@ -15,6 +15,7 @@ import (
 
 	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/kubelet/container"
+	"skiff.dev/services/kubelet/util/manager"
 	"skiff.dev/services/kubelet/volumemanager"
 )
 
@@ -104,6 +105,7 @@ func TestMakeEnvironmentVariables(t *testing.T) {
 			// client-go's FakeRecorder: the events are what the test reads.
 			recorder := record.NewFakeRecorder(10)
 			kl := &Kubelet{kubeClient: client, nodeIP: "10.1.1.1", recorder: recorder,
+				configMapManager: manager.NewConfigMapManager(client), secretManager: manager.NewSecretManager(client),
 				nodeAllocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("4Gi")}}
 			pod := &v1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1", Labels: map[string]string{"app": "shop"}},
@@ -112,6 +114,9 @@ func TestMakeEnvironmentVariables(t *testing.T) {
 					Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")}},
 				}}},
 			}
+			kl.registerPodObjects(pod)
+			defer kl.configMapManager.UnregisterPod(pod)
+			defer kl.secretManager.UnregisterPod(pod)
 			got, err := kl.makeEnvironmentVariables(ctx, pod, &pod.Spec.Containers[0], []string{"10.2.2.2"})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {

@@ -363,7 +363,7 @@ func (kl *Kubelet) convertToAPIContainerStatuses(pod *v1.Pod, podStatus *contain
 }
 
 // getPullSecretsForPod reads the Secrets of pod.spec.imagePullSecrets from
-// the API server (the Node authorizer lets a node read those of its pods); a
+// the kubelet's secret cache (the Node authorizer lets a node read those of its pods); a
 // Secret that cannot be read is logged and skipped, and the pull goes on with
 // the others. Mirrors Kubelet.getPullSecretsForPod.
 func (kl *Kubelet) getPullSecretsForPod(ctx context.Context, pod *v1.Pod) []v1.Secret {
@@ -372,7 +372,7 @@ func (kl *Kubelet) getPullSecretsForPod(ctx context.Context, pod *v1.Pod) []v1.S
 		if ref.Name == "" {
 			continue
 		}
-		s, err := kl.kubeClient.CoreV1().Secrets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		s, err := kl.GetSecret(ctx, pod.Namespace, ref.Name)
 		if err != nil {
 			kl.logger.Warn("unable to retrieve pull secret, the image pull may not succeed", "pod", pod.Namespace+"/"+pod.Name, "secret", ref.Name, "err", err)
 			continue

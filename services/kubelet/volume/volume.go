@@ -18,7 +18,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 )
 
 // Host is what plugins get from the kubelet. Mirrors volume.VolumeHost.
@@ -26,9 +25,11 @@ type Host interface {
 	// GetPodVolumeDir returns the directory of a pod's volume:
 	// <root>/pods/<uid>/volumes/<plugin name with "/" as "~">/<volume>.
 	GetPodVolumeDir(podUID types.UID, pluginName, volumeName string) string
-	// GetKubeClient reads the API objects volumes project (ConfigMaps,
-	// Secrets).
-	GetKubeClient() kubernetes.Interface
+	// GetConfigMap and GetSecret return the API objects volumes project, as
+	// the kubelet's caches hold them (kube's GetConfigMapFunc and
+	// GetSecretFunc); a missing object is a NotFound error.
+	GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
+	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
 	// GetNodeAllocatable is the node's allocatable resources: the limits the
 	// downward API reports for a container that sets none.
 	GetNodeAllocatable() v1.ResourceList

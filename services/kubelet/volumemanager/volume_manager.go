@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -56,13 +57,35 @@ type TokenGetter interface {
 	DeleteServiceAccountToken(podUID types.UID)
 }
 
+// ObjectGetter returns the ConfigMaps and Secrets pods use; a missing object is a
+// NotFound error.
+type ObjectGetter interface {
+	GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
+	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
+}
+
+// clientGetter is the ObjectGetter that GETs from the apiserver every time.
+type clientGetter struct{ client kubernetes.Interface }
+
+func (g clientGetter) GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+	return g.client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (g clientGetter) GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
+	return g.client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
 // Config configures a VolumeManager.
 type Config struct {
 	// PodsDir is the kubelet's <root-dir>/pods: volumes go to
 	// <PodsDir>/<pod uid>/volumes/<plugin>/<volume>. Required.
 	PodsDir string
-	// Client reads ConfigMaps and Secrets. Required.
+	// Client reads ConfigMaps and Secrets where Objects is nil. Required.
 	Client kubernetes.Interface
+	// Objects, when set, gives volumes the ConfigMaps and Secrets they project from
+	// the kubelet's watch-based caches (package kubelet/util/manager); nil GETs them
+	// through Client each time (kube's Get change-detection strategy).
+	Objects ObjectGetter
 	// Tokens gives projected serviceAccountToken sources their tokens;
 	// required.
 	Tokens TokenGetter
@@ -91,6 +114,7 @@ type MountedVolume struct {
 type VolumeManager struct {
 	podsDir         string
 	client          kubernetes.Interface
+	objects         ObjectGetter
 	tokens          TokenGetter
 	nodeAllocatable v1.ResourceList
 	recorder        record.EventRecorder
@@ -125,6 +149,7 @@ func New(cfg Config) (*VolumeManager, error) {
 	vm := &VolumeManager{
 		podsDir:         cfg.PodsDir,
 		client:          cfg.Client,
+		objects:         cfg.Objects,
 		tokens:          cfg.Tokens,
 		nodeAllocatable: cfg.NodeAllocatable,
 		recorder:        cfg.Recorder,
@@ -137,6 +162,9 @@ func New(cfg Config) (*VolumeManager, error) {
 	}
 	if vm.logger == nil {
 		vm.logger = slog.Default()
+	}
+	if vm.objects == nil {
+		vm.objects = clientGetter{client: cfg.Client}
 	}
 	if vm.resyncPeriod <= 0 {
 		vm.resyncPeriod = DefaultResyncPeriod
@@ -161,8 +189,15 @@ func (vm *VolumeManager) GetPodVolumeDir(podUID types.UID, pluginName, volumeNam
 	return volume.PodVolumeDir(vm.podsDir, podUID, pluginName, volumeName)
 }
 
-// GetKubeClient implements volume.Host.
-func (vm *VolumeManager) GetKubeClient() kubernetes.Interface { return vm.client }
+// GetConfigMap implements volume.Host.
+func (vm *VolumeManager) GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+	return vm.objects.GetConfigMap(ctx, namespace, name)
+}
+
+// GetSecret implements volume.Host.
+func (vm *VolumeManager) GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
+	return vm.objects.GetSecret(ctx, namespace, name)
+}
 
 // GetNodeAllocatable implements volume.Host.
 func (vm *VolumeManager) GetNodeAllocatable() v1.ResourceList { return vm.nodeAllocatable }

@@ -15,7 +15,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"skiff.dev/services/kubelet/volume"
@@ -105,7 +104,6 @@ func (m *mounter) collectData(ctx context.Context) (map[string]atomicwriter.File
 	if m.source.DefaultMode != nil {
 		mode = *m.source.DefaultMode
 	}
-	client := m.host.GetKubeClient()
 	ns := m.pod.Namespace
 	payload := map[string]atomicwriter.FileProjection{}
 	var errs []error
@@ -113,7 +111,7 @@ func (m *mounter) collectData(ctx context.Context) (map[string]atomicwriter.File
 		switch {
 		case s.ConfigMap != nil:
 			optional := s.ConfigMap.Optional != nil && *s.ConfigMap.Optional
-			cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, s.ConfigMap.Name, metav1.GetOptions{})
+			cm, err := m.host.GetConfigMap(ctx, ns, s.ConfigMap.Name)
 			switch {
 			case apierrors.IsNotFound(err) && optional:
 				continue
@@ -129,7 +127,7 @@ func (m *mounter) collectData(ctx context.Context) (map[string]atomicwriter.File
 			maps.Copy(payload, files)
 		case s.Secret != nil:
 			optional := s.Secret.Optional != nil && *s.Secret.Optional
-			sec, err := client.CoreV1().Secrets(ns).Get(ctx, s.Secret.Name, metav1.GetOptions{})
+			sec, err := m.host.GetSecret(ctx, ns, s.Secret.Name)
 			switch {
 			case apierrors.IsNotFound(err) && optional:
 				continue

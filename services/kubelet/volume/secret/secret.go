@@ -9,7 +9,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"skiff.dev/services/kubelet/volume"
@@ -65,7 +64,7 @@ func (m *mounter) GetAttributes() volume.Attributes {
 // is an error unless the volume is optional (then the directory is empty).
 func (m *mounter) SetUp(ctx context.Context) error {
 	optional := m.source.Optional != nil && *m.source.Optional
-	secret, err := m.host.GetKubeClient().CoreV1().Secrets(m.pod.Namespace).Get(ctx, m.source.SecretName, metav1.GetOptions{})
+	secret, err := m.host.GetSecret(ctx, m.pod.Namespace, m.source.SecretName)
 	switch {
 	case apierrors.IsNotFound(err) && optional:
 		secret = &v1.Secret{}

@@ -8,6 +8,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
@@ -29,7 +30,13 @@ func (h *Host) GetPodVolumeDir(podUID types.UID, pluginName, volumeName string) 
 	return volume.PodVolumeDir(h.PodsDir, podUID, pluginName, volumeName)
 }
 
-func (h *Host) GetKubeClient() kubernetes.Interface { return h.Client }
+func (h *Host) GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+	return h.Client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (h *Host) GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
+	return h.Client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+}
 
 func (h *Host) GetNodeAllocatable() v1.ResourceList { return h.Allocatable }
 
