@@ -142,21 +142,7 @@ func TestNodeWithoutLeaseRenewalBecomesUnknownTaintedAndRecovers(t *testing.T) {
 	f := newFixture(t, testConfig)
 	f.createNode(t, "healthy", nil)
 	f.createNode(t, "worker", nil)
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
-		Spec: v1.PodSpec{NodeName: "worker", Containers: []v1.Container{{Name: "c", Image: "nginx"}}}}
-	pod, err := f.client.CoreV1().Pods("default").Create(f.ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod.Status.Phase = v1.PodRunning
-	pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
-	if _, err := f.client.CoreV1().Pods("default").UpdateStatus(f.ctx, pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	f.waitFor(t, "running pod in the cache", func() bool {
-		p, err := f.nc.podLister.Pods("default").Get("web")
-		return err == nil && podReady(p)
-	})
+	f.createReadyPod(t, "web", "worker")
 
 	f.monitor(t, "worker") // first sight: alive now
 	// Renewals keep the node Ready however long its status goes unposted.
@@ -236,6 +222,27 @@ func TestNodeWithoutLeaseRenewalBecomesUnknownTaintedAndRecovers(t *testing.T) {
 	}
 }
 
+// createReadyPod creates pod default/name bound to node, Running and Ready as its
+// kubelet would report it, and waits for the controller's cache to hold it so.
+func (f *fixture) createReadyPod(t *testing.T, name, node string) {
+	t.Helper()
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "c", Image: "nginx"}}}}
+	pod, err := f.client.CoreV1().Pods("default").Create(f.ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Phase = v1.PodRunning
+	pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+	if _, err := f.client.CoreV1().Pods("default").UpdateStatus(f.ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor(t, "ready pod in the cache", func() bool {
+		p, err := f.nc.podLister.Pods("default").Get(name)
+		return err == nil && podReady(p)
+	})
+}
+
 // setNodeReady writes node name's Ready condition as its kubelet would and waits for
 // the controller's cache to hold it.
 func (f *fixture) setNodeReady(t *testing.T, name string, status v1.ConditionStatus) {
@@ -272,21 +279,7 @@ func TestProcessPodReadsTheNodeItself(t *testing.T) {
 	f.setNodeReady(t, "turned-ready", v1.ConditionTrue) // after the pass, before the next
 
 	for _, node := range []string{"turned-ready", "still-not-ready"} {
-		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: node},
-			Spec: v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "c", Image: "nginx"}}}}
-		pod, err := f.client.CoreV1().Pods("default").Create(f.ctx, pod, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pod.Status.Phase = v1.PodRunning
-		pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
-		if _, err := f.client.CoreV1().Pods("default").UpdateStatus(f.ctx, pod, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		f.waitFor(t, "ready pod in the cache", func() bool {
-			p, err := f.nc.podLister.Pods("default").Get(node)
-			return err == nil && podReady(p)
-		})
+		f.createReadyPod(t, node, node)
 		if err := f.nc.processPod(f.ctx, podUpdateItem{namespace: "default", name: node}); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -47,22 +49,15 @@ func NewCompactor(client *clientv3.Client, interval time.Duration) *Compactor {
 	return &Compactor{client: client, interval: interval, log: slog.Default().With("component", "compactor")}
 }
 
-// Run compacts every interval until ctx ends; the first compaction comes after two
-// intervals (the first round only learns the revision). A failed round is logged and
-// tried again the next interval.
+// Run compacts every interval until ctx ends; its first round, at once, only learns the
+// revision, so the first compaction comes after one interval. A failed round is logged
+// and tried again the next interval.
 func (c *Compactor) Run(ctx context.Context) {
-	t := time.NewTicker(c.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := c.Compact(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("compacting etcd; will retry", "revision", c.revision, "err", err)
 		}
-	}
+	}, c.interval)
 }
 
 // Compact is one round: it compacts up to the revision of the previous round if no one
