@@ -16,25 +16,33 @@ import (
 // NewConfigMapManager caches the ConfigMaps registered pods use (volumes, projected
 // sources, env, envFrom). Mirrors configmap.NewWatchingConfigMapManager.
 func NewConfigMapManager(client kubernetes.Interface) *Manager[*v1.ConfigMap] {
-	return NewWatchBasedManager(v1.Resource("configmaps"), ListWatchFuncs{
-		List: func(ctx context.Context, ns string, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.CoreV1().ConfigMaps(ns).List(ctx, opts)
-		},
-		Watch: func(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {
-			return client.CoreV1().ConfigMaps(ns).Watch(ctx, opts)
-		},
-	}, podutil.VisitPodConfigmapNames, func(cm *v1.ConfigMap) bool { return ptr.Deref(cm.Immutable, false) })
+	return NewWatchBasedManager(v1.Resource("configmaps"), listWatchOf[*v1.ConfigMapList](client.CoreV1().ConfigMaps),
+		podutil.VisitPodConfigmapNames, func(cm *v1.ConfigMap) bool { return ptr.Deref(cm.Immutable, false) })
 }
 
 // NewSecretManager caches the Secrets registered pods use (volumes, projected sources,
 // env, envFrom, image pull secrets). Mirrors secret.NewWatchingSecretManager.
 func NewSecretManager(client kubernetes.Interface) *Manager[*v1.Secret] {
-	return NewWatchBasedManager(v1.Resource("secrets"), ListWatchFuncs{
+	return NewWatchBasedManager(v1.Resource("secrets"), listWatchOf[*v1.SecretList](client.CoreV1().Secrets),
+		podutil.VisitPodSecretNames, func(s *v1.Secret) bool { return ptr.Deref(s.Immutable, false) })
+}
+
+// namespacedClient is what a typed client of one resource in one namespace offers for
+// listing and watching; L is its list type.
+type namespacedClient[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// listWatchOf lists and watches through the typed client in, e.g.
+// client.CoreV1().ConfigMaps.
+func listWatchOf[L runtime.Object, C namespacedClient[L]](in func(namespace string) C) ListWatchFuncs {
+	return ListWatchFuncs{
 		List: func(ctx context.Context, ns string, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.CoreV1().Secrets(ns).List(ctx, opts)
+			return in(ns).List(ctx, opts)
 		},
 		Watch: func(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {
-			return client.CoreV1().Secrets(ns).Watch(ctx, opts)
+			return in(ns).Watch(ctx, opts)
 		},
-	}, podutil.VisitPodSecretNames, func(s *v1.Secret) bool { return ptr.Deref(s.Immutable, false) })
+	}
 }

@@ -109,3 +109,23 @@ func TestConfigMapManagerStopsWatchingAnImmutableObject(t *testing.T) {
 		t.Fatalf("Get after the deletion = %v, %v; want the copy read while it was immutable", cm, err)
 	}
 }
+
+func TestSecretManagerFollowsImagePullSecrets(t *testing.T) {
+	client := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	ctx := context.Background()
+	m := manager.NewSecretManager(client)
+	t.Cleanup(m.Stop)
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a", UID: "a"},
+		Spec: v1.PodSpec{ImagePullSecrets: []v1.LocalObjectReference{{Name: "registry"}}}}
+	m.RegisterPod(pod)
+	if _, err := client.CoreV1().Secrets("default").Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "registry"},
+		StringData: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := m.Get(ctx, "default", "registry")
+		return err == nil && string(s.Data["k"]) == "v", nil
+	}); err != nil {
+		t.Fatalf("the pull secret never came from the cache: %v", err)
+	}
+}
