@@ -672,19 +672,21 @@ func (kl *Kubelet) HandlePodAdditions(pods []*v1.Pod) {
 }
 
 // registerPodObjects has the object managers watch the ConfigMaps and Secrets pod
-// uses, and stop for a pod that has ended (its containers will not start again).
-// Mirrors the basic pod manager's RegisterPod/UnregisterPod calls.
+// uses. A pod that has ended is not registered again: SyncTerminatedPod releases its
+// objects once its volumes are down, so no volume rewrite in between misses them.
+// Mirrors the basic pod manager's RegisterPod calls.
 func (kl *Kubelet) registerPodObjects(pod *v1.Pod) {
-	if kubetypes.IsMirrorPod(pod) {
-		return
-	}
-	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
-		kl.configMapManager.UnregisterPod(pod)
-		kl.secretManager.UnregisterPod(pod)
+	if kubetypes.IsMirrorPod(pod) || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 		return
 	}
 	kl.configMapManager.RegisterPod(pod)
 	kl.secretManager.RegisterPod(pod)
+}
+
+// unregisterPodObjects stops the watches no other pod needs of the objects pod uses.
+func (kl *Kubelet) unregisterPodObjects(pod *v1.Pod) {
+	kl.configMapManager.UnregisterPod(pod)
+	kl.secretManager.UnregisterPod(pod)
 }
 
 // GetConfigMap returns a ConfigMap a pod uses from the kubelet's cache
@@ -730,8 +732,7 @@ func (kl *Kubelet) HandlePodRemoves(pods []*v1.Pod) {
 	start := time.Now()
 	for _, pod := range pods {
 		kl.podManager.RemovePod(pod)
-		kl.configMapManager.UnregisterPod(pod)
-		kl.secretManager.UnregisterPod(pod)
+		kl.unregisterPodObjects(pod)
 		if kubetypes.IsMirrorPod(pod) {
 			// A deleted mirror pod is recreated; its static pod keeps running.
 			kl.handleMirrorPod(pod, start)
@@ -1023,6 +1024,7 @@ func (kl *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus
 	if err := kl.volumeManager.WaitForUnmount(ctx, pod); err != nil {
 		return fmt.Errorf("unmount volumes of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	kl.unregisterPodObjects(pod) // no volume of it is rewritten any more
 	kl.statusManager.TerminatePod(pod)
 	kl.logger.Info("pod terminated", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID)
 	return nil

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
@@ -115,8 +116,7 @@ func TestMakeEnvironmentVariables(t *testing.T) {
 				}}},
 			}
 			kl.registerPodObjects(pod)
-			defer kl.configMapManager.UnregisterPod(pod)
-			defer kl.secretManager.UnregisterPod(pod)
+			defer kl.unregisterPodObjects(pod)
 			got, err := kl.makeEnvironmentVariables(ctx, pod, &pod.Spec.Containers[0], []string{"10.2.2.2"})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -204,5 +204,40 @@ func TestMakeMounts(t *testing.T) {
 				t.Errorf("mounts = %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestPodObjectsStayWatchedUntilTheVolumesAreDown: a pod's update to Succeeded keeps its
+// ConfigMap watched (a volume rewrite may still come before SyncTerminatedPod takes the
+// volumes down), a pod already ended is not registered, and unregistering releases it.
+func TestPodObjectsStayWatchedUntilTheVolumesAreDown(t *testing.T) {
+	client := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	ctx := context.Background()
+	kl := &Kubelet{configMapManager: manager.NewConfigMapManager(client), secretManager: manager.NewSecretManager(client)}
+	t.Cleanup(kl.configMapManager.Stop)
+	t.Cleanup(kl.secretManager.Stop)
+	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	podUsing := func(uid string, phase v1.PodPhase) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: uid, UID: types.UID(uid)},
+			Spec: v1.PodSpec{Volumes: []v1.Volume{{Name: "cfg", VolumeSource: v1.VolumeSource{
+				ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "app"}}}}}},
+			Status: v1.PodStatus{Phase: phase}}
+	}
+
+	kl.registerPodObjects(podUsing("ended", v1.PodSucceeded))
+	if _, err := kl.GetConfigMap(ctx, "default", "app"); err == nil {
+		t.Fatal("a pod that had already ended registered its ConfigMap")
+	}
+	running := podUsing("job", v1.PodRunning)
+	kl.registerPodObjects(running)
+	kl.registerPodObjects(podUsing("job", v1.PodSucceeded))
+	if _, err := kl.GetConfigMap(ctx, "default", "app"); err != nil {
+		t.Fatalf("after the update to Succeeded: %v, want the ConfigMap still watched", err)
+	}
+	kl.unregisterPodObjects(running)
+	if _, err := kl.GetConfigMap(ctx, "default", "app"); err == nil {
+		t.Fatal("the ConfigMap is still served after its only pod was unregistered")
 	}
 }
