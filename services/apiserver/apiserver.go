@@ -284,13 +284,14 @@ func New(cfg Config) (_ *APIServer, err error) {
 	}
 	authenticator = append(authenticator, &authentication.SecretTokens{Secrets: secrets},
 		&authentication.ServiceAccountTokens{Verifier: tokens.Verifier, ServiceAccounts: serviceAccounts, Pods: pods, Secrets: secrets})
+	namespaceLifecycle := admission.NewNamespaceLifecycle(s.namespaces)
 	s.handler = endpoints.NewHandler(endpoints.Config{
 		Authenticator: authenticator,
 		Authorizer:    authorizer,
 		Core:          groups[0],
 		Groups:        groups[1:],
 		Admission: admission.Chain{
-			admission.NamespaceLifecycle{Namespaces: s.namespaces},
+			namespaceLifecycle,
 			admission.ServiceAccount{ServiceAccounts: serviceAccounts},
 			admission.NodeRestriction{Pods: pods},
 			admission.DefaultTolerationSecondsPlugin{},
@@ -304,7 +305,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 	s.handler = tracing.Handler(s.handler, cfg.TracerProvider, "apiserver")
 	if cfg.NATSURL != "" {
 		if s.eventSink, err = eventsink.New(eventsink.Config{NATSURL: cfg.NATSURL, TLS: cfg.NATSTLS, Events: events,
-			Admission: admission.NamespaceLifecycle{Namespaces: s.namespaces}}); err != nil {
+			Admission: namespaceLifecycle}); err != nil {
 			return nil, err
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -100,8 +101,13 @@ type Config struct {
 	NodeName string
 	// Client is a clientset to the API server; required.
 	Client kubernetes.Interface
-	// RuntimeEndpoint is the CRI socket, "unix:///path" or a path; required.
+	// RuntimeEndpoint is the CRI socket, "unix:///path" or a path; required unless
+	// RuntimeConn is set.
 	RuntimeEndpoint string
+	// RuntimeConn, when set, is the CRI connection to use instead of dialling
+	// RuntimeEndpoint (hollow nodes pass a cri.InProcessConn to their sim runtime). Run
+	// closes it when it is an io.Closer.
+	RuntimeConn grpc.ClientConnInterface
 	// RootDir holds the kubelet's state; pod logs go to
 	// RootDir/pods/<namespace>_<name>_<uid>/<container>/<attempt>.log, laid
 	// out as /var/log/pods. "" means /var/lib/kubelet.
@@ -203,7 +209,7 @@ type Kubelet struct {
 	recorder                  record.EventRecorder
 	tracer                    trace.Tracer
 
-	conn                *grpc.ClientConn
+	conn                grpc.ClientConnInterface // closed by run when an io.Closer
 	containerRuntime    *kuberuntime.Manager
 	podCache            *container.Cache
 	pleg                *pleg.GenericPLEG
@@ -264,8 +270,8 @@ func New(cfg Config) (*Kubelet, error) {
 		return nil, errors.New("kubelet: NodeName is required")
 	case cfg.Client == nil:
 		return nil, errors.New("kubelet: Client is required")
-	case cfg.RuntimeEndpoint == "":
-		return nil, errors.New("kubelet: RuntimeEndpoint is required")
+	case cfg.RuntimeEndpoint == "" && cfg.RuntimeConn == nil:
+		return nil, errors.New("kubelet: RuntimeEndpoint or RuntimeConn is required")
 	}
 	if cfg.RootDir == "" {
 		cfg.RootDir = DefaultRootDir
@@ -292,7 +298,7 @@ func New(cfg Config) (*Kubelet, error) {
 		return nil, errors.New("kubelet: ServerTLS with ClientCAs is required with ServerAddr")
 	}
 
-	conn, err := kuberuntime.Dial(cfg.RuntimeEndpoint, tracing.GRPCClientOption(cfg.TracerProvider))
+	conn, err := dialRuntime(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubelet: %w", err)
 	}
@@ -303,7 +309,7 @@ func New(cfg Config) (*Kubelet, error) {
 	if cfg.ServerAddr != "" {
 		serverListener, err = net.Listen("tcp", cfg.ServerAddr)
 		if err != nil {
-			conn.Close()
+			closeRuntime(conn)
 			return nil, fmt.Errorf("kubelet: listen for the kubelet API: %w", err)
 		}
 		kubeletPort = int32(serverListener.Addr().(*net.TCPAddr).Port)
@@ -356,7 +362,7 @@ func New(cfg Config) (*Kubelet, error) {
 		Logger:          logger,
 	})
 	if err != nil {
-		conn.Close()
+		closeRuntime(conn)
 		return nil, fmt.Errorf("kubelet: %w", err)
 	}
 	kl.containerRuntime = kuberuntime.NewManager(conn, kuberuntime.Options{
@@ -378,7 +384,7 @@ func New(cfg Config) (*Kubelet, error) {
 		MaxSize: cfg.ContainerLogMaxSize, MaxFiles: cfg.ContainerLogMaxFiles, Logger: logger,
 	})
 	if err != nil {
-		conn.Close()
+		closeRuntime(conn)
 		if serverListener != nil {
 			serverListener.Close()
 		}
@@ -437,6 +443,21 @@ func (kl *Kubelet) ServerAddress() string {
 	return kl.serverListener.Addr().String()
 }
 
+// dialRuntime returns cfg.RuntimeConn, or a connection to cfg.RuntimeEndpoint.
+func dialRuntime(cfg Config) (grpc.ClientConnInterface, error) {
+	if cfg.RuntimeConn != nil {
+		return cfg.RuntimeConn, nil
+	}
+	return kuberuntime.Dial(cfg.RuntimeEndpoint, tracing.GRPCClientOption(cfg.TracerProvider))
+}
+
+// closeRuntime closes conn if it can be closed.
+func closeRuntime(conn grpc.ClientConnInterface) {
+	if c, ok := conn.(io.Closer); ok {
+		_ = c.Close()
+	}
+}
+
 // Run starts every component, runs the sync loop until ctx ends, then stops
 // the pod workers and the components, closes the runtime connection and
 // returns. Containers keep running after Run returns; the next kubelet on
@@ -449,7 +470,7 @@ func (kl *Kubelet) Run(ctx context.Context) error {
 }
 
 func (kl *Kubelet) run(ctx context.Context) error {
-	defer kl.conn.Close()
+	defer closeRuntime(kl.conn)
 	defer kl.secretManager.Stop()
 	defer kl.configMapManager.Stop()
 	if err := os.MkdirAll(kl.podLogsDir, 0o755); err != nil {

@@ -8,12 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 
 	"skiff.dev/services/apiserver/registry/rest"
 )
@@ -63,10 +65,27 @@ func (c Chain) Admit(ctx context.Context, a Attributes) error {
 
 // NamespaceLifecycle rejects creating namespaced objects in a namespace that does not
 // exist (404 NotFound) or is being deleted (403 Forbidden), and deleting the namespaces
-// the system needs. Mirrors the NamespaceLifecycle admission plugin.
+// the system needs. Mirrors the NamespaceLifecycle admission plugin
+// (k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle): the namespace is read
+// from the watch cache, as kube's plugin reads its informer, and from etcd when the cache
+// does not have it (it may lag a create by a moment) or when this plugin admitted the
+// namespace's deletion in the last ForceLiveLookupTTL and the cache still shows it
+// Active. Build it with NewNamespaceLifecycle.
 type NamespaceLifecycle struct {
-	// Namespaces reads namespaces by name.
-	Namespaces rest.Getter
+	namespaces rest.Getter
+	// recentlyDeleted holds the namespaces whose deletion was admitted, for
+	// ForceLiveLookupTTL (kube's forceLiveLookupCache).
+	recentlyDeleted *utilcache.LRUExpireCache
+}
+
+// ForceLiveLookupTTL is how long after admitting a namespace's deletion creates in it
+// read the namespace from etcd rather than trust a cache that still shows it Active
+// (kube's forceLiveLookupTTL).
+const ForceLiveLookupTTL = 30 * time.Second
+
+// NewNamespaceLifecycle returns the plugin reading namespaces from namespaces.
+func NewNamespaceLifecycle(namespaces rest.Getter) *NamespaceLifecycle {
+	return &NamespaceLifecycle{namespaces: namespaces, recentlyDeleted: utilcache.NewLRUExpireCache(100)}
 }
 
 // immortalNamespaces cannot be deleted, as in kube-apiserver.
@@ -75,17 +94,30 @@ var immortalNamespaces = map[string]bool{
 }
 
 // Admit checks a write against namespace lifecycle.
-func (l NamespaceLifecycle) Admit(ctx context.Context, a Attributes) error {
+func (l *NamespaceLifecycle) Admit(ctx context.Context, a Attributes) error {
 	if a.Resource.Group == "" && a.Resource.Resource == "namespaces" {
-		if a.Operation == Delete && immortalNamespaces[a.Name] {
-			return apierrors.NewForbidden(a.Resource.GroupResource(), a.Name, fmt.Errorf("this namespace may not be deleted"))
+		if a.Operation == Delete {
+			if immortalNamespaces[a.Name] {
+				return apierrors.NewForbidden(a.Resource.GroupResource(), a.Name, fmt.Errorf("this namespace may not be deleted"))
+			}
+			l.recentlyDeleted.Add(a.Name, true, ForceLiveLookupTTL)
 		}
 		return nil
 	}
 	if a.Operation != Create || a.Namespace == "" || a.Subresource != "" {
 		return nil
 	}
-	obj, err := l.Namespaces.Get(ctx, "", a.Namespace, &metav1.GetOptions{})
+	obj, err := l.namespaces.Get(ctx, "", a.Namespace, &metav1.GetOptions{ResourceVersion: "0"})
+	live := apierrors.IsNotFound(err)
+	if err == nil {
+		if _, deleted := l.recentlyDeleted.Get(a.Namespace); deleted {
+			ns, ok := obj.(*corev1.Namespace)
+			live = ok && ns.Status.Phase != corev1.NamespaceTerminating
+		}
+	}
+	if live {
+		obj, err = l.namespaces.Get(ctx, "", a.Namespace, &metav1.GetOptions{})
+	}
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return apierrors.NewNotFound(corev1.Resource("namespaces"), a.Namespace)

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
@@ -157,7 +158,13 @@ func (p NodeRestriction) admitToken(ctx context.Context, node string, a Attribut
 	if p.Pods == nil {
 		return forbid("node requested token bound to a pod that cannot be checked")
 	}
-	obj, err := p.Pods.Get(ctx, a.Namespace, ref.Name, &metav1.GetOptions{})
+	// The watch cache first, as kube's plugin reads its informer's lister; etcd when the
+	// cache does not have the pod or shows it otherwise than the request expects (it may
+	// lag a create or a bind by a moment), so a lagging cache never refuses a token.
+	obj, err := p.Pods.Get(ctx, a.Namespace, ref.Name, &metav1.GetOptions{ResourceVersion: "0"})
+	if apierrors.IsNotFound(err) || err == nil && !boundTo(obj.(*corev1.Pod), ref.UID, node) {
+		obj, err = p.Pods.Get(ctx, a.Namespace, ref.Name, &metav1.GetOptions{})
+	}
 	if err != nil {
 		return err
 	}
@@ -169,6 +176,11 @@ func (p NodeRestriction) admitToken(ctx context.Context, node string, a Attribut
 		return forbid("node requested token bound to a pod scheduled on a different node")
 	}
 	return nil
+}
+
+// boundTo reports whether pod is the one with uid and is scheduled on node.
+func boundTo(pod *corev1.Pod, uid types.UID, node string) bool {
+	return pod.UID == uid && pod.Spec.NodeName == node
 }
 
 // kubeletLabels and kubeletLabelNamespaces are the kubernetes.io labels a kubelet may

@@ -1,6 +1,7 @@
 package admission_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"skiff.dev/services/apiserver/admission"
+	"skiff.dev/services/apiserver/registry"
 )
 
 func TestNodeRestriction(t *testing.T) {
@@ -140,5 +142,36 @@ func TestNodeRestriction(t *testing.T) {
 				t.Fatalf("err %v; want 403 saying %q", err, tc.forbids)
 			}
 		})
+	}
+}
+
+// stalePods is a test double for the pods registry behind a watch cache that has not yet
+// seen the pod's binding: reads at resourceVersion "0" answer the pod unbound, other reads
+// go to the real store.
+type stalePods struct{ live *registry.Store }
+
+func (s stalePods) Get(ctx context.Context, namespace, name string, opts *metav1.GetOptions) (runtime.Object, error) {
+	obj, err := s.live.Get(ctx, namespace, name, &metav1.GetOptions{})
+	if err == nil && opts.ResourceVersion == "0" {
+		obj.(*corev1.Pod).Spec.NodeName = ""
+	}
+	return obj, err
+}
+
+func TestNodeRestrictionTokenCheckOutlivesALaggingCache(t *testing.T) {
+	s := newStores()
+	pod := create(t, s.pods, "nr-stale", newPod("nr-stale", "just-bound", "n1")).(*corev1.Pod)
+	tr := &authenticationv1.TokenRequest{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: authenticationv1.TokenRequestSpec{
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}}
+	attrs := func() admission.Attributes {
+		return admission.Attributes{Operation: admission.Create, Resource: corev1.SchemeGroupVersion.WithResource("serviceaccounts"),
+			Subresource: "token", Namespace: "nr-stale", Name: "default", Object: tr}
+	}
+	plugin := admission.NodeRestriction{Pods: stalePods{live: s.pods}}
+	if err := plugin.Admit(asUser("system:node:n1", "system:nodes"), attrs()); err != nil {
+		t.Fatalf("token for a pod the cache shows unbound but etcd bound to n1: %v; want admitted", err)
+	}
+	if err := plugin.Admit(asUser("system:node:n2", "system:nodes"), attrs()); !apierrors.IsForbidden(err) {
+		t.Fatalf("token for n1's pod asked by n2: %v; want Forbidden", err)
 	}
 }

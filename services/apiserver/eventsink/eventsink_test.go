@@ -176,6 +176,30 @@ func TestEventsArePostedWithoutNATS(t *testing.T) {
 	}
 }
 
+// TestRecorderStopDeliversWhatItHolds: events recorded before Start's stop returns are
+// stored when it has returned, so a process may exit right after it.
+func TestRecorderStopDeliversWhatItHolds(t *testing.T) {
+	srv := apiservertest.StartServer(t)
+	client := kubernetes.NewForConfigOrDie(srv.Config)
+	r, err := eventrecorder.New(eventrecorder.Config{Component: "default-scheduler", Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := r.Start()
+	p := pod("last-words")
+	r.Event(p, corev1.EventTypeNormal, "Scheduled", "Successfully assigned default/last-words to node-a")
+	r.Event(p, corev1.EventTypeWarning, "FailedScheduling", "binding rejected")
+	stop()
+	stop() // a second call returns at once
+	list, err := client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=last-words"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 || r.Pending() != 0 {
+		t.Fatalf("after stop: %d events stored, %d pending; want 2 and 0", len(list.Items), r.Pending())
+	}
+}
+
 func TestFieldSelectorsOnEvents(t *testing.T) {
 	srv := apiservertest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)

@@ -80,7 +80,11 @@ func main() {
 	if err != nil {
 		fail("event recorder", err)
 	}
-	go func() { _ = recorder.Run(ctx) }()
+	// Every exit from here on, a leader's on a lost Lease included, first delivers the
+	// events recorded so far.
+	flushEvents := recorder.Start()
+	defer flushEvents()
+	failAfterEvents := func(msg string, err error) { flushEvents(); fail(msg, err) }
 
 	registry := serving.NewRegistry(recorder.Metrics())
 	controllermanager.RegisterWorkqueueMetrics(registry)
@@ -89,13 +93,13 @@ func main() {
 		Registerer: registry, TracerProvider: tp,
 	})
 	if err != nil {
-		fail("controller manager", err)
+		failAfterEvents("controller manager", err)
 	}
 	if _, err := srv.Start(ctx, registry, serving.WithLiveness(cm.Healthz)); err != nil {
-		fail("health endpoints", err)
+		failAfterEvents("health endpoints", err)
 	}
 	if err := cm.Run(ctx); err != nil {
-		fail("controller manager stopped", err)
+		failAfterEvents("controller manager stopped", err)
 	}
 }
 

@@ -74,22 +74,26 @@ func main() {
 	if err != nil {
 		fail("event recorder", err)
 	}
-	go func() { _ = recorder.Run(ctx) }()
+	// Every exit from here on, a leader's on a lost Lease included, first delivers the
+	// events recorded so far.
+	flushEvents := recorder.Start()
+	defer flushEvents()
+	failAfterEvents := func(msg string, err error) { flushEvents(); fail(msg, err) }
 	sched, err := scheduler.New(scheduler.Config{Client: client, SchedulerName: *schedulerName, Recorder: recorder, TracerProvider: tp})
 	if err != nil {
-		fail("building scheduler", err)
+		failAfterEvents("building scheduler", err)
 	}
 	elector := leaderelection.New(client, election, "")
 	if _, err := srv.Start(ctx, serving.NewRegistry(sched.Metrics(), recorder.Metrics()), serving.WithLiveness(elector.Check)); err != nil {
-		fail("health endpoints", err)
+		failAfterEvents("health endpoints", err)
 	}
 	// A leader that lost its Lease exits (ErrLeaderElectionLost) so it never binds beside
 	// the next one.
 	if err := elector.Run(ctx, func(ctx context.Context) {
 		if err := sched.Run(ctx); err != nil && ctx.Err() == nil {
-			fail("scheduler stopped", err)
+			failAfterEvents("scheduler stopped", err)
 		}
 	}); err != nil {
-		fail("scheduler stopped", err)
+		failAfterEvents("scheduler stopped", err)
 	}
 }

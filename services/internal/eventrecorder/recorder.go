@@ -352,6 +352,23 @@ func (r *Recorder) Run(ctx context.Context) error {
 	}
 }
 
+// Start runs r in the background on a context of its own, not the caller's, and returns
+// stop, which ends it and waits while it delivers what it still holds (at most
+// DrainTimeout). A process that exits right after stop (a leader that lost its Lease, a
+// fatal error before os.Exit) so loses no event it recorded before; calling stop again
+// returns at once. A Run error (NATS unusable) is logged.
+func (r *Recorder) Start() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := r.Run(ctx); err != nil {
+			r.log.Error("event recorder stopped", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
 // DrainTimeout bounds the last delivery attempt when Run's context ends.
 const DrainTimeout = 2 * time.Second
 

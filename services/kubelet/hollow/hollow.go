@@ -1,8 +1,10 @@
 // Package hollow runs many hollow nodes in one process, as Kubernetes' kubemark does
 // (cmd/kubemark, pkg/kubemark/hollow_kubelet.go): each is the real kubelet (syncLoop,
 // PLEG, pod workers, status manager, node status and Lease) over its own simulated CRI
-// runtime (package sim) served on its own unix socket, so the kubelet still speaks only
-// CRI. Each joins the cluster as any kubelet does, through its own TLS bootstrap
+// runtime (package sim). The kubelet still speaks only CRI, through the generated CRI
+// clients, but over a cri.InProcessConn rather than a unix socket: the socket's gRPC
+// framing and marshalling were a third of the process's CPU and are not what a hollow
+// node simulates. Each joins the cluster as any kubelet does, through its own TLS bootstrap
 // (a CertificateSigningRequest for system:node:<name>). Hollow kubelets serve no
 // kubelet API (no exec, attach or logs) and publish their events by POSTing them.
 package hollow
@@ -43,7 +45,7 @@ type Config struct {
 	// its client certificate with; required.
 	BootstrapKubeconfig string
 	// RootDir holds one directory per node (<RootDir>/<name>: kubeconfig, key pairs,
-	// pod logs and the sim runtime's socket); required.
+	// pod logs and volumes); required.
 	RootDir string
 	// NodeIP is the InternalIP every hollow node reports; "" means the kubelet's default.
 	NodeIP string
@@ -64,8 +66,8 @@ func NodeName(prefix string, i int) string {
 }
 
 // Run starts cfg.Nodes hollow nodes and runs them until ctx ends; each node's runtime
-// and kubelet stop with it. A node that cannot start (its bootstrap failed, its socket
-// cannot be served) ends every node: Run returns that error once all have stopped,
+// and kubelet stop with it. A node that cannot start (its bootstrap failed) ends every
+// node: Run returns that error once all have stopped,
 // and nil after a stop caused by ctx.
 func Run(ctx context.Context, cfg Config) error {
 	switch {
@@ -103,8 +105,8 @@ func Run(ctx context.Context, cfg Config) error {
 	return errors.Join(errs...)
 }
 
-// runNode runs one hollow node: its sim runtime on <dir>/sim.sock, its TLS bootstrap,
-// then its kubelet, until ctx ends.
+// runNode runs one hollow node: its sim runtime, its TLS bootstrap, then its kubelet,
+// until ctx ends.
 func runNode(ctx context.Context, cfg Config, name string) error {
 	dir := filepath.Join(cfg.RootDir, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -113,18 +115,6 @@ func runNode(ctx context.Context, cfg Config, name string) error {
 	logger := cfg.Logger.With("hollowNode", name)
 	rt := sim.NewHollow()
 	defer rt.Close()
-	socket := filepath.Join(dir, "sim.sock")
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	served := make(chan error, 1)
-	go func() {
-		err := cri.Serve(ctx, socket, rt, rt)
-		if err != nil {
-			cancel() // the kubelet would wait for a runtime that is gone
-		}
-		served <- err
-	}()
-
 	err := func() error {
 		restConfig, _, err := certificate.NewClientConfig(ctx, certificate.ClientOptions{
 			NodeName:                name,
@@ -149,26 +139,22 @@ func runNode(ctx context.Context, cfg Config, name string) error {
 		}
 		go func() { _ = recorder.Run(ctx) }()
 		kl, err := kubelet.New(kubelet.Config{
-			NodeName:        name,
-			Client:          client,
-			RuntimeEndpoint: "unix://" + socket,
-			RootDir:         dir,
-			NodeIP:          cfg.NodeIP,
-			NodeLabels:      map[string]string{"skiff.dev/hollow-node": "true"},
-			Capacity:        cfg.Capacity,
-			Logger:          logger,
-			Recorder:        recorder,
-			TracerProvider:  cfg.TracerProvider,
+			NodeName:       name,
+			Client:         client,
+			RuntimeConn:    cri.NewInProcessConn(rt, rt),
+			RootDir:        dir,
+			NodeIP:         cfg.NodeIP,
+			NodeLabels:     map[string]string{"skiff.dev/hollow-node": "true"},
+			Capacity:       cfg.Capacity,
+			Logger:         logger,
+			Recorder:       recorder,
+			TracerProvider: cfg.TracerProvider,
 		})
 		if err != nil {
 			return err
 		}
 		return kl.Run(ctx)
 	}()
-	cancel()
-	if serveErr := <-served; serveErr != nil {
-		err = errors.Join(err, serveErr)
-	}
 	if err != nil {
 		return fmt.Errorf("hollow node %s: %w", name, err)
 	}

@@ -38,7 +38,8 @@ func (c *requestCounter) take() map[string]int {
 }
 
 // TestStatusWriteStartsFromTheKubeletsCopy, against a real apiserver: with a current
-// copy of the pod a status write is one PUT and no GET; with a stale copy the PUT gets
+// copy of the pod a status write is one PUT and no GET, also when the copy lags only the
+// kubelet's own last write; with a copy older than another writer's change the PUT gets
 // 409 and the write is retried from a GET, so the status lands either way.
 func TestStatusWriteStartsFromTheKubeletsCopy(t *testing.T) {
 	cfg := apiservertest.Start(t)
@@ -62,27 +63,53 @@ func TestStatusWriteStartsFromTheKubeletsCopy(t *testing.T) {
 	statusPath := "/api/v1/namespaces/default/pods/p/status"
 	podPath := "/api/v1/namespaces/default/pods/p"
 
-	counter.take()
-	m.SetPodStatus(created, runningStatus())
-	m.syncBatch(ctx, false)
-	if got := counter.take(); got["GET "+podPath] != 0 || got["PUT "+statusPath] != 1 {
-		t.Errorf("with a current copy: requests %v, want one PUT of the status and no GET", got)
+	// writeStatus has the manager write a running status with podIP and checks the
+	// requests it took: gets GETs of the pod and puts PUTs of its status.
+	writeStatus := func(podIP string, gets, puts int, what string) {
+		t.Helper()
+		counter.take()
+		next := runningStatus()
+		next.PodIP = podIP
+		m.SetPodStatus(created, next)
+		m.syncBatch(ctx, false)
+		if got := counter.take(); got["GET "+podPath] != gets || got["PUT "+statusPath] != puts {
+			t.Errorf("%s: requests %v, want %d GET and %d PUT", what, got, gets, puts)
+		}
 	}
+	writeStatus("10.0.0.4", 0, 1, "with a current copy")
+	// The copy now lags the manager's own write (which changed the resourceVersion):
+	// the next write starts from the copy at the written version, still one PUT.
+	writeStatus("10.0.0.5", 0, 1, "with a copy lagging the kubelet's own write")
 
-	// The copy is now stale (the write above changed the resourceVersion).
-	next := runningStatus()
-	next.PodIP = "10.0.0.6"
-	m.SetPodStatus(created, next)
-	m.syncBatch(ctx, false)
-	if got := counter.take(); got["GET "+podPath] != 1 || got["PUT "+statusPath] != 2 {
-		t.Errorf("with a stale copy: requests %v, want a PUT (409), a GET and a PUT", got)
+	// Another writer changes the pod: the copy is stale, the PUT gets 409 and the
+	// write is retried from a GET.
+	other, err := client.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	other.Labels = map[string]string{"touched": "by-another-writer"}
+	if _, err := client.CoreV1().Pods("default").Update(ctx, other, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	writeStatus("10.0.0.6", 1, 2, "with a copy older than another writer's change (a PUT answered 409)")
 	latest, err := client.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if latest.Labels["touched"] == "" {
+		t.Errorf("the status write undid another writer's label: %v", latest.Labels)
+	}
 	if latest.Status.PodIP != "10.0.0.6" || latest.Status.Phase != v1.PodRunning {
 		t.Errorf("status not written: phase %s, podIP %s", latest.Status.Phase, latest.Status.PodIP)
+	}
+	// The informer catches up: the periodic sync forgets the write it no longer needs.
+	if len(m.ownWrites) != 1 {
+		t.Fatalf("%d writes remembered after a write the informer has not seen, want 1", len(m.ownWrites))
+	}
+	m.podGetter = podGetter{latest.UID: latest}
+	m.syncBatch(ctx, true)
+	if len(m.ownWrites) != 0 {
+		t.Errorf("%d writes remembered after the informer caught up, want 0", len(m.ownWrites))
 	}
 
 	// Another writer changes the status; the kubelet's copy still shows what the

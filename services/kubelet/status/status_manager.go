@@ -78,8 +78,22 @@ type Manager struct {
 	// apiStatusVersions is the version last written for each pod; only the
 	// sync goroutine touches it.
 	apiStatusVersions map[types.UID]uint64
+	// ownWrites is each pod's last status write, for as long as it may be needed: the
+	// next write starts from the informer's copy, and while that copy still has the
+	// resourceVersion the last write started from, the informer has not seen the write
+	// yet, so the pod is that copy with the written status at the written version.
+	// Without it a second write soon after the first (Running after Pending) failed
+	// with 409 and read the pod again. Only the sync goroutine touches it.
+	ownWrites map[types.UID]ownWrite
 	// podStatusChannel signals that a status changed (capacity 1).
 	podStatusChannel chan struct{}
+}
+
+// ownWrite is a status write the API server accepted: the resourceVersion of the pod it
+// started from, and the pod's status and resourceVersion after it.
+type ownWrite struct {
+	from, to string
+	status   v1.PodStatus
 }
 
 // NewManager returns a status manager writing through client; logger nil
@@ -96,6 +110,7 @@ func NewManager(client kubernetes.Interface, podGetter PodGetter, safety PodDele
 		Tracer:            tracing.Tracer(nil, "skiff.dev/services/kubelet/status"),
 		podStatuses:       map[types.UID]versionedPodStatus{},
 		apiStatusVersions: map[types.UID]uint64{},
+		ownWrites:         map[types.UID]ownWrite{},
 		podStatusChannel:  make(chan struct{}, 1),
 	}
 }
@@ -387,6 +402,15 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) {
 				delete(m.apiStatusVersions, uid)
 			}
 		}
+		// A write the informer has seen (or that a later change overtook) is no
+		// longer needed; dropping it here bounds what is kept to the pods whose
+		// last write is still in flight to the informer.
+		for uid, w := range m.ownWrites {
+			pod, ok := m.podGetter.GetPodByUID(uid)
+			if _, tracked := m.podStatuses[uid]; !tracked || !ok || pod.ResourceVersion != w.from {
+				delete(m.ownWrites, uid)
+			}
+		}
 	}
 	for uid, s := range m.podStatuses {
 		switch {
@@ -495,6 +519,7 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID, s versionedPodStat
 				return err
 			}
 			logger.Debug("pod status updated", "phase", merged.Phase, "version", s.version)
+			m.ownWrites[uid] = ownWrite{from: current.ResourceVersion, to: updated.ResourceVersion, status: updated.Status}
 			pod = updated
 			return nil
 		}
@@ -509,6 +534,7 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID, s versionedPodStat
 		m.mu.Lock()
 		delete(m.podStatuses, uid)
 		m.mu.Unlock()
+		delete(m.ownWrites, uid)
 		return
 	case err != nil:
 		tracing.RecordError(span, err)
@@ -548,7 +574,16 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID, s versionedPodStat
 func (m *Manager) currentPod(ctx context.Context, uid types.UID, s versionedPodStatus, fromInformer bool) (pod *v1.Pod, fromCopy bool, err error) {
 	if fromInformer {
 		if pod, ok := m.podGetter.GetPodByUID(uid); ok && pod.ResourceVersion != "" && !kubetypes.IsStaticPod(pod) {
-			return pod, true, nil
+			w, written := m.ownWrites[uid]
+			if !written || pod.ResourceVersion != w.from {
+				delete(m.ownWrites, uid) // the informer has seen it, or a later write
+				return pod, true, nil
+			}
+			// The informer lags this manager's last write: the pod is its copy with
+			// the written status (a shallow copy; callers copy before changing it).
+			lagging := *pod
+			lagging.ResourceVersion, lagging.Status = w.to, w.status
+			return &lagging, true, nil
 		}
 	}
 	pod, err = m.client.CoreV1().Pods(s.podNamespace).Get(ctx, s.podName, metav1.GetOptions{})

@@ -123,8 +123,8 @@ func New(t *testing.T, opts Options) *Stack {
 	t.Logf("compose project %s: apiserver 127.0.0.1:%s, Jaeger %s", s.Project, apiPort, s.JaegerURL)
 	t.Cleanup(func() {
 		if t.Failed() {
-			out, _ := s.ComposeOutput(context.Background(), "logs", "--no-color", "--tail=80")
-			t.Logf("docker compose logs (last 80 lines a service):\n%s", out)
+			out, _ := s.ComposeOutput(context.Background(), "logs", "--no-color", "--tail=300")
+			t.Logf("docker compose logs (last 300 lines a service):\n%s", out)
 		}
 		s.Down(t)
 	})
