@@ -92,11 +92,24 @@ func (e *Elector) Check() error { return e.watchdog.Check(nil) }
 // the Lease, and returns after run has returned. With LeaderElect false it calls run(ctx)
 // at once. Returns nil when ctx ended (the Lease is released for the next replica),
 // ErrLeaderElectionLost when the Lease was lost first.
+//
+// Leadership ends, for run, as soon as the renewal is overdue (see renewalOverdue):
+// client-go cancels its OnStartedLeading context only after it has tried to release the
+// Lease, and with the apiserver hanging (etcd paused) that try takes another
+// RenewDeadline, by when the Lease has expired and another replica may lead.
 func (e *Elector) Run(ctx context.Context, run func(ctx context.Context)) error {
 	if !e.opts.LeaderElect {
 		run(ctx)
 		return nil
 	}
+	// electionCtx ends client-go's loop when the renewal is overdue, so it does not keep
+	// (or retake) a Lease whose work has stopped.
+	electionCtx, stopElection := context.WithCancel(ctx)
+	defer stopElection()
+	var (
+		le  *leaderelection.LeaderElector
+		err error
+	)
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: e.opts.ResourceNamespace, Name: e.opts.ResourceName},
 		Client:     e.client.CoordinationV1(),
@@ -110,7 +123,7 @@ func (e *Elector) Run(ctx context.Context, run func(ctx context.Context)) error 
 		running, stopped bool
 		done             = make(chan struct{})
 	)
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+	le, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: lock, Name: e.opts.ResourceName, ReleaseOnCancel: true, WatchDog: e.watchdog,
 		LeaseDuration: e.opts.LeaseDuration, RenewDeadline: e.opts.RenewDeadline, RetryPeriod: e.opts.RetryPeriod,
 		Callbacks: leaderelection.LeaderCallbacks{
@@ -124,6 +137,15 @@ func (e *Elector) Run(ctx context.Context, run func(ctx context.Context)) error 
 				mu.Unlock()
 				defer close(done)
 				e.log.Info("became leader")
+				ctx, stopLeading := context.WithCancel(ctx)
+				defer stopLeading()
+				go func() {
+					if e.renewalOverdue(ctx, le) {
+						e.log.Error("renewing the Lease is overdue; stopping work before it can expire", "overdueAfter", e.overdueAfter())
+						stopLeading()
+						stopElection()
+					}
+				}()
 				run(ctx)
 			},
 			OnStoppedLeading: func() {},
@@ -137,8 +159,8 @@ func (e *Elector) Run(ctx context.Context, run func(ctx context.Context)) error 
 	if err != nil {
 		return fmt.Errorf("leaderelection: %w", err)
 	}
-	// le.Run returns when ctx ends or when a leader fails to renew in time.
-	le.Run(ctx)
+	// le.Run returns when electionCtx ends or when a leader fails to renew in time.
+	le.Run(electionCtx)
 	mu.Lock()
 	stopped = true
 	wait := running
@@ -151,4 +173,30 @@ func (e *Elector) Run(ctx context.Context, run func(ctx context.Context)) error 
 		return ErrLeaderElectionLost
 	}
 	return nil
+}
+
+// overdueAfter is how long after its last successful renewal a leader stops: when
+// client-go's own renewal gives up (a try every RetryPeriod, for RenewDeadline), and
+// never later than LeaseDuration, after which another replica may take the Lease.
+func (e *Elector) overdueAfter() time.Duration {
+	return min(e.opts.RenewDeadline+e.opts.RetryPeriod, e.opts.LeaseDuration)
+}
+
+// renewalOverdue waits until ctx ends (false) or le, leading, has not renewed its Lease
+// for overdueAfter (true). It polls le.Check, whose tolerance is relative to
+// LeaseDuration, every RetryPeriod/4.
+func (e *Elector) renewalOverdue(ctx context.Context, le *leaderelection.LeaderElector) bool {
+	tolerance := e.overdueAfter() - e.opts.LeaseDuration // <= 0: before the Lease expires
+	tick := time.NewTicker(max(e.opts.RetryPeriod/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+			if le.Check(tolerance) != nil {
+				return true
+			}
+		}
+	}
 }

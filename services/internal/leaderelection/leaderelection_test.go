@@ -3,11 +3,14 @@ package leaderelection
 import (
 	"context"
 	"errors"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -68,6 +71,79 @@ func TestRunReturnsLostWhenTheLeaseIsTaken(t *testing.T) {
 	case <-runEnded:
 	default:
 		t.Error("Run returned before the work it started ended")
+	}
+}
+
+// hangingTransport stands in for an apiserver that hangs (its etcd paused): while hang
+// is set, a request waits until its context ends and never reaches the server.
+type hangingTransport struct {
+	next http.RoundTripper
+	hang *atomic.Bool
+}
+
+func (h hangingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if h.hang.Load() {
+		<-req.Context().Done()
+		return nil, req.Context().Err()
+	}
+	return h.next.RoundTrip(req)
+}
+
+// TestWorkStopsBeforeTheLeaseCanExpireWhileTheAPIServerHangs pins the safety the fault
+// matrix's "pause etcd" row found missing: when the leader's renewals hang, its work
+// stops while the Lease it last renewed is still valid, so no other replica can lead
+// beside it. client-go alone ends the work only after also trying to release the
+// Lease, which hangs for another RenewDeadline, past the Lease's expiry.
+func TestWorkStopsBeforeTheLeaseCanExpireWhileTheAPIServerHangs(t *testing.T) {
+	srv := apiservertest.StartServer(t)
+	admin := kubernetes.NewForConfigOrDie(srv.Config)
+	var hang atomic.Bool
+	cfg := rest.CopyConfig(srv.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return hangingTransport{next: rt, hang: &hang} }
+	o := DefaultOptions("test-component")
+	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
+	e := New(kubernetes.NewForConfigOrDie(cfg), o, "me")
+
+	leading := make(chan struct{})
+	workEnded := make(chan time.Time, 1)
+	result := make(chan error, 1)
+	go func() {
+		result <- e.Run(context.Background(), func(ctx context.Context) {
+			close(leading)
+			<-ctx.Done()
+			workEnded <- time.Now()
+		})
+	}()
+	select {
+	case <-leading:
+	case <-time.After(30 * time.Second):
+		t.Fatal("never became leader")
+	}
+	hang.Store(true)
+	var ended time.Time
+	select {
+	case ended = <-workEnded:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the work did not stop while renewals hung")
+	}
+	lease, err := admin.CoordinationV1().Leases(metav1.NamespaceSystem).Get(context.Background(), "test-component", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ptr.Deref(lease.Spec.HolderIdentity, "") != "me" || lease.Spec.RenewTime == nil {
+		t.Fatalf("Lease holder %q renewed %v; want the hanging leader's", ptr.Deref(lease.Spec.HolderIdentity, ""), lease.Spec.RenewTime)
+	}
+	if expiry := lease.Spec.RenewTime.Add(o.LeaseDuration); !ended.Before(expiry) {
+		t.Errorf("work stopped at %s, %s after the Lease (last renewed %s) could be taken over",
+			ended.Format(time.StampMilli), ended.Sub(expiry), lease.Spec.RenewTime.Format(time.StampMilli))
+	}
+	select {
+	case err := <-result:
+		if !errors.Is(err, ErrLeaderElectionLost) {
+			t.Errorf("Run = %v, want ErrLeaderElectionLost", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after the work stopped")
 	}
 }
 
