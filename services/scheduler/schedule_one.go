@@ -285,6 +285,15 @@ func (s *Scheduler) bindingCycle(ctx context.Context, logger *slog.Logger, state
 // retried with backoff. A pod deleted or bound meanwhile is dropped.
 // Mirrors kube-scheduler's handleSchedulingFailure.
 func (s *Scheduler) handleSchedulingFailure(ctx context.Context, logger *slog.Logger, pInfo *framework.QueuedPodInfo, status *framework.Status, podCycle int64, start time.Time) {
+	if ctx.Err() != nil {
+		// Stopping (shut down, or the Lease lost): the attempt ended for the scheduler's
+		// sake, not the pod's, and a binding cut short may have been stored all the
+		// same. No FailedScheduling on a pod that may be bound; the next leader finds
+		// it bound or pending.
+		logger.Info("scheduler stopping; attempt abandoned", "err", status.AsError())
+		s.queue.Done(pInfo.Pod.UID)
+		return
+	}
 	reason := v1.PodReasonSchedulerError
 	result := metrics.Error
 	if status.IsRejected() {
@@ -321,9 +330,6 @@ func (s *Scheduler) handleSchedulingFailure(ctx context.Context, logger *slog.Lo
 	}
 	s.recorder.Event(cached, v1.EventTypeWarning, "FailedScheduling", msg)
 
-	if ctx.Err() != nil {
-		return // stopping: leave the status as it is
-	}
 	cond := &v1.PodCondition{
 		Type:               v1.PodScheduled,
 		Status:             v1.ConditionFalse,

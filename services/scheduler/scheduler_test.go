@@ -215,43 +215,88 @@ func TestLeastAllocatedSpreadsPodsAcrossNodes(t *testing.T) {
 }
 
 // slowBindClient is a real client whose Binds wait until release is closed, so a
-// binding can be held in flight.
+// binding can be held in flight; each Bind first sends its pod's name on entered, when
+// that is set.
 type slowBindClient struct {
 	kubernetes.Interface
 	release chan struct{}
+	entered chan string
 }
 
 func (c slowBindClient) CoreV1() corev1client.CoreV1Interface {
-	return slowCoreV1{c.Interface.CoreV1(), c.release}
+	return slowCoreV1{c.Interface.CoreV1(), c}
 }
 
 type slowCoreV1 struct {
 	corev1client.CoreV1Interface
-	release chan struct{}
+	c slowBindClient
 }
 
 func (c slowCoreV1) Pods(ns string) corev1client.PodInterface {
-	return slowPods{c.CoreV1Interface.Pods(ns), c.release}
+	return slowPods{c.CoreV1Interface.Pods(ns), c.c}
 }
 
 type slowPods struct {
 	corev1client.PodInterface
-	release chan struct{}
+	c slowBindClient
 }
 
 func (p slowPods) Bind(ctx context.Context, b *v1.Binding, opts metav1.CreateOptions) error {
+	if p.c.entered != nil {
+		p.c.entered <- b.Name
+	}
 	select {
-	case <-p.release:
+	case <-p.c.release:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	return p.PodInterface.Bind(ctx, b, opts)
 }
 
+// TestStoppingRecordsNoFailureForABindingCutShort: a scheduler that stops (its Lease
+// lost) while a binding is in flight does not call the pod unschedulable: the binding
+// may have been stored all the same, and the next leader finds the pod either way.
+func TestStoppingRecordsNoFailureForABindingCutShort(t *testing.T) {
+	client := slowBindClient{newClient(t, testNode("n1", "1"), testPod("p", "1")), make(chan struct{}), make(chan string, 1)}
+	events := &scheduledRecorder{}
+	s, err := newScheduler(Config{Client: client, Recorder: events}, fastOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case <-client.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pod's binding never started")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context was cancelled")
+	}
+	if got := events.failures(); len(got) != 0 {
+		t.Errorf("FailedScheduling recorded for a binding cut short: %q", got)
+	}
+	pod, err := getPod(client, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := podScheduledCondition(pod); c != nil {
+		t.Errorf("PodScheduled condition written while stopping: %+v", c)
+	}
+}
+
 func TestPodsScheduledBackToBackDoNotShareTheLastSlot(t *testing.T) {
 	// Bindings hang, so the second pod is scheduled before the first
 	// binding lands: only the assumed pod in the cache keeps it off n1.
-	client := slowBindClient{newClient(t, testNode("n1", "1"), testPod("first", "1"), testPod("second", "1")), make(chan struct{})}
+	client := slowBindClient{newClient(t, testNode("n1", "1"), testPod("first", "1"), testPod("second", "1")), make(chan struct{}), nil}
 	startScheduler(t, client, "")
 	var parked string
 	eventually(t, "one pod unschedulable", func() (bool, error) {
@@ -398,20 +443,25 @@ func TestPodsOfOtherSchedulersAreLeftAlone(t *testing.T) {
 
 // scheduledRecorder keeps the names of the pods for which its scheduler
 // recorded the Scheduled event, which it records only after its own binding
-// succeeded.
+// succeeded, and the messages of the FailedScheduling events.
 type scheduledRecorder struct {
 	mu        sync.Mutex
 	scheduled []string
+	failed    []string
 }
 
 func (r *scheduledRecorder) Event(obj runtime.Object, eventtype, reason, message string) {
-	if reason != "Scheduled" {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
 		return
 	}
-	if pod, ok := obj.(*v1.Pod); ok {
-		r.mu.Lock()
-		defer r.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch reason {
+	case "Scheduled":
 		r.scheduled = append(r.scheduled, pod.Name)
+	case "FailedScheduling":
+		r.failed = append(r.failed, pod.Name+": "+message)
 	}
 }
 
@@ -421,6 +471,12 @@ func (r *scheduledRecorder) Eventf(obj runtime.Object, eventtype, reason, messag
 
 func (r *scheduledRecorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
 	r.Eventf(obj, eventtype, reason, messageFmt, args...)
+}
+
+func (r *scheduledRecorder) failures() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.failed)
 }
 
 func (r *scheduledRecorder) pods() []string {
