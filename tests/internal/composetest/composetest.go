@@ -122,6 +122,16 @@ func New(t *testing.T, opts Options) *Stack {
 	)
 	t.Logf("compose project %s: apiserver 127.0.0.1:%s, Jaeger %s", s.Project, apiPort, s.JaegerURL)
 	t.Cleanup(func() {
+		// SKIFF_TEST_LOGS_DIR keeps every service's whole log, failed or not.
+		if dir := os.Getenv("SKIFF_TEST_LOGS_DIR"); dir != "" {
+			out, _ := s.ComposeOutput(context.Background(), "logs", "--no-color", "--timestamps")
+			file := filepath.Join(dir, s.Project+".log")
+			if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
+				t.Logf("keeping the logs: %v", err)
+			} else {
+				t.Logf("every service's log: %s", file)
+			}
+		}
 		if t.Failed() {
 			out, _ := s.ComposeOutput(context.Background(), "logs", "--no-color", "--tail=300")
 			t.Logf("docker compose logs (last 300 lines a service):\n%s", out)
