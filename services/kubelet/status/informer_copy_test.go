@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/apiserver/apiservertest"
 )
@@ -37,28 +38,57 @@ func (c *requestCounter) take() map[string]int {
 	return out
 }
 
-// TestStatusWriteStartsFromTheKubeletsCopy, against a real apiserver: with a current
-// copy of the pod a status write is one PUT and no GET, also when the copy lags only the
-// kubelet's own last write; with a copy older than another writer's change the PUT gets
-// 409 and the write is retried from a GET, so the status lands either way.
-func TestStatusWriteStartsFromTheKubeletsCopy(t *testing.T) {
+// startWithPod starts a real apiserver, creates pod default/p through it and returns a
+// client whose requests counter counts, and the created pod.
+func startWithPod(t *testing.T) (kubernetes.Interface, *requestCounter, *v1.Pod) {
+	t.Helper()
 	cfg := apiservertest.Start(t)
 	counter := &requestCounter{counts: map[string]int{}}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
 	client := kubernetes.NewForConfigOrDie(cfg)
-	ctx := context.Background()
-
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"},
 		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}
 	var created *v1.Pod
 	// The namespace's default ServiceAccount, which admission wants, comes from a controller.
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
 		created, err = client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
 		return err == nil, nil
 	}); err != nil {
 		t.Fatal("pod not created")
 	}
+	return client, counter, created
+}
+
+// TestDeletedPodsStatusIsNotWritten: once the pod manager has forgotten a pod (its
+// DELETE arrived), a status change for it sends nothing; a kubelet's GET would only be
+// refused by the Node authorizer, once per status change of every deleted pod.
+func TestDeletedPodsStatusIsNotWritten(t *testing.T) {
+	client, counter, created := startWithPod(t)
+	ctx := context.Background()
+	m := NewManager(client, podGetter{created.UID: created}, safety(false), nil)
+	m.SetPodStatus(created, runningStatus())
+	m.syncBatch(ctx, false)
+	if err := client.CoreV1().Pods("default").Delete(ctx, "p", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	m.podGetter = podGetter{} // HandlePodRemoves
+	counter.take()
+	m.SetPodStatus(created, succeededStatus())
+	m.syncBatch(ctx, false)
+	m.syncBatch(ctx, true)
+	if got := counter.take(); len(got) != 0 {
+		t.Errorf("requests for a deleted pod's status: %v, want none", got)
+	}
+}
+
+// TestStatusWriteStartsFromTheKubeletsCopy, against a real apiserver: with a current
+// copy of the pod a status write is one PUT and no GET, also when the copy lags only the
+// kubelet's own last write; with a copy older than another writer's change the PUT gets
+// 409 and the write is retried from a GET, so the status lands either way.
+func TestStatusWriteStartsFromTheKubeletsCopy(t *testing.T) {
+	client, counter, created := startWithPod(t)
+	ctx := context.Background()
 	m := NewManager(client, podGetter{created.UID: created}, safety(true), nil)
 	statusPath := "/api/v1/namespaces/default/pods/p/status"
 	podPath := "/api/v1/namespaces/default/pods/p"

@@ -472,6 +472,14 @@ var errMirrorPodOutdated = errors.New("mirror pod is outdated")
 // Mirrors manager.syncPod (which uses a strategic merge patch instead).
 func (m *Manager) syncPod(ctx context.Context, uid types.UID, s versionedPodStatus) {
 	logger := m.logger.With("pod", s.podNamespace+"/"+s.podName, "podUID", uid)
+	if _, known := m.podGetter.GetPodByUID(uid); !known {
+		// The pod is gone from the API server (the pod manager forgets a pod on its
+		// DELETE): there is no object to write to, and a GET would be refused by the
+		// Node authorizer, which relates no node to a pod that does not exist.
+		// RemoveOrphanedStatuses forgets the status at housekeeping.
+		logger.Debug("pod deleted from the API server; its status is not written")
+		return
+	}
 	ctx, span := m.startSpan(ctx, uid, s)
 	defer span.End()
 	pods := m.client.CoreV1().Pods(s.podNamespace)
