@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"skiff.dev/services/kubelet/server"
@@ -35,6 +36,11 @@ type kubeletHost struct{ kl *Kubelet }
 // GetPodByName returns a pod the kubelet knows (bound to this node).
 func (h kubeletHost) GetPodByName(namespace, name string) (*v1.Pod, bool) {
 	return h.kl.podManager.GetPodByName(namespace, name)
+}
+
+// GetPodStatus is the status manager's latest status of pod uid.
+func (h kubeletHost) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
+	return h.kl.statusManager.GetPodStatus(uid)
 }
 
 // Healthz is nil while the PLEG relists.

@@ -226,12 +226,30 @@ func TestExecLogsPortForward(t *testing.T) {
 			cs := containerStatus(pod)
 			return cs != nil && cs.RestartCount >= 1, fmt.Sprintf("%+v", cs)
 		})
-		eventually(t, 20*time.Second, func() (bool, string) {
+		// As kube chooses, --previous reads the last run that terminated: while the
+		// container waits out CrashLoopBackOff, the run that crashed, which plain logs
+		// shows too. (Garbage collection keeps only the last exited run, so the one
+		// before it is gone by then; the running case is services/kubelet/server's
+		// TestLogContainerIDFollowsKubesChoice.) Checked while the container's state is
+		// the same around the two reads.
+		state := func() string {
+			pod, err := c.Client.CoreV1().Pods("default").Get(ctx, "crasher", metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			if cs := containerStatus(pod); cs != nil && cs.State.Waiting != nil {
+				return "waiting " + cs.State.Waiting.Reason + " after " + cs.LastTerminationState.String()
+			}
+			return fmt.Sprintf("%+v", pod.Status.ContainerStatuses)
+		}
+		eventually(t, 90*time.Second, func() (bool, string) {
+			before := state()
 			cur, err1 := c.kubectl(ctx, "logs", "crasher")
 			prev, err2 := c.kubectl(ctx, "logs", "crasher", "--previous")
+			after := state()
 			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(cur, "run ")))
-			return err1 == nil && err2 == nil && n >= 2 && prev == fmt.Sprintf("run %d\n", n-1),
-				fmt.Sprintf("current %q (%v), previous %q (%v)", cur, err1, prev, err2)
+			return err1 == nil && err2 == nil && before == after && strings.HasPrefix(after, "waiting CrashLoopBackOff") && n >= 2 && prev == cur,
+				fmt.Sprintf("state %q, current %q (%v), previous %q (%v)", after, cur, err1, prev, err2)
 		})
 	})
 

@@ -11,11 +11,13 @@ import (
 	"strconv"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"skiff.dev/services/cri/criolog"
 	"skiff.dev/services/internal/httpstatus"
+	kubecontainer "skiff.dev/services/kubelet/container"
 )
 
 // logPollInterval is how often a followed log is checked for new lines and
@@ -97,24 +99,15 @@ func (s *Server) serveContainerLogs(w http.ResponseWriter, r *http.Request) {
 		httpstatus.Write(w, err)
 		return
 	}
-	cs, err := s.containers(r.Context(), pod, name, false)
+	status, ok := s.host.GetPodStatus(pod.UID)
+	if !ok {
+		status = pod.Status
+	}
+	id, err := logContainerID(pod.Name, status, name, opts.previous)
 	if err != nil {
 		httpstatus.Write(w, err)
 		return
 	}
-	idx := 0
-	if opts.previous {
-		idx = 1
-	}
-	if len(cs) <= idx {
-		if opts.previous {
-			httpstatus.Write(w, apierrors.NewBadRequest(fmt.Sprintf("previous terminated container %q in pod %q not found", name, pod.Name)))
-		} else {
-			httpstatus.Write(w, apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is waiting to start: ContainerCreating", name, pod.Name)))
-		}
-		return
-	}
-	id := cs[idx].GetId()
 	st, err := s.runtime.ContainerStatus(r.Context(), &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if err != nil {
 		httpstatus.Write(w, apierrors.NewInternalError(fmt.Errorf("container status: %w", err)))
@@ -137,6 +130,55 @@ func (s *Server) serveContainerLogs(w http.ResponseWriter, r *http.Request) {
 	if err != nil && !errors.Is(err, errLimitReached) && r.Context().Err() == nil {
 		s.logger.Debug("read container log", "pod", pod.Name, "container", name, "err", err)
 	}
+}
+
+// logContainerID is the runtime ID of the instance of container name whose log a
+// request reads, chosen from the pod's status as the kubelet last computed it: with
+// previous, the last terminated instance (lastState.terminated); otherwise the running
+// one, else the one that terminated, else the last terminated (a container waiting out
+// CrashLoopBackOff shows the run that crashed, and so does previous). Errors are 400s
+// with kube's messages: no such status, no previous instance, never started. Mirrors
+// kubelet's validateContainerLogStatus.
+func logContainerID(podName string, status v1.PodStatus, name string, previous bool) (string, error) {
+	var cs *v1.ContainerStatus
+	for _, list := range [][]v1.ContainerStatus{status.ContainerStatuses, status.InitContainerStatuses, status.EphemeralContainerStatuses} {
+		for i := range list {
+			if list[i].Name == name {
+				cs = &list[i]
+			}
+		}
+	}
+	if cs == nil {
+		return "", apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is waiting to start: ContainerCreating", name, podName))
+	}
+	last := cs.LastTerminationState.Terminated
+	var id string
+	switch state := cs.State; {
+	case previous:
+		if last == nil || last.ContainerID == "" {
+			return "", apierrors.NewBadRequest(fmt.Sprintf("previous terminated container %q in pod %q not found", name, podName))
+		}
+		id = last.ContainerID
+	case state.Running != nil:
+		id = cs.ContainerID
+	case state.Terminated != nil && state.Terminated.ContainerID != "":
+		id = state.Terminated.ContainerID
+	case last != nil && last.ContainerID != "":
+		id = last.ContainerID
+	case state.Terminated != nil:
+		return "", apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is terminated", name, podName))
+	default:
+		reason := "ContainerCreating"
+		if state.Waiting != nil && state.Waiting.Reason != "" {
+			reason = state.Waiting.Reason
+		}
+		return "", apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is waiting to start: %s", name, podName, reason))
+	}
+	parsed := kubecontainer.ParseContainerID(id)
+	if parsed.ID == "" {
+		return "", apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q has no runtime ID yet (%q)", name, podName, id))
+	}
+	return parsed.ID, nil
 }
 
 // errLimitReached ends a read at limitBytes.

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"skiff.dev/services/cri/criolog"
-
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"skiff.dev/services/cri/criolog"
 )
 
 // writeLog writes a CRI log with the given stdout lines, one second apart,
@@ -152,4 +154,54 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestLogContainerIDFollowsKubesChoice pins which instance `kubectl logs` and
+// `kubectl logs --previous` read, from the container's status as kube's kubelet chooses
+// it; a runtime's list of instances cannot, since garbage collection keeps only the last
+// exited one.
+func TestLogContainerIDFollowsKubesChoice(t *testing.T) {
+	terminated := func(id string) *v1.ContainerStateTerminated {
+		return &v1.ContainerStateTerminated{ExitCode: 1, ContainerID: id}
+	}
+	running := v1.ContainerStatus{Name: "c", ContainerID: "sim://run3",
+		State:                v1.ContainerState{Running: &v1.ContainerStateRunning{}},
+		LastTerminationState: v1.ContainerState{Terminated: terminated("sim://run2")}}
+	crashLooping := v1.ContainerStatus{Name: "c",
+		State:                v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: v1.ContainerState{Terminated: terminated("sim://run2")}}
+	exited := v1.ContainerStatus{Name: "c", State: v1.ContainerState{Terminated: terminated("sim://run1")}}
+	creating := v1.ContainerStatus{Name: "c", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
+	for _, tc := range []struct {
+		name     string
+		status   v1.PodStatus
+		previous bool
+		want     string // an ID, or the error's text
+	}{
+		{"running", v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{running}}, false, "run3"},
+		{"running, previous", v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{running}}, true, "run2"},
+		{"crash-looping", v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{crashLooping}}, false, "run2"},
+		{"crash-looping, previous", v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{crashLooping}}, true, "run2"},
+		{"exited once", v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{exited}}, false, "run1"},
+		{"exited once, previous", v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{exited}}, true,
+			`previous terminated container "c" in pod "p" not found`},
+		{"init container", v1.PodStatus{InitContainerStatuses: []v1.ContainerStatus{exited}}, false, "run1"},
+		{"creating", v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{creating}}, false,
+			`container "c" in pod "p" is waiting to start: ContainerCreating`},
+		{"no status yet", v1.PodStatus{}, false, `container "c" in pod "p" is waiting to start: ContainerCreating`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, err := logContainerID("p", tc.status, "c", tc.previous)
+			got := id
+			if err != nil {
+				if !apierrors.IsBadRequest(err) {
+					t.Errorf("error %v is not a 400", err)
+				}
+				got = err.Error()
+			}
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

@@ -23,8 +23,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"skiff.dev/services/internal/httpstatus"
 	"skiff.dev/services/internal/serving"
 )
@@ -49,6 +51,9 @@ const (
 type HostInterface interface {
 	// GetPodByName returns the pod the kubelet runs as namespace/name.
 	GetPodByName(namespace, name string) (*v1.Pod, bool)
+	// GetPodStatus returns the status the kubelet last computed for pod uid, which
+	// may be newer than the API's; false when it has none.
+	GetPodStatus(uid types.UID) (v1.PodStatus, bool)
 	// Healthz reports the kubelet's health: nil, or why it is unhealthy.
 	Healthz() error
 }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"skiff.dev/services/cri/sim"
 	"skiff.dev/services/cri/socketharness"
@@ -29,6 +30,9 @@ func (h host) GetPodByName(namespace, name string) (*v1.Pod, bool) {
 	p, ok := h[namespace+"/"+name]
 	return p, ok
 }
+
+// GetPodStatus has nothing: the server falls back to the pod's API status.
+func (h host) GetPodStatus(types.UID) (v1.PodStatus, bool) { return v1.PodStatus{}, false }
 
 func (h host) Healthz() error { return nil }
 
