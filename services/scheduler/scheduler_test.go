@@ -67,10 +67,16 @@ func startSchedulerWith(t *testing.T, cfg Config) *Scheduler {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(run(t, s))
+	return s
+}
+
+// run runs s until stop, which cancels Run's context and checks that Run returns nil.
+func run(t *testing.T, s *Scheduler) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
+	return func() {
 		cancel()
 		select {
 		case err := <-done:
@@ -80,8 +86,7 @@ func startSchedulerWith(t *testing.T, cfg Config) *Scheduler {
 		case <-time.After(30 * time.Second):
 			t.Error("Run did not return after its context was cancelled")
 		}
-	})
-	return s
+	}
 }
 
 // newClient starts a real apiserver over a real etcd for the test and creates objects
@@ -263,24 +268,14 @@ func TestStoppingRecordsNoFailureForABindingCutShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	stop := run(t, s)
 	select {
 	case <-client.entered:
 	case <-time.After(30 * time.Second):
+		stop()
 		t.Fatal("the pod's binding never started")
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run returned %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after its context was cancelled")
-	}
+	stop()
 	if got := events.failures(); len(got) != 0 {
 		t.Errorf("FailedScheduling recorded for a binding cut short: %q", got)
 	}

@@ -23,6 +23,19 @@ func fastOptions() Options {
 	return o
 }
 
+// wantLost waits for Run's result after what and fails unless it is ErrLeaderElectionLost.
+func wantLost(t *testing.T, result <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-result:
+		if !errors.Is(err, ErrLeaderElectionLost) {
+			t.Errorf("Run = %v, want ErrLeaderElectionLost", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Run did not return after %s", what)
+	}
+}
+
 // TestRunReturnsLostWhenTheLeaseIsTaken pins the contract kube's components exit on: a
 // leader whose Lease another holder takes over stops its work and gets
 // ErrLeaderElectionLost, while a leader whose context ends gets nil.
@@ -59,14 +72,7 @@ func TestRunReturnsLostWhenTheLeaseIsTaken(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-result:
-		if !errors.Is(err, ErrLeaderElectionLost) {
-			t.Errorf("Run = %v, want ErrLeaderElectionLost", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after the Lease was taken")
-	}
+	wantLost(t, result, "the Lease was taken")
 	select {
 	case <-runEnded:
 	default:
@@ -137,14 +143,7 @@ func TestWorkStopsBeforeTheLeaseCanExpireWhileTheAPIServerHangs(t *testing.T) {
 		t.Errorf("work stopped at %s, %s after the Lease (last renewed %s) could be taken over",
 			ended.Format(time.StampMilli), ended.Sub(expiry), lease.Spec.RenewTime.Format(time.StampMilli))
 	}
-	select {
-	case err := <-result:
-		if !errors.Is(err, ErrLeaderElectionLost) {
-			t.Errorf("Run = %v, want ErrLeaderElectionLost", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after the work stopped")
-	}
+	wantLost(t, result, "the work stopped")
 }
 
 func TestRunWithoutElectionRunsAtOnce(t *testing.T) {
