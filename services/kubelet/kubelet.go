@@ -59,6 +59,7 @@ import (
 	"skiff.dev/services/kubelet/token"
 	kubetypes "skiff.dev/services/kubelet/types"
 	"skiff.dev/services/kubelet/util/manager"
+	"skiff.dev/services/kubelet/volume"
 	"skiff.dev/services/kubelet/volumemanager"
 )
 
@@ -108,6 +109,9 @@ type Config struct {
 	// RuntimeEndpoint (hollow nodes pass a cri.InProcessConn to their sim runtime). Run
 	// closes it when it is an io.Closer.
 	RuntimeConn grpc.ClientConnInterface
+	// VolumeMounter mounts the tmpfs of memory-backed volumes; nil means the node's
+	// (volume.NodeMounter). Hollow nodes pass volume.DirMounter, which mounts nothing.
+	VolumeMounter volume.MountInterface
 	// RootDir holds the kubelet's state; pod logs go to
 	// RootDir/pods/<namespace>_<name>_<uid>/<container>/<attempt>.log, laid
 	// out as /var/log/pods. "" means /var/lib/kubelet.
@@ -360,6 +364,7 @@ func New(cfg Config) (*Kubelet, error) {
 		NodeAllocatable: kl.nodeAllocatable,
 		Recorder:        kl.recorder,
 		Logger:          logger,
+		Mounter:         cfg.VolumeMounter,
 	})
 	if err != nil {
 		closeRuntime(conn)

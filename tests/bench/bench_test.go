@@ -3,6 +3,9 @@ package bench_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +45,30 @@ func TestBenchmarkRunsAgainstSkiff(t *testing.T) {
 		return ready == 11, nil
 	}); err != nil {
 		t.Fatalf("11 Ready nodes (bench, hollow-0 … hollow-9): %v", err)
+	}
+
+	// Hollow nodes mount nothing (kubemark's FakeMounter): a pod's service account token
+	// volume, a tmpfs on a real node, is a plain directory under the hollow node's root.
+	hollowPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "on-hollow-0", Namespace: "default"}, Spec: corev1.PodSpec{
+		NodeName: "hollow-0", Containers: []corev1.Container{{Name: "c", Image: "pause"}}}}
+	if _, err := client.CoreV1().Pods("default").Create(context.Background(), hollowPod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := client.CoreV1().Pods("default").Get(ctx, "on-hollow-0", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning && len(p.Spec.Volumes) > 0, nil
+	}); err != nil {
+		t.Fatalf("a pod with a token volume Running on hollow-0: %v", err)
+	}
+	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hollowDir := filepath.Join(c.DataDir, "hollow") + "/"
+	for _, line := range strings.Split(string(mountinfo), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], hollowDir) {
+			t.Errorf("a hollow node mounted %s", f[4])
+		}
 	}
 
 	res, err := bench.Run(context.Background(), bench.Config{Client: client, Namespace: "bench", Pods: 200, Creators: 10,

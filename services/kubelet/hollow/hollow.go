@@ -28,6 +28,7 @@ import (
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/certificate"
+	"skiff.dev/services/kubelet/volume"
 	"skiff.dev/services/kubelet/volumemanager"
 )
 
@@ -142,6 +143,7 @@ func runNode(ctx context.Context, cfg Config, name string) error {
 			NodeName:       name,
 			Client:         client,
 			RuntimeConn:    cri.NewInProcessConn(rt, rt),
+			VolumeMounter:  volume.DirMounter{},
 			RootDir:        dir,
 			NodeIP:         cfg.NodeIP,
 			NodeLabels:     map[string]string{"skiff.dev/hollow-node": "true"},

@@ -36,6 +36,25 @@ type Host interface {
 	// GetServiceAccountToken returns a token for service account
 	// namespace/name as requested by tr, from the kubelet's token manager.
 	GetServiceAccountToken(ctx context.Context, namespace, name string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error)
+	// GetMounter is what volumes are mounted and unmounted with (kube's
+	// VolumeHost.GetMounter).
+	GetMounter() MountInterface
+}
+
+// MountInterface makes and removes the directories volumes live in: the tmpfs of
+// memory-backed ones (emptyDir medium Memory, secret, projected) and plain ones. The
+// node's is NodeMounter; hollow nodes use DirMounter, which mounts
+// nothing, as kubemark's hollow kubelets use mount-utils' FakeMounter. Mirrors the part
+// of k8s.io/mount-utils' Interface the kubelet's volume plugins use.
+type MountInterface interface {
+	// SetUpTmpfs makes dir (creating it) a tmpfs of sizeBytes (0: the kernel's
+	// default, half the memory) unless it already is one. Errors: dir cannot be made,
+	// or the tmpfs cannot be mounted (no privilege): a memory-backed volume is never
+	// silently put on disk.
+	SetUpTmpfs(dir string, sizeBytes int64) error
+	// TearDownDir unmounts dir if something is mounted on it, then removes it and its
+	// content; a missing dir is not an error.
+	TearDownDir(dir string) error
 }
 
 // Attributes describe how a mounted volume may be used.

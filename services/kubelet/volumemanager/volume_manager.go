@@ -99,6 +99,9 @@ type Config struct {
 	// ResyncPeriod is how often remountable volumes are rewritten; 0 means
 	// DefaultResyncPeriod.
 	ResyncPeriod time.Duration
+	// Mounter mounts the volumes' tmpfs; nil means the node's (volume.NodeMounter).
+	// Hollow nodes give volume.DirMounter.
+	Mounter volume.MountInterface
 }
 
 // MountedVolume is one volume of a pod, ready on the host.
@@ -120,6 +123,7 @@ type VolumeManager struct {
 	recorder        record.EventRecorder
 	logger          *slog.Logger
 	resyncPeriod    time.Duration
+	mounter         volume.MountInterface
 	plugins         *volume.PluginMgr
 
 	mu   sync.Mutex
@@ -155,7 +159,11 @@ func New(cfg Config) (*VolumeManager, error) {
 		recorder:        cfg.Recorder,
 		logger:          cfg.Logger,
 		resyncPeriod:    cfg.ResyncPeriod,
+		mounter:         cfg.Mounter,
 		pods:            map[types.UID]*podVolumes{},
+	}
+	if vm.mounter == nil {
+		vm.mounter = volume.NodeMounter{}
 	}
 	if vm.recorder == nil {
 		vm.recorder = eventrecorder.Nop{}
@@ -188,6 +196,9 @@ func New(cfg Config) (*VolumeManager, error) {
 func (vm *VolumeManager) GetPodVolumeDir(podUID types.UID, pluginName, volumeName string) string {
 	return volume.PodVolumeDir(vm.podsDir, podUID, pluginName, volumeName)
 }
+
+// GetMounter implements volume.Host.
+func (vm *VolumeManager) GetMounter() volume.MountInterface { return vm.mounter }
 
 // GetConfigMap implements volume.Host.
 func (vm *VolumeManager) GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
@@ -435,7 +446,7 @@ func (vm *VolumeManager) tearDownPodDir(uid types.UID) error {
 		for _, v := range vols {
 			var err error
 			if pluginErr != nil {
-				err = emptydir.TearDownDir(filepath.Join(volumesDir, pd.Name(), v.Name()))
+				err = vm.mounter.TearDownDir(filepath.Join(volumesDir, pd.Name(), v.Name()))
 			} else {
 				var u volume.Unmounter
 				if u, err = plugin.NewUnmounter(v.Name(), uid); err == nil {

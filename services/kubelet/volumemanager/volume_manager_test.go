@@ -17,7 +17,7 @@ import (
 
 	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/kubelet/token"
-	"skiff.dev/services/kubelet/volume/emptydir"
+	"skiff.dev/services/kubelet/volume"
 )
 
 func newTestManager(t *testing.T) (*VolumeManager, kubernetes.Interface, *record.FakeRecorder) {
@@ -213,7 +213,7 @@ func TestPodDirectoryIsNeverRemovedThroughAMount(t *testing.T) {
 	dir := t.TempDir()
 	podDir := filepath.Join(dir, "uid-m")
 	mounted := filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir", "mem")
-	if err := emptydir.SetUpTmpfs(mounted, 0); err != nil {
+	if err := (volume.NodeMounter{}).SetUpTmpfs(mounted, 0); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(mounted, unix.MNT_DETACH) })

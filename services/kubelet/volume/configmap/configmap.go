@@ -43,7 +43,7 @@ func (p *plugin) NewMounter(spec *v1.Volume, pod *v1.Pod) (volume.Mounter, error
 }
 
 func (p *plugin) NewUnmounter(volName string, podUID types.UID) (volume.Unmounter, error) {
-	return unmounter{path: p.host.GetPodVolumeDir(podUID, PluginName, volName)}, nil
+	return unmounter{path: p.host.GetPodVolumeDir(podUID, PluginName, volName), mounter: p.host.GetMounter()}, nil
 }
 
 type mounter struct {
@@ -125,6 +125,9 @@ func MakePayload(items []v1.KeyToPath, cm *v1.ConfigMap, defaultMode *int32, opt
 	return payload, nil
 }
 
-type unmounter struct{ path string }
+type unmounter struct {
+	path    string
+	mounter volume.MountInterface
+}
 
-func (u unmounter) TearDown() error { return emptydir.TearDownDir(u.path) }
+func (u unmounter) TearDown() error { return u.mounter.TearDownDir(u.path) }

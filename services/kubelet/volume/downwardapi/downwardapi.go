@@ -45,7 +45,7 @@ func (p *plugin) NewMounter(spec *v1.Volume, pod *v1.Pod) (volume.Mounter, error
 }
 
 func (p *plugin) NewUnmounter(volName string, podUID types.UID) (volume.Unmounter, error) {
-	return unmounter{path: p.host.GetPodVolumeDir(podUID, PluginName, volName)}, nil
+	return unmounter{path: p.host.GetPodVolumeDir(podUID, PluginName, volName), mounter: p.host.GetMounter()}, nil
 }
 
 type mounter struct {
@@ -120,6 +120,9 @@ func CollectData(items []v1.DownwardAPIVolumeFile, defaultMode *int32, pod *v1.P
 	return payload, errors.Join(errs...)
 }
 
-type unmounter struct{ path string }
+type unmounter struct {
+	path    string
+	mounter volume.MountInterface
+}
 
-func (u unmounter) TearDown() error { return emptydir.TearDownDir(u.path) }
+func (u unmounter) TearDown() error { return u.mounter.TearDownDir(u.path) }

@@ -7,14 +7,10 @@ package emptydir
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"strconv"
 
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -46,7 +42,7 @@ func (p *plugin) RequiresRemount() bool { return false }
 // promise a limit nobody keeps. Medium "HugePages*" is refused too.
 func (p *plugin) NewMounter(spec *v1.Volume, pod *v1.Pod) (volume.Mounter, error) {
 	src := spec.EmptyDir
-	m := &mounter{path: p.host.GetPodVolumeDir(pod.UID, PluginName, spec.Name), medium: src.Medium}
+	m := &mounter{path: p.host.GetPodVolumeDir(pod.UID, PluginName, spec.Name), medium: src.Medium, mounter: p.host.GetMounter()}
 	switch src.Medium {
 	case v1.StorageMediumDefault:
 		if src.SizeLimit != nil && !src.SizeLimit.IsZero() {
@@ -61,7 +57,7 @@ func (p *plugin) NewMounter(spec *v1.Volume, pod *v1.Pod) (volume.Mounter, error
 }
 
 func (p *plugin) NewUnmounter(volName string, podUID types.UID) (volume.Unmounter, error) {
-	return unmounter{path: p.host.GetPodVolumeDir(podUID, PluginName, volName)}, nil
+	return unmounter{path: p.host.GetPodVolumeDir(podUID, PluginName, volName), mounter: p.host.GetMounter()}, nil
 }
 
 // memorySize is the tmpfs size of a memory-backed emptyDir: its sizeLimit,
@@ -90,9 +86,10 @@ func memorySize(sizeLimit *resource.Quantity, pod *v1.Pod, allocatable v1.Resour
 }
 
 type mounter struct {
-	path   string
-	medium v1.StorageMedium
-	size   int64
+	path    string
+	medium  v1.StorageMedium
+	size    int64
+	mounter volume.MountInterface
 }
 
 func (m *mounter) GetPath() string                  { return m.path }
@@ -100,14 +97,17 @@ func (m *mounter) GetAttributes() volume.Attributes { return volume.Attributes{M
 
 func (m *mounter) SetUp(context.Context) error {
 	if m.medium == v1.StorageMediumMemory {
-		return SetUpTmpfs(m.path, m.size)
+		return m.mounter.SetUpTmpfs(m.path, m.size)
 	}
 	return SetUpDir(m.path)
 }
 
-type unmounter struct{ path string }
+type unmounter struct {
+	path    string
+	mounter volume.MountInterface
+}
 
-func (u unmounter) TearDown() error { return TearDownDir(u.path) }
+func (u unmounter) TearDown() error { return u.mounter.TearDownDir(u.path) }
 
 // SetUpDir creates dir (mode 0777) if it does not exist.
 func SetUpDir(dir string) error {
@@ -116,74 +116,4 @@ func SetUpDir(dir string) error {
 	}
 	// MkdirAll's mode passes through the umask.
 	return os.Chmod(dir, perm)
-}
-
-// SetUpTmpfs makes dir a tmpfs of sizeBytes (0: the kernel's default, half
-// the memory) unless it already is one. When the tmpfs cannot be mounted (no
-// privilege, no tmpfs) it fails: a memory-backed volume is never silently
-// put on disk.
-func SetUpTmpfs(dir string, sizeBytes int64) error {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
-	}
-	mounted, err := IsTmpfsMountPoint(dir)
-	if err != nil {
-		return err
-	}
-	if mounted {
-		return nil
-	}
-	opts := "mode=0777"
-	if sizeBytes > 0 {
-		opts += ",size=" + strconv.FormatInt(sizeBytes, 10)
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("mount tmpfs on %s for a memory-backed volume: %w", dir, err)
-	}
-	return nil
-}
-
-// IsTmpfsMountPoint reports whether dir is the root of a tmpfs mount.
-func IsTmpfsMountPoint(dir string) (bool, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return false, fmt.Errorf("statfs %s: %w", dir, err)
-	}
-	if st.Type != unix.TMPFS_MAGIC {
-		return false, nil
-	}
-	return isMountPoint(dir)
-}
-
-// isMountPoint reports whether dir sits on another device than its parent.
-func isMountPoint(dir string) (bool, error) {
-	var self, parent unix.Stat_t
-	if err := unix.Lstat(dir, &self); err != nil {
-		return false, fmt.Errorf("stat %s: %w", dir, err)
-	}
-	if err := unix.Lstat(filepath.Dir(dir), &parent); err != nil {
-		return false, fmt.Errorf("stat %s: %w", filepath.Dir(dir), err)
-	}
-	return self.Dev != parent.Dev, nil
-}
-
-// TearDownDir unmounts dir if something is mounted on it, then removes it
-// and its content; a missing dir is not an error.
-func TearDownDir(dir string) error {
-	mounted, err := isMountPoint(dir)
-	if errors.Is(err, unix.ENOENT) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if mounted {
-		if err := unix.Unmount(dir, 0); err != nil {
-			return fmt.Errorf("unmount %s: %w", dir, err)
-		}
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("remove %s: %w", dir, err)
-	}
-	return nil
 }

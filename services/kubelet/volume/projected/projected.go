@@ -21,7 +21,6 @@ import (
 	"skiff.dev/services/kubelet/volume/atomicwriter"
 	"skiff.dev/services/kubelet/volume/configmap"
 	"skiff.dev/services/kubelet/volume/downwardapi"
-	"skiff.dev/services/kubelet/volume/emptydir"
 	"skiff.dev/services/kubelet/volume/secret"
 )
 
@@ -66,7 +65,7 @@ func (p *plugin) NewMounter(spec *v1.Volume, pod *v1.Pod) (volume.Mounter, error
 }
 
 func (p *plugin) NewUnmounter(volName string, podUID types.UID) (volume.Unmounter, error) {
-	return unmounter{path: p.host.GetPodVolumeDir(podUID, PluginName, volName)}, nil
+	return unmounter{path: p.host.GetPodVolumeDir(podUID, PluginName, volName), mounter: p.host.GetMounter()}, nil
 }
 
 type mounter struct {
@@ -88,7 +87,7 @@ func (m *mounter) SetUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := emptydir.SetUpTmpfs(m.path, 0); err != nil {
+	if err := m.host.GetMounter().SetUpTmpfs(m.path, 0); err != nil {
 		return err
 	}
 	if err := atomicwriter.New(m.path).Write(payload); err != nil {
@@ -197,6 +196,9 @@ func (m *mounter) token(ctx context.Context, src *v1.ServiceAccountTokenProjecti
 	return tr.Status.Token, nil
 }
 
-type unmounter struct{ path string }
+type unmounter struct {
+	path    string
+	mounter volume.MountInterface
+}
 
-func (u unmounter) TearDown() error { return emptydir.TearDownDir(u.path) }
+func (u unmounter) TearDown() error { return u.mounter.TearDownDir(u.path) }

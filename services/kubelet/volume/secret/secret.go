@@ -13,7 +13,6 @@ import (
 
 	"skiff.dev/services/kubelet/volume"
 	"skiff.dev/services/kubelet/volume/atomicwriter"
-	"skiff.dev/services/kubelet/volume/emptydir"
 )
 
 // PluginName is kube's name of the plugin.
@@ -43,7 +42,7 @@ func (p *plugin) NewMounter(spec *v1.Volume, pod *v1.Pod) (volume.Mounter, error
 }
 
 func (p *plugin) NewUnmounter(volName string, podUID types.UID) (volume.Unmounter, error) {
-	return unmounter{path: p.host.GetPodVolumeDir(podUID, PluginName, volName)}, nil
+	return unmounter{path: p.host.GetPodVolumeDir(podUID, PluginName, volName), mounter: p.host.GetMounter()}, nil
 }
 
 type mounter struct {
@@ -75,7 +74,7 @@ func (m *mounter) SetUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := emptydir.SetUpTmpfs(m.path, 0); err != nil {
+	if err := m.host.GetMounter().SetUpTmpfs(m.path, 0); err != nil {
 		return err
 	}
 	if err := atomicwriter.New(m.path).Write(payload); err != nil {
@@ -117,6 +116,9 @@ func MakePayload(items []v1.KeyToPath, secret *v1.Secret, defaultMode *int32, op
 	return payload, nil
 }
 
-type unmounter struct{ path string }
+type unmounter struct {
+	path    string
+	mounter volume.MountInterface
+}
 
-func (u unmounter) TearDown() error { return emptydir.TearDownDir(u.path) }
+func (u unmounter) TearDown() error { return u.mounter.TearDownDir(u.path) }

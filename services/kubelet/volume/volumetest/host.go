@@ -16,12 +16,14 @@ import (
 )
 
 // Host is a volume.Host for tests: volumes under PodsDir, objects through
-// Client, Allocatable as the node's, tokens from Tokens (nil: an error).
+// Client, Allocatable as the node's, tokens from Tokens (nil: an error), mounts by
+// Mounter (nil: the node's, volume.NodeMounter).
 type Host struct {
 	PodsDir     string
 	Client      kubernetes.Interface
 	Allocatable v1.ResourceList
 	Tokens      func(ctx context.Context, namespace, name string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error)
+	Mounter     volume.MountInterface
 }
 
 var _ volume.Host = (*Host)(nil)
@@ -39,6 +41,13 @@ func (h *Host) GetSecret(ctx context.Context, namespace, name string) (*v1.Secre
 }
 
 func (h *Host) GetNodeAllocatable() v1.ResourceList { return h.Allocatable }
+
+func (h *Host) GetMounter() volume.MountInterface {
+	if h.Mounter == nil {
+		return volume.NodeMounter{}
+	}
+	return h.Mounter
+}
 
 func (h *Host) GetServiceAccountToken(ctx context.Context, namespace, name string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
 	if h.Tokens == nil {
