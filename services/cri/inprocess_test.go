@@ -2,6 +2,7 @@ package cri_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -9,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"skiff.dev/services/cri"
+	"skiff.dev/services/cri/criservice"
 	"skiff.dev/services/cri/sim"
 )
 
@@ -56,10 +58,6 @@ func TestInProcessConn(t *testing.T) {
 	if status.Code(err) != codes.NotFound {
 		t.Fatalf("ContainerStatus of an unknown container: %v; want NotFound", err)
 	}
-	_, err = runtime.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
-	if status.Code(err) != codes.Unimplemented {
-		t.Fatalf("GetContainerEvents (a stream): %v; want Unimplemented", err)
-	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := runtime.Version(cancelled, &runtimeapi.VersionRequest{}); status.Code(err) != codes.Canceled {
@@ -85,5 +83,74 @@ func TestInProcessConnRefusesANilResponse(t *testing.T) {
 	client := runtimeapi.NewRuntimeServiceClient(cri.NewInProcessConn(nilVersionServer{}, nil))
 	if _, err := client.Version(context.Background(), &runtimeapi.VersionRequest{}); status.Code(err) != codes.Internal {
 		t.Fatalf("Version from a server that returned nothing: %v; want Internal", err)
+	}
+}
+
+// TestInProcessConnStreams reads the sim runtime's container events over an
+// InProcessConn: headers arrive once the runtime has subscribed, events arrive as
+// copies, a subscriber that stops reading is cut off rather than blocking the runtime,
+// and cancelling the caller's context ends the stream.
+func TestInProcessConnStreams(t *testing.T) {
+	rt := sim.NewHollow()
+	t.Cleanup(rt.Close)
+	runtime := runtimeapi.NewRuntimeServiceClient(cri.NewInProcessConn(rt, rt))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	stream, err := runtime.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Header(); err != nil {
+		t.Fatalf("Header: %v", err)
+	}
+	run := func(name string) string {
+		t.Helper()
+		config := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "ns", Uid: "uid-" + name}}
+		r, err := runtime.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: config})
+		if err != nil {
+			t.Fatalf("RunPodSandbox: %v", err)
+		}
+		return r.PodSandboxId
+	}
+	id := run("p")
+	e, err := stream.Recv()
+	if err != nil || e.ContainerId != id || e.ContainerEventType != runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT {
+		t.Fatalf("first event = %v, %v; want CREATED of %s", e, err, id)
+	}
+	// A copy: changing it changes nothing the runtime keeps.
+	e.PodSandboxStatus.Metadata.Name = "mine"
+	st, err := runtime.PodSandboxStatus(context.Background(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	if err != nil || st.Status.Metadata.Name != "p" {
+		t.Fatalf("PodSandboxStatus after changing an event = %v, %v; want name p", st, err)
+	}
+
+	// Stop reading: the runtime queues criservice.EventBufferSize events (plus the
+	// one the stream holds), then ends the stream instead of waiting.
+	for i := range criservice.EventBufferSize/2 + 2 {
+		run(fmt.Sprintf("q%d", i))
+	}
+	var n int
+	for {
+		_, err = stream.Recv()
+		if err != nil {
+			break
+		}
+		n++
+	}
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("after %d events unread: %v; want ResourceExhausted", n, err)
+	}
+
+	again, err := runtime.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.Header(); err != nil {
+		t.Fatalf("Header: %v", err)
+	}
+	cancel()
+	if _, err := again.Recv(); status.Code(err) != codes.Canceled {
+		t.Fatalf("Recv after the caller cancelled: %v; want Canceled", err)
 	}
 }

@@ -60,10 +60,16 @@ func Serve(ctx context.Context, socketPath string, rs runtimeapi.RuntimeServiceS
 		return fmt.Errorf("serve CRI: %w", err)
 	}
 
+	// Streams (GetContainerEvents) never end by themselves: they are ended when
+	// serving stops, as kube-apiserver ends its watches, so that a graceful stop
+	// waits only for the unary calls in flight.
+	stopping, stopStreams := context.WithCancel(context.Background())
+	defer stopStreams()
 	srv := grpc.NewServer(
 		grpc.MaxRecvMsgSize(MaxMsgSize),
 		grpc.MaxSendMsgSize(MaxMsgSize),
 		tracing.GRPCServerOption(nil),
+		grpc.StreamInterceptor(endStreamsWith(stopping)),
 	)
 	runtimeapi.RegisterRuntimeServiceServer(srv, rs)
 	runtimeapi.RegisterImageServiceServer(srv, is)
@@ -76,6 +82,7 @@ func Serve(ctx context.Context, socketPath string, rs runtimeapi.RuntimeServiceS
 	case <-ctx.Done():
 	}
 
+	stopStreams()
 	stopped := make(chan struct{})
 	go func() {
 		srv.GracefulStop()
@@ -92,6 +99,25 @@ func Serve(ctx context.Context, socketPath string, rs runtimeapi.RuntimeServiceS
 	<-served
 	return nil
 }
+
+// endStreamsWith returns a stream interceptor whose handlers' contexts also end when
+// stopping does.
+func endStreamsWith(stopping context.Context) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx, cancel := context.WithCancel(ss.Context())
+		defer cancel()
+		defer context.AfterFunc(stopping, cancel)()
+		return handler(srv, &streamWithContext{ServerStream: ss, ctx: ctx})
+	}
+}
+
+// streamWithContext is a grpc.ServerStream with a context of its own.
+type streamWithContext struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *streamWithContext) Context() context.Context { return s.ctx }
 
 // removeStaleSocket removes path if it is a socket no server answers on.
 func removeStaleSocket(path string) error {

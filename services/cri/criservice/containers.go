@@ -175,6 +175,7 @@ func (s *Service) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 		c.resources = &runtimeapi.ContainerResources{Linux: r}
 	}
 	s.containers[c.spec.ID] = c
+	s.emitContainerLocked(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, c)
 	return &runtimeapi.CreateContainerResponse{ContainerId: c.spec.ID}, nil
 }
 
@@ -233,12 +234,15 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		c.message = status.Convert(err).Message()
 		c.log = nil
 		_ = log.Close()
+		s.emitContainerLocked(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, c)
 		return nil, err
 	}
 	c.startedAt = startedAt.UnixNano()
 	c.state = runtimeapi.ContainerState_CONTAINER_RUNNING
+	s.emitContainerLocked(runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, c)
 	if c.exitReported {
 		c.state = runtimeapi.ContainerState_CONTAINER_EXITED
+		s.emitContainerLocked(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, c)
 	}
 	return &runtimeapi.StartContainerResponse{}, nil
 }
@@ -260,6 +264,7 @@ func (s *Service) containerExited(c *container, st ExitStatus) {
 	c.message = st.Message
 	if !c.starting {
 		c.state = runtimeapi.ContainerState_CONTAINER_EXITED
+		s.emitContainerLocked(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, c)
 	}
 	log := c.log
 	c.log = nil
@@ -326,6 +331,7 @@ func (s *Service) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCon
 			return &runtimeapi.RemoveContainerResponse{}, nil
 		}
 		if !c.starting && c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			s.emitContainerLocked(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, c)
 			delete(s.containers, id)
 			s.mu.Unlock()
 			return &runtimeapi.RemoveContainerResponse{}, nil

@@ -93,6 +93,8 @@ func (s *Service) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandbox
 	}
 	sb.ip = ip
 	s.sandboxes[sb.id] = sb
+	s.emitLocked(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, sb.id, sb)
+	s.emitLocked(runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, sb.id, sb)
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: sb.id}, nil
 }
 
@@ -109,7 +111,10 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 		s.mu.Unlock()
 		return nil, status.Errorf(codes.NotFound, "pod sandbox %q not found", id)
 	}
-	sb.state = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	if sb.state != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+		sb.state = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+		s.emitLocked(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, sb.id, sb)
+	}
 	ids := s.containerIDsLocked(id)
 	s.mu.Unlock()
 
@@ -134,7 +139,10 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 			return &runtimeapi.RemovePodSandboxResponse{}, nil
 		}
 		// NOTREADY refuses new containers and starts, so this loop ends.
-		sb.state = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+		if sb.state != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+			sb.state = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+			s.emitLocked(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, sb.id, sb)
+		}
 		var live []string
 		for _, cid := range s.containerIDsLocked(id) {
 			if c := s.containers[cid]; c.starting || c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
@@ -143,8 +151,10 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 		}
 		if len(live) == 0 {
 			for _, cid := range s.containerIDsLocked(id) {
+				s.emitContainerLocked(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, s.containers[cid])
 				delete(s.containers, cid)
 			}
+			s.emitLocked(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, id, sb)
 			delete(s.sandboxes, id)
 			s.mu.Unlock()
 			break
@@ -174,11 +184,16 @@ func (s *Service) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandbox
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "pod sandbox %q not found", req.GetPodSandboxId())
 	}
+	return &runtimeapi.PodSandboxStatusResponse{Status: sb.status()}, nil
+}
+
+// status is the sandbox's CRI status.
+func (sb *sandbox) status() *runtimeapi.PodSandboxStatus {
 	nsOpts := sb.config.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	if nsOpts == nil {
 		nsOpts = &runtimeapi.NamespaceOption{}
 	}
-	return &runtimeapi.PodSandboxStatusResponse{Status: &runtimeapi.PodSandboxStatus{
+	return &runtimeapi.PodSandboxStatus{
 		Id:             sb.id,
 		Metadata:       sb.config.GetMetadata(),
 		State:          sb.state,
@@ -188,7 +203,7 @@ func (s *Service) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandbox
 		Labels:         sb.config.GetLabels(),
 		Annotations:    sb.config.GetAnnotations(),
 		RuntimeHandler: sb.handler,
-	}}, nil
+	}
 }
 
 // ListPodSandbox lists sandboxes, oldest first, matching every set field of

@@ -145,6 +145,10 @@ type Service struct {
 	sandboxes  map[string]*sandbox   // by sandbox ID
 	containers map[string]*container // by container ID
 	streaming  *streaming.Server     // nil until StartStreaming
+	// subscribers are the GetContainerEvents streams; done is closed by Close,
+	// which ends them.
+	subscribers map[*eventSubscriber]struct{}
+	done        chan struct{}
 }
 
 // New returns a Service that reports runtimeName in Version and runs
@@ -156,6 +160,9 @@ func New(runtimeName string, d Driver, opts ...Option) *Service {
 		images:     map[string]*image{},
 		sandboxes:  map[string]*sandbox{},
 		containers: map[string]*container{},
+
+		subscribers: map[*eventSubscriber]struct{}{},
+		done:        make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(s)
@@ -165,7 +172,8 @@ func New(runtimeName string, d Driver, opts ...Option) *Service {
 
 // Close stops the streaming server (ending every exec, attach and port-forward
 // stream), abandons starts in progress and closes the driver, which ends every
-// container; afterwards all containers are EXITED and no more can start.
+// container; afterwards all containers are EXITED and no more can start, and the
+// GetContainerEvents streams have ended.
 // Close is idempotent.
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
@@ -186,6 +194,7 @@ func (s *Service) Close() {
 		}
 		s.mu.Unlock()
 		s.driver.Close()
+		close(s.done)
 	})
 }
 
