@@ -135,6 +135,12 @@ type Config struct {
 	// LeaseDuration is the node Lease's duration (default 40 s); the lease
 	// is renewed every quarter of it.
 	LeaseDuration time.Duration
+	// GenericPLEG makes the PLEG relist the runtime every second even when the
+	// runtime streams container events (kube's default: its EventedPLEG feature
+	// gate is off). Without it the Evented PLEG reads the events and relists
+	// every 5 min, falling back to the generic PLEG when the runtime has no
+	// event stream (containerd before 1.7) or the stream keeps failing.
+	GenericPLEG bool
 	// HealthzAddr, if set, is where a plain-HTTP /healthz is served, e.g.
 	// ":10248"; "" serves nothing.
 	HealthzAddr string
@@ -216,7 +222,7 @@ type Kubelet struct {
 	conn                grpc.ClientConnInterface // closed by run when an io.Closer
 	containerRuntime    *kuberuntime.Manager
 	podCache            *container.Cache
-	pleg                *pleg.GenericPLEG
+	pleg                pleg.PodLifecycleEventGenerator
 	podManager          *kubepod.Manager
 	podWorkers          *podworkers.PodWorkers
 	workQueue           *podworkers.WorkQueue
@@ -395,7 +401,11 @@ func New(cfg Config) (*Kubelet, error) {
 		}
 		return nil, fmt.Errorf("kubelet: %w", err)
 	}
-	kl.pleg = pleg.NewGenericPLEG(kl.containerRuntime, kl.podCache, pleg.RelistPeriod, logger)
+	genericPLEG := pleg.NewGenericPLEG(kl.containerRuntime, kl.podCache, pleg.RelistPeriod, logger)
+	kl.pleg = genericPLEG
+	if !cfg.GenericPLEG {
+		kl.pleg = pleg.NewEventedPLEG(genericPLEG, runtimeapi.NewRuntimeServiceClient(conn), logger)
+	}
 	kl.runtimeState.addHealthCheck("PLEG", kl.pleg.Healthy)
 	kl.statusManager = status.NewManager(cfg.Client, kl.podManager, kl, logger)
 	kl.statusManager.Tracer = tracing.Tracer(cfg.TracerProvider, "skiff.dev/services/kubelet/status")

@@ -67,6 +67,7 @@ func main() {
 	podManifestPath := flag.String("pod-manifest-path", "", "directory (or file) of static pod manifests the kubelet runs on its own and mirrors into the API server; empty means none")
 	fileCheckFrequency := flag.Duration("file-check-frequency", 20*time.Second, "how often --pod-manifest-path is read again")
 	evictionHard := flag.String("eviction-hard", eviction.DefaultEvictionHard, "thresholds (signal<quantity or percentage, comma-separated; signals memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available) below which the node reports MemoryPressure, DiskPressure or PIDPressure; pods are not evicted")
+	eventedPLEG := flag.Bool("evented-pleg", true, "read the runtime's container events (CRI GetContainerEvents) and relist it only every 5 min, as kube's EventedPLEG feature gate does; false, or a runtime without the event stream (containerd before 1.7), relists every second")
 	hollowNodes := flag.Int("hollow-nodes", 0, "run this many hollow nodes (kubemark's) instead of one kubelet: each the real kubelet over its own simulated runtime, joining through --bootstrap-kubeconfig, with its state under <root-dir>/<name>; no kubelet API")
 	hollowNamePrefix := flag.String("hollow-name-prefix", hollow.DefaultNamePrefix, "with --hollow-nodes, the nodes' names are this prefix followed by 0, 1, ...")
 	srv := serving.NewOptions("")
@@ -104,7 +105,7 @@ func main() {
 			os.Exit(1)
 		}
 		os.Exit(runHollowNodes(ctx, logger, hollow.Config{Nodes: *hollowNodes, NamePrefix: *hollowNamePrefix,
-			BootstrapKubeconfig: *bootstrapKubeconfig, RootDir: *rootDir, NodeIP: *nodeIP, Logger: logger}))
+			BootstrapKubeconfig: *bootstrapKubeconfig, RootDir: *rootDir, NodeIP: *nodeIP, GenericPLEG: !*eventedPLEG, Logger: logger}))
 	}
 	thresholds, err := eviction.ParseThresholds(*evictionHard)
 	if err != nil {
@@ -194,6 +195,7 @@ func main() {
 		NodeName:        *nodeName,
 		Client:          client,
 		RuntimeEndpoint: *endpoint,
+		GenericPLEG:     !*eventedPLEG,
 		RootDir:         *rootDir,
 		EvictionHard:    thresholds,
 		NodeIP:          *nodeIP,

@@ -67,10 +67,15 @@ func (c *Cache) GetNewerThan(ctx context.Context, id types.UID, minTime time.Tim
 }
 
 // Set stores the status (or the inspection error) of pod id read at
-// timestamp and wakes readers waiting for it.
+// timestamp and wakes readers waiting for it. A status read before the one
+// stored is dropped: a relist and an Evented PLEG inspection may finish in
+// either order (kube's cache does the same under EventedPLEG).
 func (c *Cache) Set(id types.UID, status *PodStatus, err error, timestamp time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if d, ok := c.pods[id]; ok && d.modified.After(timestamp) {
+		return
+	}
 	c.pods[id] = &cacheData{status: status, err: err, modified: timestamp}
 	c.notify(id, timestamp)
 }
@@ -83,11 +88,19 @@ func (c *Cache) Delete(id types.UID) {
 }
 
 // UpdateTime marks every entry as fresh as timestamp (a relist that started
-// at timestamp completed) and wakes the readers this satisfies.
+// at timestamp completed) and wakes the readers this satisfies. Entries of
+// pods the runtime had nothing of, stored before timestamp, are dropped: the
+// cache now tells the same of them without an entry.
 func (c *Cache) UpdateTime(timestamp time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.timestamp = timestamp
+	for id, d := range c.pods {
+		if d.err == nil && d.status != nil && len(d.status.SandboxStatuses) == 0 &&
+			len(d.status.ContainerStatuses) == 0 && d.modified.Before(timestamp) {
+			delete(c.pods, id)
+		}
+	}
 	for id := range c.subscribers {
 		c.notify(id, timestamp)
 	}

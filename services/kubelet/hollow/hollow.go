@@ -52,6 +52,9 @@ type Config struct {
 	NodeIP string
 	// Capacity overrides entries of each node's capacity (kubelet.Config.Capacity).
 	Capacity v1.ResourceList
+	// GenericPLEG makes every node relist its runtime every second instead of reading
+	// its container events (kubelet.Config.GenericPLEG).
+	GenericPLEG bool
 	// TracerProvider traces the kubelets' requests, syncs and CRI calls; nil means none.
 	TracerProvider trace.TracerProvider
 	// Logger receives the kubelets' logs; nil means slog.Default().
@@ -143,6 +146,7 @@ func runNode(ctx context.Context, cfg Config, name string) error {
 			NodeName:       name,
 			Client:         client,
 			RuntimeConn:    cri.NewInProcessConn(rt, rt),
+			GenericPLEG:    cfg.GenericPLEG,
 			VolumeMounter:  volume.DirMounter{},
 			RootDir:        dir,
 			NodeIP:         cfg.NodeIP,

@@ -71,7 +71,6 @@ type GenericPLEG struct {
 	runtime      Runtime
 	cache        *container.Cache
 	eventChannel chan *PodLifecycleEvent
-	relistPeriod time.Duration
 	logger       *slog.Logger
 	// relistRequests holds at most one pending RequestRelist: requests that
 	// arrive while one is pending are served by the same relist.
@@ -82,8 +81,10 @@ type GenericPLEG struct {
 	podRecords      map[types.UID]*podRecord
 	podsToReinspect map[types.UID]*container.Pod
 
-	timeMu     sync.Mutex
-	relistTime time.Time
+	timeMu          sync.Mutex
+	relistTime      time.Time
+	relistPeriod    time.Duration
+	relistThreshold time.Duration
 }
 
 // NewGenericPLEG returns a PLEG over runtime that writes statuses to cache
@@ -101,6 +102,7 @@ func NewGenericPLEG(runtime Runtime, cache *container.Cache, relistPeriod time.D
 		cache:           cache,
 		eventChannel:    make(chan *PodLifecycleEvent, ChannelCapacity),
 		relistPeriod:    relistPeriod,
+		relistThreshold: RelistThreshold,
 		logger:          logger,
 		relistRequests:  make(chan struct{}, 1),
 		podRecords:      map[types.UID]*podRecord{},
@@ -114,17 +116,30 @@ func (g *GenericPLEG) Watch() <-chan *PodLifecycleEvent { return g.eventChannel 
 // Run relists every relist period, and soon after each RequestRelist, until
 // ctx ends.
 func (g *GenericPLEG) Run(ctx context.Context) {
-	t := time.NewTicker(g.relistPeriod)
-	defer t.Stop()
 	for {
 		g.Relist(ctx)
+		g.timeMu.Lock()
+		period := g.relistPeriod
+		g.timeMu.Unlock()
+		t := time.NewTimer(period)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		case <-g.relistRequests:
+			t.Stop()
 		}
 	}
+}
+
+// setRelistTiming changes the relist period (from the next wait of Run on) and
+// the health threshold, as kube's Update(relistDuration) does when the Evented
+// PLEG starts or falls back.
+func (g *GenericPLEG) setRelistTiming(period, threshold time.Duration) {
+	g.timeMu.Lock()
+	defer g.timeMu.Unlock()
+	g.relistPeriod, g.relistThreshold = period, threshold
 }
 
 // RequestRelist asks Run for a relist as soon as the current one (if any)
@@ -134,24 +149,27 @@ func (g *GenericPLEG) Run(ctx context.Context) {
 // kube's generic PLEG leaves that pod's next sync waiting for the next
 // periodic relist (up to 1 s; the TODO in its pod_workers.go), which bounds
 // pod startup latency from below.
-func (g *GenericPLEG) RequestRelist() {
+// The pod's uid is what an EventedPLEG inspects; a relist covers every pod,
+// so it is not needed here ("" asks for a relist on no pod's behalf).
+func (g *GenericPLEG) RequestRelist(types.UID) {
 	select {
 	case g.relistRequests <- struct{}{}:
 	default:
 	}
 }
 
-// Healthy reports an error when no relist completed within RelistThreshold
-// (or none ever did), which makes the node NotReady.
+// Healthy reports an error when no relist completed within the threshold
+// (RelistThreshold, or EventedRelistThreshold under an EventedPLEG) or none
+// ever did, which makes the node NotReady.
 func (g *GenericPLEG) Healthy() (bool, error) {
 	g.timeMu.Lock()
-	last := g.relistTime
+	last, threshold := g.relistTime, g.relistThreshold
 	g.timeMu.Unlock()
 	if last.IsZero() {
 		return false, fmt.Errorf("pleg has yet to be successful")
 	}
-	if elapsed := time.Since(last); elapsed > RelistThreshold {
-		return false, fmt.Errorf("pleg was last seen active %v ago; threshold is %v", elapsed, RelistThreshold)
+	if elapsed := time.Since(last); elapsed > threshold {
+		return false, fmt.Errorf("pleg was last seen active %v ago; threshold is %v", elapsed, threshold)
 	}
 	return true, nil
 }
@@ -196,13 +214,8 @@ func (g *GenericPLEG) Relist(ctx context.Context) {
 		}
 		g.updateRecord(pid)
 		for _, e := range events {
-			if e.Type == ContainerChanged {
-				continue
-			}
-			select {
-			case g.eventChannel <- e:
-			default:
-				g.logger.Error("PLEG: event channel is full, discarding event", "podUID", e.ID, "type", e.Type)
+			if e.Type != ContainerChanged {
+				g.send(e)
 			}
 		}
 	}
@@ -210,6 +223,16 @@ func (g *GenericPLEG) Relist(ctx context.Context) {
 	// fresh as this relist.
 	g.cache.UpdateTime(timestamp)
 	g.podsToReinspect = needsReinspection
+}
+
+// send hands e to the sync loop; a full channel drops it (the periodic resync
+// repairs what it would have triggered).
+func (g *GenericPLEG) send(e *PodLifecycleEvent) {
+	select {
+	case g.eventChannel <- e:
+	default:
+		g.logger.Error("PLEG: event channel is full, discarding event", "podUID", e.ID, "type", e.Type)
+	}
 }
 
 // setCurrent records this relist's pods as current, keeping the previous

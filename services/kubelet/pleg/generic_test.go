@@ -250,7 +250,7 @@ func TestRequestRelist(t *testing.T) {
 		t.Fatal(r.Error())
 	}
 	requested := time.Now()
-	g.RequestRelist()
+	g.RequestRelist("")
 	var events []string
 	for len(events) < 2 {
 		select {

@@ -125,10 +125,10 @@ type PodCache interface {
 	GetNewerThan(ctx context.Context, uid types.UID, minTime time.Time) (*container.PodStatus, error)
 }
 
-// Relister is the PLEG as the pod workers see it: RequestRelist asks for a
-// relist soon, without blocking. The PLEG's GenericPLEG implements it.
+// Relister is the PLEG as the pod workers see it: RequestRelist asks for pod
+// uid's status to be read again soon, without blocking. The PLEGs implement it.
 type Relister interface {
-	RequestRelist()
+	RequestRelist(uid types.UID)
 }
 
 // Timing defaults, as in kubelet.
@@ -543,12 +543,13 @@ func (p *PodWorkers) podWorkerLoop(uid types.UID, podUpdates <-chan struct{}) {
 				isTerminal, err = p.syncer.SyncPod(ctx, update.Options.UpdateType, update.Options.Pod, status)
 			}
 			lastSyncTime = time.Now()
-			// What this sync did to the runtime is seen by a relist that
+			// What this sync did to the runtime is seen by a relist (or,
+			// under the Evented PLEG, an inspection of this pod) that
 			// starts now: its events sync the pod again (a started
 			// container makes it Running) and its timestamp, later than
 			// lastSyncTime, satisfies that sync's GetNewerThan.
 			if p.relister != nil {
-				p.relister.RequestRelist()
+				p.relister.RequestRelist(uid)
 			}
 			return err
 		}()

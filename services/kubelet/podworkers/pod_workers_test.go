@@ -368,7 +368,7 @@ type timedRelister struct {
 	requests []time.Time
 }
 
-func (r *timedRelister) RequestRelist() {
+func (r *timedRelister) RequestRelist(types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests = append(r.requests, time.Now())
