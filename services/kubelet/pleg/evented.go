@@ -40,10 +40,12 @@ const (
 )
 
 // EventedPLEG reads the runtime's container events (KEP-3386) instead of relisting it
-// every second. An event makes it inspect the pod (GetPodStatus), store the status in
-// the cache and send the sync loop the event's PodLifecycleEvent: ContainerStarted for
-// a started container or sandbox, ContainerDied for a stopped one, ContainerDied and
-// ContainerRemoved for a deleted one, nothing for a created one — kube's mapping. The
+// every second. It sends the sync loop each event's PodLifecycleEvent — ContainerStarted
+// for a started container or sandbox, ContainerDied for a stopped one, ContainerDied and
+// ContainerRemoved for a deleted one, nothing for a created one: kube's mapping — after
+// storing in the cache the pod's status (GetPodStatus) when the event is a stop or a
+// deletion, which may be the runtime's own doing (an exit); what the kubelet itself
+// created or started, its pod worker has inspected at the end of its sync. The
 // generic PLEG underneath relists every EventedRelistPeriod as a safety net, once
 // after each subscription (whose headers say the runtime is sending: what changed
 // before them, a relist finds), and on every stream failure; after MaxStreamRetries
@@ -51,14 +53,14 @@ const (
 // (codes.Unimplemented: containerd before 1.7), it relists every RelistPeriod for the
 // rest of the kubelet's life, as kube falls back to the generic PLEG.
 //
-// It differs from kube's EventedPLEG in two ways. Kube builds the pod's status from the
-// event itself, whose container statuses are those of one sandbox (a pod whose sandbox
-// was recreated then loses its older containers' statuses); skiff inspects the pod, as
-// the generic PLEG does for a pod whose relist found a change, coalescing the events of
-// a pod that arrive together into one inspection. And the pod workers' RequestRelist
-// after each sync (see GenericPLEG.RequestRelist) inspects only that pod, which lets
-// them wait for a status newer than their sync without kube's periodic bump of the
-// cache's global timestamp (every 2 s), which vouches for statuses nobody read.
+// It differs from kube's EventedPLEG in two ways. Kube stores a status built from every
+// event, whose container statuses are those of one sandbox (a pod whose sandbox was
+// recreated then loses its older containers' statuses); skiff inspects the pod, as the
+// generic PLEG does for a pod whose relist found a change, once for the events of a pod
+// that arrive together. And the pod workers' RequestRelist after each sync (see
+// GenericPLEG.RequestRelist) inspects only that pod, which lets them wait for a status
+// newer than their sync without kube's periodic bump of the cache's global timestamp
+// (every 2 s), which vouches for statuses nobody read.
 type EventedPLEG struct {
 	generic *GenericPLEG
 	source  EventSource
@@ -258,11 +260,15 @@ func (e *EventedPLEG) inspectLoop(ctx context.Context) {
 	}
 }
 
-// processBatch inspects each pod named by an event or a request and then sends the
-// pod's events.
+// processBatch inspects each pod that a stop or deletion event or a request names, and
+// sends every pod's events after its inspection. Created and started events need no
+// inspection of their own: only the kubelet creates and starts containers, and the pod
+// worker that did asks for an inspection when its sync ends, whose status is the one the
+// pod's next sync waits for.
 func (e *EventedPLEG) processBatch(ctx context.Context, batch []*runtimeapi.ContainerEventResponse, requested map[types.UID]struct{}) {
 	type podEvents struct {
 		name, namespace string
+		inspect         bool
 		events          []*PodLifecycleEvent
 	}
 	pods := map[types.UID]*podEvents{}
@@ -288,26 +294,32 @@ func (e *EventedPLEG) processBatch(ctx context.Context, batch []*runtimeapi.Cont
 		uid := types.UID(md.GetUid())
 		p := podOf(uid)
 		p.name, p.namespace = md.GetName(), md.GetNamespace()
+		switch ev.GetContainerEventType() {
+		case runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT:
+			p.inspect = true
+		}
 		p.events = append(p.events, lifecycleEvents(uid, ev)...)
 	}
 	for uid := range requested {
-		podOf(uid)
+		podOf(uid).inspect = true
 	}
 
 	for _, uid := range order {
 		p := pods[uid]
-		name, namespace := p.name, p.namespace
-		if name == "" {
-			if cached, _ := e.generic.cache.Get(uid); cached != nil {
-				name, namespace = cached.Name, cached.Namespace
+		if p.inspect {
+			name, namespace := p.name, p.namespace
+			if name == "" {
+				if cached, _ := e.generic.cache.Get(uid); cached != nil {
+					name, namespace = cached.Name, cached.Namespace
+				}
 			}
-		}
-		if err := e.inspect(ctx, uid, name, namespace); err != nil {
-			if ctx.Err() == nil {
-				e.logger.Error("Evented PLEG: inspecting the pod failed; relisting", "podUID", uid, "err", err)
-				e.generic.RequestRelist("")
+			if err := e.inspect(ctx, uid, name, namespace); err != nil {
+				if ctx.Err() == nil {
+					e.logger.Error("Evented PLEG: inspecting the pod failed; relisting", "podUID", uid, "err", err)
+					e.generic.RequestRelist("")
+				}
+				continue
 			}
-			continue
 		}
 		for _, le := range p.events {
 			e.generic.send(le)
