@@ -102,7 +102,8 @@ proto-check:
 ## bench-e2e: skiff with simulated containers and 100 hollow nodes, then skiff-bench:
 ##            1,000 and 5,000 pods from 50 creators, one JSON line each. With
 ##            BENCH_KUBECONFIG=path, the same runs against that cluster (any Kubernetes-compatible one).
-##            HOLLOW_PROCESS=separate runs the hollow nodes in their own process.
+##            HOLLOW_PROCESS=separate runs the hollow nodes in their own process, with
+##            HOLLOW_FLAGS added to its kubelet flags (e.g. --evented-pleg=false).
 bench-e2e:
 	GO="$(GO)" BIN="$(BIN)" scripts/bench-e2e.sh
 

@@ -4,7 +4,8 @@
 # With BENCH_KUBECONFIG unset it builds skiff, starts it with simulated containers and
 # HOLLOW_NODES hollow nodes, and runs skiff-bench twice: PODS pods from CREATORS clients,
 # then SMALL_PODS pods. With HOLLOW_PROCESS=separate the hollow nodes run as their own
-# `kubelet --hollow-nodes` process, so skiff's figures are the control plane's alone.
+# `kubelet --hollow-nodes` process, so skiff's figures are the control plane's alone, and
+# HOLLOW_FLAGS adds kubelet flags to it (HOLLOW_FLAGS=--evented-pleg=false: relist every second).
 # With BENCH_KUBECONFIG set it only runs skiff-bench, unchanged, against that cluster (any
 # Kubernetes-compatible apiserver with nodes that run the pods). Prints one JSON line a run.
 set -eu
@@ -15,6 +16,7 @@ SMALL_PODS=${SMALL_PODS:-1000}
 CREATORS=${CREATORS:-50}
 HOLLOW_NODES=${HOLLOW_NODES:-100}
 HOLLOW_PROCESS=${HOLLOW_PROCESS:-inprocess}
+HOLLOW_FLAGS=${HOLLOW_FLAGS:-}
 (cd tests && $GO build -o "$BIN/" ./bench/cmd/skiff-bench)
 
 bench() { # namespace pods [--pid name=PID ...]
@@ -55,8 +57,9 @@ until grep -q '^export KUBECONFIG=' "$data/skiff.out" 2>/dev/null; do
 done
 processes="--pid skiff=$skiff"
 if [ "$HOLLOW_PROCESS" = separate ]; then
+	# shellcheck disable=SC2086 # $HOLLOW_FLAGS is a list of flags
 	"$BIN/kubelet" --hollow-nodes "$HOLLOW_NODES" --bootstrap-kubeconfig "$data/skiff/kubelet/bootstrap-kubelet.kubeconfig" \
-		--root-dir "$data/hollow" --log-level warn 2>"$data/hollow.log" &
+		--root-dir "$data/hollow" --log-level warn $HOLLOW_FLAGS 2>"$data/hollow.log" &
 	pids="$! $pids"
 	processes="$processes --pid hollow-nodes=$!"
 fi
