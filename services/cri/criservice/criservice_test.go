@@ -130,6 +130,14 @@ func TestCreateContainerNeedsAPulledImage(t *testing.T) {
 	}
 }
 
+// pullBusybox pulls the image containerConfig names.
+func pullBusybox(t *testing.T, c *socketharness.Clients) {
+	t.Helper()
+	if _, err := c.Image.PullImage(context.Background(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "busybox"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func sandboxConfig(name string, labels map[string]string) *runtimeapi.PodSandboxConfig {
 	return &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: "uid-" + name},
@@ -148,9 +156,7 @@ func containerConfig(name string, labels map[string]string) *runtimeapi.Containe
 func TestListFilters(t *testing.T) {
 	c := serve(t)
 	ctx := context.Background()
-	if _, err := c.Image.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "busybox"}}); err != nil {
-		t.Fatal(err)
-	}
+	pullBusybox(t, c)
 	sandboxes := map[string]string{} // name → ID
 	for _, sb := range []struct {
 		name, app string
@@ -314,9 +320,7 @@ func TestUnknownIDs(t *testing.T) {
 func TestSandboxAndContainerNamesAreReserved(t *testing.T) {
 	c := serve(t)
 	ctx := context.Background()
-	if _, err := c.Image.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "busybox"}}); err != nil {
-		t.Fatal(err)
-	}
+	pullBusybox(t, c)
 	sb, err := c.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig("p", nil)})
 	if err != nil {
 		t.Fatal(err)
@@ -345,9 +349,7 @@ func TestSandboxAndContainerNamesAreReserved(t *testing.T) {
 func TestNoContainersInANotReadySandbox(t *testing.T) {
 	c := serve(t)
 	ctx := context.Background()
-	if _, err := c.Image.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "busybox"}}); err != nil {
-		t.Fatal(err)
-	}
+	pullBusybox(t, c)
 	sb, err := c.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig("p", nil)})
 	if err != nil {
 		t.Fatal(err)

@@ -80,9 +80,7 @@ func subscribe(t *testing.T, rt runtimeapi.RuntimeServiceClient) (next func() *r
 func TestContainerEvents(t *testing.T) {
 	c := serve(t)
 	ctx := context.Background()
-	if _, err := c.Image.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "busybox"}}); err != nil {
-		t.Fatal(err)
-	}
+	pullBusybox(t, c)
 	next, _ := subscribe(t, c.Runtime)
 	expect := func(what string, typ runtimeapi.ContainerEventType, id string, check func(*runtimeapi.ContainerEventResponse)) {
 		t.Helper()
@@ -160,9 +158,7 @@ func TestContainerEventsEndWithTheRuntime(t *testing.T) {
 	t.Cleanup(rt.Close)
 	c := socketharness.Start(t, rt, rt)
 	ctx := context.Background()
-	if _, err := c.Image.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "busybox"}}); err != nil {
-		t.Fatal(err)
-	}
+	pullBusybox(t, c)
 	sb, err := c.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig("p", nil)})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"skiff.dev/services/cri"
@@ -103,13 +102,7 @@ func TestEventedPLEGFollowsTheRuntimesEvents(t *testing.T) {
 			Annotations: map[string]string{sim.AnnotationRunTime: "300ms", sim.AnnotationExitCode: "3"}},
 		Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyNever, Containers: []v1.Container{{Name: "c", Image: "busybox:1"}}},
 	}
-	status, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := m.SyncPod(ctx, pod, status, flowcontrol.NewBackOff(time.Second, time.Second)); r.Error() != nil {
-		t.Fatal(r.Error())
-	}
+	syncNewPod(t, m, pod)
 	if got := eventTypes(nextEvents(t, e, 2)); !slices.Equal(got, []string{"ContainerStarted", "ContainerStarted"}) {
 		t.Fatalf("after start: events %v, want the sandbox's and the container's ContainerStarted", got)
 	}
@@ -153,13 +146,7 @@ func TestEventedPLEGRequestRelistInspectsThePod(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"},
 		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox:1"}}},
 	}
-	status, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := m.SyncPod(ctx, pod, status, flowcontrol.NewBackOff(time.Second, time.Second)); r.Error() != nil {
-		t.Fatal(r.Error())
-	}
+	syncNewPod(t, m, pod)
 	// The events' inspections read the pod before this moment; only the
 	// request's can answer.
 	requested := time.Now()
@@ -182,7 +169,6 @@ func TestEventedPLEGRequestRelistInspectsThePod(t *testing.T) {
 // server's Unimplemented, as containerd before 1.7 answers) leaves the PLEG relisting
 // every second, which sees a new pod with no request at all.
 func TestEventedPLEGFallsBackWithoutEvents(t *testing.T) {
-	ctx := context.Background()
 	m := simRuntime(t)
 	cache := container.NewCache()
 	noEvents := runtimeapi.NewRuntimeServiceClient(cri.NewInProcessConn(&runtimeapi.UnimplementedRuntimeServiceServer{}, nil))
@@ -194,13 +180,7 @@ func TestEventedPLEGFallsBackWithoutEvents(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"},
 		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox:1"}}},
 	}
-	status, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := m.SyncPod(ctx, pod, status, flowcontrol.NewBackOff(time.Second, time.Second)); r.Error() != nil {
-		t.Fatal(r.Error())
-	}
+	syncNewPod(t, m, pod)
 	if got := eventTypes(nextEvents(t, e, 2)); !slices.Equal(got, []string{"ContainerStarted", "ContainerStarted"}) {
 		t.Fatalf("events %v, want the sandbox's and the container's ContainerStarted from a relist", got)
 	}

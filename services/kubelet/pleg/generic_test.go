@@ -120,6 +120,20 @@ func simRuntime(t *testing.T) *kuberuntime.Manager {
 	return m
 }
 
+// syncNewPod starts pod's sandbox and containers through the runtime manager, as a pod
+// worker's first sync does.
+func syncNewPod(t *testing.T, m *kuberuntime.Manager, pod *v1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	status, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := m.SyncPod(ctx, pod, status, flowcontrol.NewBackOff(time.Second, time.Second)); r.Error() != nil {
+		t.Fatal(r.Error())
+	}
+}
+
 func TestRelistAgainstARealRuntime(t *testing.T) {
 	ctx := context.Background()
 	m := simRuntime(t)
@@ -143,14 +157,8 @@ func TestRelistAgainstARealRuntime(t *testing.T) {
 			Annotations: map[string]string{sim.AnnotationRunTime: "200ms", sim.AnnotationExitCode: "3"}},
 		Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyNever, Containers: []v1.Container{{Name: "c", Image: "busybox:1"}}},
 	}
-	status, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
-	if err != nil {
-		t.Fatal(err)
-	}
 	before := time.Now()
-	if r := m.SyncPod(ctx, pod, status, flowcontrol.NewBackOff(time.Second, time.Second)); r.Error() != nil {
-		t.Fatal(r.Error())
-	}
+	syncNewPod(t, m, pod)
 
 	g.Relist(ctx)
 	started := drain(g)
@@ -242,13 +250,7 @@ func TestRequestRelist(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"},
 		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox:1"}}},
 	}
-	status, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := m.SyncPod(ctx, pod, status, flowcontrol.NewBackOff(time.Second, time.Second)); r.Error() != nil {
-		t.Fatal(r.Error())
-	}
+	syncNewPod(t, m, pod)
 	requested := time.Now()
 	g.RequestRelist("")
 	var events []string
