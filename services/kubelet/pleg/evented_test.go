@@ -17,7 +17,6 @@ import (
 
 	"skiff.dev/services/cri"
 	"skiff.dev/services/cri/sim"
-	"skiff.dev/services/cri/socketharness"
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/kuberuntime"
 )
@@ -39,18 +38,10 @@ func (r *countingRuntime) GetPods(ctx context.Context, all bool) ([]*container.P
 // test ends.
 func eventedSim(t *testing.T) (*kuberuntime.Manager, *EventedPLEG, *container.Cache, *countingRuntime) {
 	t.Helper()
-	rt := sim.New()
-	t.Cleanup(rt.Close)
-	sock := socketharness.Start(t, rt, rt)
-	conn, err := kuberuntime.Dial(sock.Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	m := kuberuntime.NewManager(conn, kuberuntime.Options{PodLogsDirectory: t.TempDir()})
+	m, events := simRuntimeAndEvents(t)
 	counted := &countingRuntime{Runtime: m}
 	cache := container.NewCache()
-	e := NewEventedPLEG(NewGenericPLEG(counted, cache, 0, nil), runtimeapi.NewRuntimeServiceClient(conn), nil)
+	e := NewEventedPLEG(NewGenericPLEG(counted, cache, 0, nil), events, nil)
 	runUntilCleanup(t, e.Run)
 	return m, e, cache, counted
 }

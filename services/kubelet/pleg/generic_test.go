@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/flowcontrol"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"skiff.dev/services/cri/sim"
 	"skiff.dev/services/cri/socketharness"
@@ -107,6 +108,13 @@ func eventTypes(events []*PodLifecycleEvent) []string {
 // simRuntime is the kubelet's runtime manager over a sim runtime served on a real gRPC
 // socket.
 func simRuntime(t *testing.T) *kuberuntime.Manager {
+	m, _ := simRuntimeAndEvents(t)
+	return m
+}
+
+// simRuntimeAndEvents is simRuntime and the runtime's event source on the same
+// connection, as the kubelet reads them.
+func simRuntimeAndEvents(t *testing.T) (*kuberuntime.Manager, EventSource) {
 	t.Helper()
 	rt := sim.New()
 	t.Cleanup(rt.Close)
@@ -116,8 +124,7 @@ func simRuntime(t *testing.T) *kuberuntime.Manager {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	m := kuberuntime.NewManager(conn, kuberuntime.Options{PodLogsDirectory: t.TempDir()})
-	return m
+	return kuberuntime.NewManager(conn, kuberuntime.Options{PodLogsDirectory: t.TempDir()}), runtimeapi.NewRuntimeServiceClient(conn)
 }
 
 // syncNewPod starts pod's sandbox and containers through the runtime manager, as a pod
