@@ -210,14 +210,16 @@ func (r *eventRing) add(e *event) {
 	r.events = append(r.events, e)
 }
 
-// since returns the events after rv, oldest first; ok is false when the ring no longer
-// holds every change after rv.
+// since returns the events after rv, oldest first, in a slice of the caller's own: a
+// watcher replays them after the cache's lock is released, while add keeps dropping
+// (and clearing) the ring's oldest entries. ok is false when the ring no longer holds
+// every change after rv.
 func (r *eventRing) since(rv uint64) (events []*event, ok bool) {
 	if rv < r.oldestRV {
 		return nil, false
 	}
 	i := sort.Search(len(r.events), func(i int) bool { return r.events[i].rv > rv })
-	return r.events[i:], true
+	return slices.Clone(r.events[i:]), true
 }
 
 // prepend puts events, every change after from up to the ring's oldest revision, in

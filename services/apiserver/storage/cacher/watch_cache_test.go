@@ -51,6 +51,28 @@ func TestEventRing(t *testing.T) {
 	})
 }
 
+// TestEventRingReplayOutlivesTheRing: what since returned stays whole while the ring
+// moves on; a watcher replays it without the cache's lock. A replay that shared the
+// ring's array saw the dropped entries cleared (nil) and the apiserver crashed on them.
+func TestEventRingReplayOutlivesTheRing(t *testing.T) {
+	r := newEventRing(3, 0)
+	for rv := uint64(1); rv <= 3; rv++ {
+		r.add(&event{rv: rv})
+	}
+	replay, ok := r.since(0)
+	if !ok || len(replay) != 3 {
+		t.Fatalf("since(0) = %v, %v", rvs(replay), ok)
+	}
+	for rv := uint64(4); rv <= 9; rv++ {
+		r.add(&event{rv: rv})
+	}
+	for i, e := range replay {
+		if e == nil || e.rv != uint64(i+1) {
+			t.Fatalf("replay[%d] = %v after the ring moved on; want the event at %d", i, e, i+1)
+		}
+	}
+}
+
 func TestObjectStoreListsInKeyOrderAndByIndex(t *testing.T) {
 	e := func(key, node string) *entry {
 		return &entry{key: key, fields: fields.Set{"spec.nodeName": node}}
