@@ -37,21 +37,35 @@ const (
 )
 
 // listCounter counts the pod LISTs (and watch-lists) each informer sends, by field
-// selector ("" for the shared informer): a second one is a relist.
+// selector ("" for the shared informer): a second one is a relist. It also notes when
+// the last pod watch was started.
 type listCounter struct {
-	mu    sync.Mutex
-	lists map[string]int
-	next  http.RoundTripper
+	mu        sync.Mutex
+	lists     map[string]int
+	lastWatch time.Time
+	next      http.RoundTripper
 }
 
 func (c *listCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	q := r.URL.Query()
-	if r.URL.Path == "/api/v1/pods" && (q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true") {
+	if r.URL.Path == "/api/v1/pods" {
 		c.mu.Lock()
-		c.lists[q.Get("fieldSelector")]++
+		if q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true" {
+			c.lists[q.Get("fieldSelector")]++
+		}
+		if q.Get("watch") == "true" {
+			c.lastWatch = time.Now()
+		}
 		c.mu.Unlock()
 	}
 	return c.next.RoundTrip(r)
+}
+
+// sinceLastWatch is the age of the youngest pod watch.
+func (c *listCounter) sinceLastWatch() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Since(c.lastWatch)
 }
 
 func (c *listCounter) relisted(fieldSelector string) bool {
@@ -305,11 +319,15 @@ func TestInformersConvergeAcrossAnAPIServerRestart(t *testing.T) {
 	// reflector takes a watch that ends within a second of its start with no event
 	// for a broken one and relists, and a relist legitimately skips a pod created
 	// and deleted meanwhile: so every informer has its events, and then every watch
-	// (including one re-established during the burst: the apiserver closes a watcher
-	// that falls behind) is over a second old, before the restart ends them. Nothing
-	// observable tells a watch's age, hence the pause.
+	// (including one re-established during the burst, after the reflector's backoff:
+	// the apiserver closes a watcher that falls behind) is over a second old, by the
+	// start of the youngest, before the restart ends them.
 	converge("before the restart")
-	time.Sleep(1100 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		return lists.sinceLastWatch() > 1100*time.Millisecond, nil
+	}); err != nil {
+		t.Fatalf("a pod watch was started less than a second ago for a minute: %v", err)
+	}
 	srv.RestartAPIServer()
 	write(podCount/2, podCount)
 	remove(podCount/2, podCount)
