@@ -103,7 +103,8 @@ proto-check:
 ##            1,000 and 5,000 pods from 50 creators, one JSON line each. With
 ##            BENCH_KUBECONFIG=path, the same runs against that cluster (any Kubernetes-compatible one).
 ##            HOLLOW_PROCESS=separate runs the hollow nodes in their own process, with
-##            HOLLOW_FLAGS added to its kubelet flags (e.g. --evented-pleg=false).
+##            HOLLOW_FLAGS added to its kubelet flags (e.g. --evented-pleg=false) and its
+##            state under HOLLOW_ROOT_DIR when set (e.g. /dev/shm: the disk out of the figures).
 bench-e2e:
 	GO="$(GO)" BIN="$(BIN)" scripts/bench-e2e.sh
 

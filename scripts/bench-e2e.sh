@@ -5,7 +5,10 @@
 # HOLLOW_NODES hollow nodes, and runs skiff-bench twice: PODS pods from CREATORS clients,
 # then SMALL_PODS pods. With HOLLOW_PROCESS=separate the hollow nodes run as their own
 # `kubelet --hollow-nodes` process, so skiff's figures are the control plane's alone, and
-# HOLLOW_FLAGS adds kubelet flags to it (HOLLOW_FLAGS=--evented-pleg=false: relist every second).
+# HOLLOW_FLAGS adds kubelet flags to it (HOLLOW_FLAGS=--evented-pleg=false: relist every second),
+# and HOLLOW_ROOT_DIR, when set, is a directory (with HOLLOW_PROCESS=separate) to keep the hollow nodes' state and pod
+# volumes under instead of the run's temporary directory (a tmpfs such as /dev/shm takes
+# the disk out of the hollow nodes' figures; it is emptied when the run ends).
 # With BENCH_KUBECONFIG set it only runs skiff-bench, unchanged, against that cluster (any
 # Kubernetes-compatible apiserver with nodes that run the pods). Prints one JSON line a run.
 set -eu
@@ -17,6 +20,7 @@ CREATORS=${CREATORS:-50}
 HOLLOW_NODES=${HOLLOW_NODES:-100}
 HOLLOW_PROCESS=${HOLLOW_PROCESS:-inprocess}
 HOLLOW_FLAGS=${HOLLOW_FLAGS:-}
+HOLLOW_ROOT_DIR=${HOLLOW_ROOT_DIR:-}
 (cd tests && $GO build -o "$BIN/" ./bench/cmd/skiff-bench)
 
 bench() { # namespace pods [--pid name=PID ...]
@@ -34,11 +38,13 @@ fi
 
 (cd services && $GO build -o "$BIN/" ./cmd/skiff ./cmd/kubelet)
 data=$(mktemp -d)
+hollow_root=$data/hollow
+[ -z "$HOLLOW_ROOT_DIR" ] || hollow_root=$(mktemp -d "$HOLLOW_ROOT_DIR/skiff-hollow.XXXXXX")
 pids=""
 cleanup() {
 	for pid in $pids; do kill -INT "$pid" 2>/dev/null || true; done
 	for pid in $pids; do wait "$pid" 2>/dev/null || true; done
-	rm -rf "$data"
+	rm -rf "$data" "$hollow_root"
 }
 trap cleanup EXIT INT TERM
 inprocess=0
@@ -59,7 +65,7 @@ processes="--pid skiff=$skiff"
 if [ "$HOLLOW_PROCESS" = separate ]; then
 	# shellcheck disable=SC2086 # $HOLLOW_FLAGS is a list of flags
 	"$BIN/kubelet" --hollow-nodes "$HOLLOW_NODES" --bootstrap-kubeconfig "$data/skiff/kubelet/bootstrap-kubelet.kubeconfig" \
-		--root-dir "$data/hollow" --log-level warn $HOLLOW_FLAGS 2>"$data/hollow.log" &
+		--root-dir "$hollow_root" --log-level warn $HOLLOW_FLAGS 2>"$data/hollow.log" &
 	pids="$! $pids"
 	processes="$processes --pid hollow-nodes=$!"
 fi
