@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"skiff.dev/services/kubelet/container"
 )
 
 // EventSource opens the runtime's container event stream (CRI GetContainerEvents); a
@@ -313,7 +315,10 @@ func (e *EventedPLEG) processBatch(ctx context.Context, batch []*runtimeapi.Cont
 					name, namespace = cached.Name, cached.Namespace
 				}
 			}
-			if err := e.inspect(ctx, uid, name, namespace); err != nil {
+			// As a relist inspects a pod that changed; a pod the runtime no
+			// longer has is stored empty, not deleted, so a pod worker waiting
+			// for a newer status gets one.
+			if err := e.generic.updateCache(ctx, &container.Pod{ID: uid, Name: name, Namespace: namespace}, uid); err != nil {
 				if ctx.Err() == nil {
 					e.logger.Error("Evented PLEG: inspecting the pod failed; relisting", "podUID", uid, "err", err)
 					e.generic.RequestRelist("")
@@ -325,20 +330,6 @@ func (e *EventedPLEG) processBatch(ctx context.Context, batch []*runtimeapi.Cont
 			e.generic.send(le)
 		}
 	}
-}
-
-// inspect reads pod uid's status from the runtime and stores it in the cache as of
-// the moment before the read. A pod the runtime no longer has is stored as empty
-// (not deleted), so a pod worker waiting for a newer status gets one.
-func (e *EventedPLEG) inspect(ctx context.Context, uid types.UID, name, namespace string) error {
-	timestamp := time.Now()
-	status, err := e.generic.runtime.GetPodStatus(ctx, uid, name, namespace)
-	if err != nil {
-		return err
-	}
-	status.IPs = e.generic.getPodIPs(uid, status)
-	e.generic.cache.Set(uid, status, nil, timestamp)
-	return nil
 }
 
 // lifecycleEvents maps a CRI container event to the sync loop's events, as kube's
