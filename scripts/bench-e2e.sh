@@ -9,6 +9,8 @@
 # and HOLLOW_ROOT_DIR, when set, is a directory (with HOLLOW_PROCESS=separate) to keep the hollow nodes' state and pod
 # volumes under instead of the run's temporary directory (a tmpfs such as /dev/shm takes
 # the disk out of the hollow nodes' figures; it is emptied when the run ends).
+# SKIFF_FLAGS adds flags to skiff's (SKIFF_FLAGS="--profiling --health-address
+# 127.0.0.1:6060" serves /debug/pprof for the run).
 # With BENCH_KUBECONFIG set it only runs skiff-bench, unchanged, against that cluster (any
 # Kubernetes-compatible apiserver with nodes that run the pods). Prints one JSON line a run.
 set -eu
@@ -21,6 +23,7 @@ HOLLOW_NODES=${HOLLOW_NODES:-100}
 HOLLOW_PROCESS=${HOLLOW_PROCESS:-inprocess}
 HOLLOW_FLAGS=${HOLLOW_FLAGS:-}
 HOLLOW_ROOT_DIR=${HOLLOW_ROOT_DIR:-}
+SKIFF_FLAGS=${SKIFF_FLAGS:-}
 (cd tests && $GO build -o "$BIN/" ./bench/cmd/skiff-bench)
 
 bench() { # namespace pods [--pid name=PID ...]
@@ -49,9 +52,10 @@ cleanup() {
 trap cleanup EXIT INT TERM
 inprocess=0
 [ "$HOLLOW_PROCESS" = separate ] || inprocess=$HOLLOW_NODES
+# shellcheck disable=SC2086 # $SKIFF_FLAGS is a list of flags
 "$BIN/skiff" --data-dir "$data/skiff" --runtime sim --hollow-nodes "$inprocess" --node-name bench \
 	--apiserver-port 0 --etcd-port 0 --exec-proxy-port 0 --kubelet-port 0 --nats-port 0 \
-	--log-level warn >"$data/skiff.out" 2>"$data/skiff.log" &
+	--log-level warn $SKIFF_FLAGS >"$data/skiff.out" 2>"$data/skiff.log" &
 skiff=$!
 pids=$skiff
 KUBECONFIG=$data/skiff/admin.kubeconfig

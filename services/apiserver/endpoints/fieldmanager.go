@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
+	"sigs.k8s.io/structured-merge-diff/v6/value"
 	"sigs.k8s.io/yaml"
 
 	"skiff.dev/services/apiserver/registry/rest"
@@ -47,6 +49,7 @@ func (f *fieldManagers) get(gvk schema.GroupVersionKind, subresource string, sto
 	var fm *managedfields.FieldManager
 	tc, err := f.openAPI.TypeConverter()
 	if err == nil {
+		tc = &structuredTypeConverter{TypeConverter: tc}
 		var resetFields map[fieldpath.APIVersion]fieldpath.Filter
 		if s, ok := storage.(resetFieldsStorage); ok {
 			resetFields = map[fieldpath.APIVersion]fieldpath.Filter{}
@@ -109,6 +112,56 @@ func (f *fieldManagers) apply(gvk schema.GroupVersionKind, subresource string, s
 		out = into
 	}
 	return out, nil
+}
+
+// structuredTypeConverter turns typed objects (k8s.io/api's Go structs) into
+// structured-merge-diff values without its validation walk, and defers everything else
+// (unstructured objects: apply configurations, and TypedToObject) to TypeConverter.
+//
+// Validation checks that a value fits its schema: a Go struct fits the schema generated
+// from it by construction, and the FieldManager validates with AllowDuplicates, so keys
+// that are empty or repeated pass it too (the registry's validation refuses them
+// afterwards); the test compares both conversions' managedFields over such writes.
+// Validating both objects of every update was half the CPU of managed-fields tracking,
+// the largest single cost of a pod status update (docs/performance.md).
+// kube-apiserver's typeConverter (k8s.io/apimachinery/pkg/util/managedfields/internal)
+// validates every conversion.
+type structuredTypeConverter struct {
+	managedfields.TypeConverter
+
+	mu    sync.RWMutex
+	types map[schema.GroupVersionKind]*typed.TypedValue // an empty value of each kind: its schema and type
+}
+
+// ObjectToTyped implements managedfields.TypeConverter. Errors are TypeConverter's for a
+// kind without a schema.
+func (c *structuredTypeConverter) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
+	if _, ok := obj.(runtime.Unstructured); ok {
+		return c.TypeConverter.ObjectToTyped(obj, opts...)
+	}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	c.mu.RLock()
+	t := c.types[gvk]
+	c.mu.RUnlock()
+	if t == nil {
+		empty := &unstructured.Unstructured{}
+		empty.SetGroupVersionKind(gvk)
+		var err error
+		if t, err = c.TypeConverter.ObjectToTyped(empty); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		if c.types == nil {
+			c.types = map[schema.GroupVersionKind]*typed.TypedValue{}
+		}
+		c.types[gvk] = t
+		c.mu.Unlock()
+	}
+	v, err := value.NewValueReflect(obj)
+	if err != nil {
+		return nil, fmt.Errorf("%s as a structured value: %w", gvk.Kind, err)
+	}
+	return typed.AsTypedUnvalidated(v, t.Schema(), t.TypeRef()), nil
 }
 
 // managerName is the fieldManager parameter, or the user agent's first word ("kubectl"

@@ -25,7 +25,7 @@ import (
 
 // served is d's resource as the apiserver installs it, over a Store with no storage
 // beneath: building OpenAPI never reads or writes.
-func served(t *testing.T, d registry.Descriptor) Resource {
+func served(t testing.TB, d registry.Descriptor) Resource {
 	t.Helper()
 	store := d.NewStore(nil)
 	var storage rest.Storage = store
@@ -41,7 +41,7 @@ func served(t *testing.T, d registry.Descriptor) Resource {
 
 // testOpenAPI serves pods (with their subresources), namespaces and leases, as the
 // apiserver does.
-func testOpenAPI(t *testing.T) *openAPI {
+func testOpenAPI(t testing.TB) *openAPI {
 	t.Helper()
 	core := &APIGroupVersion{GroupVersion: corev1.SchemeGroupVersion, Resources: []Resource{
 		served(t, pod.NewDescriptor(nil)), served(t, namespace.Descriptor),

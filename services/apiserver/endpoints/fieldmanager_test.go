@@ -1,0 +1,148 @@
+package endpoints
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+
+	"skiff.dev/services/apiserver/scheme"
+)
+
+// TestStructuredTypeConverterTracksAsValidatingOne checks that managedFields come out
+// the same whether typed objects are validated on conversion (kube's TypeConverter) or
+// not (structuredTypeConverter): for well-formed writes and for malformed ones (keys
+// empty, missing or repeated), which the registry's validation refuses afterwards.
+func TestStructuredTypeConverterTracksAsValidatingOne(t *testing.T) {
+	validating, err := testOpenAPI(t).TypeConverter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvk := corev1.SchemeGroupVersion.WithKind("Pod")
+	newManager := func(tc managedfields.TypeConverter, subresource string) *managedfields.FieldManager {
+		fm, err := managedfields.NewDefaultFieldManager(tc, scheme.Scheme, scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), subresource, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fm
+	}
+	unvalidated := &structuredTypeConverter{TypeConverter: validating}
+
+	created := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "web", Image: "nginx", Env: []corev1.EnvVar{{Name: "A", Value: "1"}},
+			Ports: []corev1.ContainerPort{{ContainerPort: 80, Protocol: corev1.ProtocolTCP}},
+		}}},
+	}
+	running := created.DeepCopy()
+	running.Status = corev1.PodStatus{Phase: corev1.PodRunning,
+		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "web", Ready: true}}}
+	relabelled := created.DeepCopy()
+	relabelled.Labels["tier"] = "front"
+	unnamed := created.DeepCopy()
+	unnamed.Spec.Containers = append(unnamed.Spec.Containers, corev1.Container{Image: "busybox"})
+	duplicate := created.DeepCopy()
+	duplicate.Spec.Containers = append(duplicate.Spec.Containers, duplicate.Spec.Containers[0])
+	unnamedEnv := created.DeepCopy()
+	unnamedEnv.Spec.Containers[0].Env = append(unnamedEnv.Spec.Containers[0].Env, corev1.EnvVar{Value: "2"})
+	noProtocol := created.DeepCopy()
+	noProtocol.Spec.Containers[0].Ports = append(noProtocol.Spec.Containers[0].Ports, corev1.ContainerPort{ContainerPort: 81})
+	noCondition := running.DeepCopy()
+	noCondition.Status.Conditions = append(noCondition.Status.Conditions, corev1.PodCondition{Status: corev1.ConditionFalse})
+
+	tests := []struct {
+		name          string
+		subresource   string
+		live, updated *corev1.Pod
+	}{
+		{"create", "", &corev1.Pod{}, created},
+		{"status update", "status", created, running},
+		{"label update", "", created, relabelled},
+		{"container without a name", "", created, unnamed},
+		{"duplicate container", "", created, duplicate},
+		{"env var without a name", "", created, unnamedEnv},
+		{"port without a protocol", "", created, noProtocol},
+		{"condition without a type", "status", running, noCondition},
+	}
+	track := func(fm *managedfields.FieldManager, live, updated *corev1.Pod, manager string) []metav1.ManagedFieldsEntry {
+		live, updated = live.DeepCopy(), updated.DeepCopy()
+		live.SetGroupVersionKind(gvk)
+		updated.SetGroupVersionKind(gvk)
+		var out runtime.Object = fm.UpdateNoErrors(live, updated, manager)
+		entries := out.(*corev1.Pod).ManagedFields
+		for i := range entries {
+			entries[i].Time = nil
+		}
+		return entries
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The live object carries the creator's entry, as a stored object does.
+			live := tt.live
+			if live.Name != "" {
+				live = live.DeepCopy()
+				live.ManagedFields = track(newManager(validating, ""), &corev1.Pod{}, live, "kubectl")
+			}
+			want := track(newManager(validating, tt.subresource), live, tt.updated, "kubelet")
+			got := track(newManager(unvalidated, tt.subresource), live, tt.updated, "kubelet")
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("managedFields differ from a validating conversion's (-want +got):\n%s", diff)
+			}
+			if len(want) == 0 {
+				t.Logf("a validating conversion drops managedFields here too")
+			}
+		})
+	}
+}
+
+// BenchmarkTrackPodStatusUpdate measures managed-fields tracking of a kubelet's status
+// update of a pod like the benchmark's (one container, a projected service-account
+// volume), with kube's validating conversion and with structuredTypeConverter.
+func BenchmarkTrackPodStatusUpdate(b *testing.B) {
+	validating, err := testOpenAPI(b).TypeConverter()
+	if err != nil {
+		b.Fatal(err)
+	}
+	gvk := corev1.SchemeGroupVersion.WithKind("Pod")
+	expiry := int64(3607)
+	pending := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-1", Namespace: "bench", Labels: map[string]string{"app": "bench"}},
+		Spec: corev1.PodSpec{
+			NodeName: "hollow-1",
+			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
+				VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}}}},
+			Volumes: []corev1.Volume{{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: &expiry}},
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+			}}}}},
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}},
+	}
+	running := pending.DeepCopy()
+	running.Status = corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "10.0.0.1", PodIP: "10.244.1.5",
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.PodScheduled, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Ready: true, Image: "registry.k8s.io/pause:3.10",
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	for _, c := range []struct {
+		name string
+		tc   managedfields.TypeConverter
+	}{{"validating", validating}, {"structured", &structuredTypeConverter{TypeConverter: validating}}} {
+		b.Run(c.name, func(b *testing.B) {
+			fm, err := managedfields.NewDefaultFieldManager(c.tc, scheme.Scheme, scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), "status", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				fm.UpdateNoErrors(pending.DeepCopy(), running.DeepCopy(), "kubelet")
+			}
+		})
+	}
+}
