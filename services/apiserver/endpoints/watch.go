@@ -121,7 +121,11 @@ func (h *resourceHandler) serveWatch(w http.ResponseWriter, r *http.Request, req
 			if _, err := w.Write(frame); err != nil {
 				return
 			}
-			flusher.Flush()
+			if len(wi.ResultChan()) == 0 {
+				// Events already queued go out in the same write: one frame, TLS
+				// record and syscall for a burst instead of one each (kube's serveWatch).
+				flusher.Flush()
+			}
 			h.metrics.watchEvents.WithLabelValues(req.gvr.Group, req.gvr.Version, req.gvr.Resource).Inc()
 			if ev.Type == watch.Error {
 				return
