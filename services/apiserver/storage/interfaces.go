@@ -70,6 +70,15 @@ type Interface interface {
 	Watch(ctx context.Context, key string, opts ListOptions) (watch.Interface, error)
 }
 
+// CachedUpdater is a storage whose GuaranteedUpdate can start from a cached copy of the
+// object (cached, with resourceVersion = its revision, which the storage may modify)
+// instead of reading it first; a stale copy costs one more cycle, never a wrong
+// answer. The watch cache offers its copy, as kube's Cacher passes
+// cachedExistingObject to its etcd3 store.
+type CachedUpdater interface {
+	GuaranteedUpdateFrom(ctx context.Context, key string, out runtime.Object, preconditions *Preconditions, tryUpdate UpdateFunc, cached runtime.Object) error
+}
+
 // UpdateFunc computes the new state from the current one for GuaranteedUpdate. input is
 // a freshly decoded copy the function may modify and return. Returning an error aborts
 // the update and GuaranteedUpdate returns that error.

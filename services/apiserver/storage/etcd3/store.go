@@ -275,38 +275,45 @@ func (s *Store) compactRevision(ctx context.Context, key string, rev int64) int6
 // Errors: *StorageError ErrCodeKeyNotFound, ErrCodeInvalidObj (failed precondition),
 // ErrCodeResourceVersionConflicts; tryUpdate's own error unchanged.
 func (s *Store) GuaranteedUpdate(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc) error {
-	resp, err := s.kv.Get(ctx, key)
-	if err != nil {
-		return fmt.Errorf("update %s: %w", key, err)
+	return s.GuaranteedUpdateFrom(ctx, key, out, preconditions, tryUpdate, nil)
+}
+
+// GuaranteedUpdateFrom implements storage.CachedUpdater: GuaranteedUpdate starting from
+// cached (a copy the store may modify, with resourceVersion = its revision) instead of a
+// read, as Kubernetes' etcd3 store starts from its cachedExistingObject. A state taken
+// from cached is trusted only as far as the write's condition: when a precondition,
+// tryUpdate or the resourceVersion check fails on it, or the result equals it, the
+// cycle repeats from a read before any answer is given. nil cached reads first.
+func (s *Store) GuaranteedUpdateFrom(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cached runtime.Object) error {
+	var state *objState
+	var err error
+	if cached != nil {
+		state, err = s.stateOf(cached)
 	}
-	state, err := s.stateFrom(resp.Kvs)
-	if err != nil {
-		return fmt.Errorf("update %s: %w", key, err)
+	current := state == nil // whether state is etcd's as read, not the cache's
+	if current {
+		if state, err = s.read(ctx, key); err != nil {
+			return fmt.Errorf("update %s: %w", key, err)
+		}
 	}
 	for {
 		if state == nil {
 			return storage.NewKeyNotFoundError(key, 0)
 		}
-		if err := preconditions.Check(key, state.obj); err != nil {
-			return err
+		data, err := s.updateState(key, state, preconditions, tryUpdate)
+		if err != nil && !current {
+			// Judged on the cache's state: judge again on etcd's.
+			if state, err = s.read(ctx, key); err != nil {
+				return fmt.Errorf("update %s: %w", key, err)
+			}
+			current = true
+			continue
 		}
-		updated, err := tryUpdate(state.obj)
-		if err != nil {
-			return err
-		}
-		acc, err := meta.Accessor(updated)
-		if err != nil {
-			return fmt.Errorf("update %s: %w", key, err)
-		}
-		if rv := acc.GetResourceVersion(); rv != "" && rv != strconv.FormatInt(state.rev, 10) {
-			return storage.NewResourceVersionConflictsError(key, state.rev)
-		}
-		data, err := s.encode(updated)
-		if err != nil {
-			return fmt.Errorf("update %s: %w", key, err)
-		}
-		if bytes.Equal(data, state.data) {
+		if errors.Is(err, errUnchanged) {
 			return s.decode(state.data, out, state.rev)
+		}
+		if err != nil {
+			return err
 		}
 		txn, err := s.kv.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", state.rev)).
@@ -319,10 +326,51 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, out runtime.Ob
 		if txn.Succeeded {
 			return s.decode(data, out, txn.Header.Revision)
 		}
+		current = true
 		if state, err = s.stateFrom(txn.Responses[0].GetResponseRange().GetKvs()); err != nil {
 			return fmt.Errorf("update %s: %w", key, err)
 		}
 	}
+}
+
+// errUnchanged is updateState's answer when the update would store the same bytes.
+var errUnchanged = errors.New("unchanged")
+
+// updateState checks preconditions on state, calls tryUpdate on its object and returns
+// the result encoded for storage; errUnchanged when that is state's own bytes, and
+// ErrCodeResourceVersionConflicts when the result's resourceVersion names another state.
+func (s *Store) updateState(key string, state *objState, preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc) ([]byte, error) {
+	if err := preconditions.Check(key, state.obj); err != nil {
+		return nil, err
+	}
+	updated, err := tryUpdate(state.obj)
+	if err != nil {
+		return nil, err
+	}
+	acc, err := meta.Accessor(updated)
+	if err != nil {
+		return nil, fmt.Errorf("update %s: %w", key, err)
+	}
+	if rv := acc.GetResourceVersion(); rv != "" && rv != strconv.FormatInt(state.rev, 10) {
+		return nil, storage.NewResourceVersionConflictsError(key, state.rev)
+	}
+	data, err := s.encode(updated)
+	if err != nil {
+		return nil, fmt.Errorf("update %s: %w", key, err)
+	}
+	if bytes.Equal(data, state.data) {
+		return nil, errUnchanged
+	}
+	return data, nil
+}
+
+// read is the key's state in etcd; nil when it does not exist.
+func (s *Store) read(ctx context.Context, key string) (*objState, error) {
+	resp, err := s.kv.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return s.stateFrom(resp.Kvs)
 }
 
 // Delete implements storage.Interface.Delete, mirroring Kubernetes' etcd3 conditional
@@ -386,20 +434,36 @@ func (s *Store) stateFrom(kvs []*mvccpb.KeyValue) (*objState, error) {
 	return &objState{obj: obj, data: kv.Value, rev: kv.ModRevision}, nil
 }
 
+// stateOf is the state an object read elsewhere (a watch cache) stands for: the object,
+// its revision (its resourceVersion) and its bytes as this store encodes them. nil when
+// obj has no resourceVersion to trust.
+func (s *Store) stateOf(obj runtime.Object) (*objState, error) {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := strconv.ParseInt(acc.GetResourceVersion(), 10, 64)
+	if err != nil || rev <= 0 {
+		return nil, nil
+	}
+	data, err := s.encode(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &objState{obj: obj, data: data, rev: rev}, nil
+}
+
 // encode serializes obj with resourceVersion cleared (it is never stored: it is the
-// ModRevision). obj itself is left untouched.
+// ModRevision). obj's resourceVersion is cleared while it is encoded and then put back,
+// so obj must be the caller's own: not read by anyone else meanwhile.
 func (s *Store) encode(obj runtime.Object) ([]byte, error) {
 	acc, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, err
 	}
-	if acc.GetResourceVersion() != "" {
-		obj = obj.DeepCopyObject()
-		acc, err = meta.Accessor(obj)
-		if err != nil {
-			return nil, err
-		}
+	if rv := acc.GetResourceVersion(); rv != "" {
 		acc.SetResourceVersion("")
+		defer acc.SetResourceVersion(rv)
 	}
 	return runtime.Encode(s.codec, obj)
 }

@@ -219,6 +219,106 @@ func TestGuaranteedUpdateErrors(t *testing.T) {
 	}
 }
 
+// TestGuaranteedUpdateFromCachedCopy starts updates from a copy of the object, as the
+// watch cache offers it: a current copy is written from; a stale one never decides an
+// answer, which is always the one a read of etcd gives.
+func TestGuaranteedUpdateFromCachedCopy(t *testing.T) {
+	store, prefix := newTestStore(t)
+	// label adds a label to whatever state it is given.
+	label := func(in runtime.Object) (runtime.Object, error) {
+		pod := in.(*corev1.Pod)
+		pod.Labels["seen"] = "yes"
+		return pod, nil
+	}
+	for _, tc := range []struct {
+		name          string
+		stale         bool // the copy is from before the pod was bound to node-1
+		preconditions func(current *corev1.Pod) *storage.Preconditions
+		tryUpdate     func(current *corev1.Pod) storage.UpdateFunc
+		wantNode      string
+		wantLabel     bool
+		wantNoWrite   bool
+	}{
+		{name: "current copy", tryUpdate: func(*corev1.Pod) storage.UpdateFunc { return label }, wantNode: "node-1", wantLabel: true},
+		{name: "stale copy: the change applies to etcd's state", stale: true,
+			tryUpdate: func(*corev1.Pod) storage.UpdateFunc { return label }, wantNode: "node-1", wantLabel: true},
+		{name: "stale copy: a client's current resourceVersion is no conflict", stale: true,
+			tryUpdate: func(current *corev1.Pod) storage.UpdateFunc {
+				return func(runtime.Object) (runtime.Object, error) {
+					put := current.DeepCopy()
+					put.Labels["seen"] = "yes"
+					return put, nil
+				}
+			}, wantNode: "node-1", wantLabel: true},
+		{name: "stale copy: a precondition on the current resourceVersion holds", stale: true,
+			preconditions: func(current *corev1.Pod) *storage.Preconditions {
+				return &storage.Preconditions{ResourceVersion: &current.ResourceVersion}
+			},
+			tryUpdate: func(*corev1.Pod) storage.UpdateFunc { return label }, wantNode: "node-1", wantLabel: true},
+		{name: "stale copy: unchanged from the copy is still a change to etcd's state", stale: true,
+			tryUpdate: func(*corev1.Pod) storage.UpdateFunc { return setNode("") }, wantNode: ""},
+		{name: "current copy: unchanged writes nothing",
+			tryUpdate: func(*corev1.Pod) storage.UpdateFunc { return setNode("node-1") }, wantNode: "node-1", wantNoWrite: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := strings.NewReplacer(" ", "-", ":", "", "'", "").Replace(tc.name)
+			created := createPod(t, store, prefix, newPod(t, name, ""))
+			current := &corev1.Pod{}
+			if err := store.GuaranteedUpdate(testContext(t), prefix+name, current, nil, setNode("node-1")); err != nil {
+				t.Fatal(err)
+			}
+			cached := current.DeepCopy()
+			if tc.stale {
+				cached = created.DeepCopy()
+			}
+			var preconditions *storage.Preconditions
+			if tc.preconditions != nil {
+				preconditions = tc.preconditions(current)
+			}
+			out := &corev1.Pod{}
+			if err := store.GuaranteedUpdateFrom(testContext(t), prefix+name, out, preconditions, tc.tryUpdate(current), cached); err != nil {
+				t.Fatalf("GuaranteedUpdateFrom: %v", err)
+			}
+			got := &corev1.Pod{}
+			if err := store.Get(testContext(t), prefix+name, storage.GetOptions{}, got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Spec.NodeName != tc.wantNode || (got.Labels["seen"] == "yes") != tc.wantLabel {
+				t.Errorf("stored node %q labels %v, want node %q, label seen %v", got.Spec.NodeName, got.Labels, tc.wantNode, tc.wantLabel)
+			}
+			if out.ResourceVersion != got.ResourceVersion {
+				t.Errorf("out resourceVersion %s, stored %s", out.ResourceVersion, got.ResourceVersion)
+			}
+			if wrote := got.ResourceVersion != current.ResourceVersion; wrote == tc.wantNoWrite {
+				t.Errorf("wrote = %v (rv %s -> %s), want %v", wrote, current.ResourceVersion, got.ResourceVersion, !tc.wantNoWrite)
+			}
+		})
+	}
+
+	t.Run("stale copy of a deleted object is IsNotFound", func(t *testing.T) {
+		created := createPod(t, store, prefix, newPod(t, "deleted", ""))
+		if err := store.Delete(testContext(t), prefix+"deleted", &corev1.Pod{}, nil); err != nil {
+			t.Fatal(err)
+		}
+		err := store.GuaranteedUpdateFrom(testContext(t), prefix+"deleted", &corev1.Pod{}, nil, label, created.DeepCopy())
+		if !storage.IsNotFound(err) {
+			t.Errorf("GuaranteedUpdateFrom error = %v, want IsNotFound", err)
+		}
+	})
+	t.Run("stale copy: a precondition etcd's state fails is refused", func(t *testing.T) {
+		created := createPod(t, store, prefix, newPod(t, "precondition", ""))
+		if err := store.GuaranteedUpdate(testContext(t), prefix+"precondition", &corev1.Pod{}, nil, setNode("node-1")); err != nil {
+			t.Fatal(err)
+		}
+		staleRV := created.ResourceVersion
+		err := store.GuaranteedUpdateFrom(testContext(t), prefix+"precondition", &corev1.Pod{},
+			&storage.Preconditions{ResourceVersion: &staleRV}, label, created.DeepCopy())
+		if !storage.IsInvalidObj(err) {
+			t.Errorf("GuaranteedUpdateFrom error = %v, want IsInvalidObj", err)
+		}
+	})
+}
+
 func TestGuaranteedUpdatePreconditionMessageMatchesKubernetes(t *testing.T) {
 	store, prefix := newTestStore(t)
 	createPod(t, store, prefix, newPod(t, "a", ""))
