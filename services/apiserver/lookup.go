@@ -7,8 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/rest"
@@ -23,44 +23,30 @@ type storageLookup struct {
 	stores registry.Stores
 }
 
-var (
-	cached     = &metav1.GetOptions{ResourceVersion: "0"}
-	consistent = &metav1.GetOptions{}
-)
-
-// get reads namespace/name and returns field(obj), trying the cache and then, unless
-// accept(value) holds, etcd.
-func get(ctx context.Context, getter rest.Getter, namespace, name string, field func(any) string, accept func(string) bool) (string, bool, error) {
-	var value string
-	var found bool
-	for _, opts := range []*metav1.GetOptions{cached, consistent} {
-		obj, err := getter.Get(ctx, namespace, name, opts)
-		switch {
-		case apierrors.IsNotFound(err):
-			value, found = "", false
-		case err != nil:
-			return "", false, err
-		default:
-			value, found = field(obj), true
-		}
-		if found && accept(value) {
-			break
-		}
+// get reads namespace/name and returns field(obj), from the cache when accept(value)
+// holds for the cached object's, else from etcd (rest.GetCachedFirst).
+func get(ctx context.Context, getter rest.Getter, namespace, name string, field func(runtime.Object) string, accept func(string) bool) (string, bool, error) {
+	obj, err := rest.GetCachedFirst(ctx, getter, namespace, name, func(obj runtime.Object) bool { return accept(field(obj)) })
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", false, nil
+	case err != nil:
+		return "", false, err
 	}
-	return value, found, nil
+	return field(obj), true, nil
 }
 
 // PodNodeName implements authorization.Lookup; wantNode is the node asking.
 func (l storageLookup) PodNodeName(ctx context.Context, namespace, name, wantNode string) (string, bool, error) {
 	return get(ctx, l.stores.Store(corev1.Resource("pods")), namespace, name,
-		func(obj any) string { return obj.(*corev1.Pod).Spec.NodeName },
+		func(obj runtime.Object) string { return obj.(*corev1.Pod).Spec.NodeName },
 		func(node string) bool { return node == wantNode })
 }
 
 // CSRRequester implements authorization.Lookup; wantUser is the user asking.
 func (l storageLookup) CSRRequester(ctx context.Context, name, wantUser string) (string, bool, error) {
 	return get(ctx, l.stores.Store(certificatesv1.Resource("certificatesigningrequests")), "", name,
-		func(obj any) string { return obj.(*certificatesv1.CertificateSigningRequest).Spec.Username },
+		func(obj runtime.Object) string { return obj.(*certificatesv1.CertificateSigningRequest).Spec.Username },
 		func(user string) bool { return user == wantUser })
 }
 

@@ -11,8 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -161,10 +161,9 @@ func (p NodeRestriction) admitToken(ctx context.Context, node string, a Attribut
 	// The watch cache first, as kube's plugin reads its informer's lister; etcd when the
 	// cache does not have the pod or shows it otherwise than the request expects (it may
 	// lag a create or a bind by a moment), so a lagging cache never refuses a token.
-	obj, err := p.Pods.Get(ctx, a.Namespace, ref.Name, &metav1.GetOptions{ResourceVersion: "0"})
-	if apierrors.IsNotFound(err) || err == nil && !boundTo(obj.(*corev1.Pod), ref.UID, node) {
-		obj, err = p.Pods.Get(ctx, a.Namespace, ref.Name, &metav1.GetOptions{})
-	}
+	obj, err := rest.GetCachedFirst(ctx, p.Pods, a.Namespace, ref.Name, func(obj runtime.Object) bool {
+		return boundTo(obj.(*corev1.Pod), ref.UID, node)
+	})
 	if err != nil {
 		return err
 	}

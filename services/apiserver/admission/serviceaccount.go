@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/utils/ptr"
 
@@ -106,10 +105,7 @@ func (s ServiceAccount) getServiceAccount(ctx context.Context, namespace, name s
 		}
 		// The watch cache first, as kube reads its informer's lister; etcd when the
 		// cache does not have it (it may lag a create by a moment).
-		obj, err := s.ServiceAccounts.Get(ctx, namespace, name, &metav1.GetOptions{ResourceVersion: "0"})
-		if apierrors.IsNotFound(err) {
-			obj, err = s.ServiceAccounts.Get(ctx, namespace, name, &metav1.GetOptions{})
-		}
+		obj, err := rest.GetCachedFirst(ctx, s.ServiceAccounts, namespace, name, nil)
 		if err == nil {
 			return obj.(*corev1.ServiceAccount), nil
 		}

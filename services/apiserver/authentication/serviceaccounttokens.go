@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	apiserverserviceaccount "k8s.io/apiserver/pkg/authentication/serviceaccount"
 	tokenjwt "k8s.io/apiserver/pkg/authentication/token/jwt"
@@ -140,20 +139,12 @@ func (s *ServiceAccountTokens) validate(ctx context.Context, claims *serviceacco
 // have it with wantUID (it may lag a write by a moment), from etcd. It returns nil for
 // an object that does not exist; err is a storage failure.
 func getCurrent(ctx context.Context, getter rest.Getter, namespace, name, wantUID string) (runtime.Object, error) {
-	var obj runtime.Object
-	for _, opts := range []*metav1.GetOptions{{ResourceVersion: "0"}, {}} {
-		got, err := getter.Get(ctx, namespace, name, opts)
-		switch {
-		case apierrors.IsNotFound(err):
-			obj = nil
-			continue
-		case err != nil:
-			return nil, err
-		}
-		obj = got
-		if m, err := meta.Accessor(got); err == nil && string(m.GetUID()) == wantUID {
-			return obj, nil
-		}
+	obj, err := rest.GetCachedFirst(ctx, getter, namespace, name, func(obj runtime.Object) bool {
+		m, err := meta.Accessor(obj)
+		return err == nil && string(m.GetUID()) == wantUID
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
 	}
-	return obj, nil
+	return obj, err
 }

@@ -8,9 +8,11 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"skiff.dev/services/apiserver/registry/rest"
@@ -77,7 +79,10 @@ func (r *TokenREST) Create(ctx context.Context, namespace string, obj runtime.Ob
 	if errs := validateTokenRequest(req); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(authenticationv1.SchemeGroupVersion.WithKind("TokenRequest").GroupKind(), name, errs)
 	}
-	saObj, err := r.ServiceAccounts.Get(ctx, namespace, name, &metav1.GetOptions{})
+	// The service account and the bound object from the watch cache when it shows the
+	// object the request names (kube reads both from etcd): a token minted for an
+	// object deleted a moment ago fails authentication, which checks each one's UID.
+	saObj, err := rest.GetCachedFirst(ctx, r.ServiceAccounts, namespace, name, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +94,7 @@ func (r *TokenREST) Create(ctx context.Context, namespace string, obj runtime.Ob
 		gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
 		switch {
 		case gvk.Group == "" && gvk.Kind == "Pod":
-			podObj, err := r.Pods.Get(ctx, namespace, ref.Name, &metav1.GetOptions{})
+			podObj, err := rest.GetCachedFirst(ctx, r.Pods, namespace, ref.Name, uidIs(ref.UID))
 			if err != nil {
 				return nil, err
 			}
@@ -105,7 +110,7 @@ func (r *TokenREST) Create(ctx context.Context, namespace string, obj runtime.Ob
 				}
 			}
 		case gvk.Group == "" && gvk.Kind == "Secret":
-			secretObj, err := r.Secrets.Get(ctx, namespace, ref.Name, &metav1.GetOptions{})
+			secretObj, err := rest.GetCachedFirst(ctx, r.Secrets, namespace, ref.Name, uidIs(ref.UID))
 			if err != nil {
 				return nil, err
 			}
@@ -137,6 +142,15 @@ func (r *TokenREST) Create(ctx context.Context, namespace string, obj runtime.Ob
 	}
 	out.Status = authenticationv1.TokenRequestStatus{Token: token, ExpirationTimestamp: metav1.NewTime(issued.Add(expiration))}
 	return out, nil
+}
+
+// uidIs accepts a cached object whose UID is uid, or any when uid is "" (the request
+// names none: only etcd's current object will do).
+func uidIs(uid types.UID) func(runtime.Object) bool {
+	return func(obj runtime.Object) bool {
+		m, err := meta.Accessor(obj)
+		return uid != "" && err == nil && m.GetUID() == uid
+	}
 }
 
 // validateTokenRequest mirrors kube's ValidateTokenRequest.
