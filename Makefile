@@ -104,7 +104,8 @@ proto-check:
 ##            BENCH_KUBECONFIG=path, the same runs against that cluster (any Kubernetes-compatible one).
 ##            HOLLOW_PROCESS=separate runs the hollow nodes in their own process, with
 ##            HOLLOW_FLAGS added to its kubelet flags (e.g. --evented-pleg=false) and its
-##            state under HOLLOW_ROOT_DIR when set (e.g. /dev/shm: the disk out of the figures).
+##            state under HOLLOW_ROOT_DIR when set (e.g. /dev/shm: the disk out of the figures);
+##            SKIFF_FLAGS adds skiff flags (e.g. "--profiling --health-address 127.0.0.1:6060").
 bench-e2e:
 	GO="$(GO)" BIN="$(BIN)" scripts/bench-e2e.sh
 
