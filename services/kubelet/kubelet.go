@@ -84,6 +84,9 @@ const (
 	// housekeepingPeriod is how often pods that are no longer wanted are
 	// cleaned up.
 	housekeepingPeriod = 2 * time.Second
+	// containerGCPeriod is how often exited containers and sandboxes are
+	// collected when nothing has died since (kube's ContainerGCPeriod).
+	containerGCPeriod = time.Minute
 	// runtimeUpPeriod is how often the runtime's Status is checked.
 	runtimeUpPeriod = 5 * time.Second
 	// runtimeNotReadyPeriod is how often it is checked while the runtime or its
@@ -265,6 +268,15 @@ type Kubelet struct {
 
 	// nodeStatusUpdateCh asks for an immediate node status update.
 	nodeStatusUpdateCh chan struct{}
+
+	// Housekeeping collects exited containers and sandboxes when
+	// containerGCDue (a container died, or a pod's worker ended, since the last
+	// collection) or containerGCPeriod after lastContainerGC. workingPods are
+	// the pods with a worker at the last housekeeping. Only the sync loop
+	// touches these.
+	containerGCDue  bool
+	lastContainerGC time.Time
+	workingPods     map[types.UID]bool
 
 	runOnce sync.Once
 }
@@ -615,6 +627,9 @@ func (kl *Kubelet) syncLoopIteration(ctx context.Context, configCh <-chan config
 			handler.HandlePodReconcile(u.Pods)
 		}
 	case e := <-plegCh:
+		if e.Type == pleg.ContainerDied {
+			kl.containerGCDue = true // there is something to collect
+		}
 		if e.Type != pleg.ContainerRemoved {
 			if pod, ok := kl.podManager.GetPodByUID(e.ID); ok {
 				kl.logger.Debug("SyncLoop PLEG event", "pod", pod.Namespace+"/"+pod.Name, "event", e.Type, "container", e.Data)
@@ -815,10 +830,25 @@ func (kl *Kubelet) HandlePodSyncs(pods []*v1.Pod) {
 // desired, forgets their statuses, kills pods only the runtime knows (left
 // by a previous kubelet or force-deleted), and garbage-collects exited
 // containers, sandboxes and log directories of pods that are gone. Mirrors
-// Kubelet.HandlePodCleanups and the container GC.
+// Kubelet.HandlePodCleanups and the container GC, which kube runs every
+// minute on its own: here it runs in housekeeping as soon as there may be
+// something to collect (a container died or a pod's worker ended), and
+// every minute otherwise, so a deleted pod's containers go within seconds
+// and a node whose pods run undisturbed does not list its runtime for it.
 func (kl *Kubelet) HandlePodCleanups(ctx context.Context) error {
 	allPods := kl.podManager.GetPods()
 	workingPods := kl.podWorkers.SyncKnownPods(allPods)
+	working := make(map[types.UID]bool, len(workingPods))
+	for uid := range workingPods {
+		working[uid] = true
+	}
+	for uid := range kl.workingPods {
+		if !working[uid] {
+			kl.containerGCDue = true // a worker ended: its pod's content may go
+			break
+		}
+	}
+	kl.workingPods = working
 
 	desired := make(map[types.UID]bool, len(allPods))
 	keep := make(map[types.UID]bool, len(allPods)+len(workingPods))
@@ -860,8 +890,12 @@ func (kl *Kubelet) HandlePodCleanups(ctx context.Context) error {
 		kl.logger.Error("failed cleaning up orphaned pod directories", "err", err)
 	}
 
-	if err := kl.containerRuntime.GarbageCollect(ctx, kl.podWorkers, true); err != nil && ctx.Err() == nil {
-		kl.logger.Error("container garbage collection failed", "err", err)
+	if now := time.Now(); kl.containerGCDue || now.Sub(kl.lastContainerGC) >= containerGCPeriod {
+		kl.containerGCDue, kl.lastContainerGC = false, now
+		if err := kl.containerRuntime.GarbageCollect(ctx, kl.podWorkers, true); err != nil && ctx.Err() == nil {
+			kl.logger.Error("container garbage collection failed", "err", err)
+			kl.containerGCDue = true
+		}
 	}
 	kl.crashLoopBackOff.GC()
 	return nil

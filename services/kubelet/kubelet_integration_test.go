@@ -322,7 +322,9 @@ func TestKubeletRunsPodsAgainstAPIServer(t *testing.T) {
 		if err := client.CoreV1().Pods("default").Delete(ctx, "forced", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 60*time.Second, "runtime has nothing of the pod", func() error {
+		// Within seconds (the container GC runs once something died), not
+		// containerGCPeriod (a minute) later.
+		eventually(t, 30*time.Second, "runtime has nothing of the pod", func() error {
 			sandboxes, err := cri.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 			if err != nil {
 				return err
