@@ -276,7 +276,7 @@ type Kubelet struct {
 	// touches these.
 	containerGCDue  bool
 	lastContainerGC time.Time
-	workingPods     map[types.UID]bool
+	workingPods     map[types.UID]podworkers.PodWorkerSync
 
 	runOnce sync.Once
 }
@@ -838,17 +838,13 @@ func (kl *Kubelet) HandlePodSyncs(pods []*v1.Pod) {
 func (kl *Kubelet) HandlePodCleanups(ctx context.Context) error {
 	allPods := kl.podManager.GetPods()
 	workingPods := kl.podWorkers.SyncKnownPods(allPods)
-	working := make(map[types.UID]bool, len(workingPods))
-	for uid := range workingPods {
-		working[uid] = true
-	}
 	for uid := range kl.workingPods {
-		if !working[uid] {
+		if _, ok := workingPods[uid]; !ok {
 			kl.containerGCDue = true // a worker ended: its pod's content may go
 			break
 		}
 	}
-	kl.workingPods = working
+	kl.workingPods = workingPods
 
 	desired := make(map[types.UID]bool, len(allPods))
 	keep := make(map[types.UID]bool, len(allPods)+len(workingPods))

@@ -381,11 +381,7 @@ func (s *Store) read(ctx context.Context, key string) (*objState, error) {
 //
 // Errors: *StorageError ErrCodeKeyNotFound, ErrCodeInvalidObj (failed precondition).
 func (s *Store) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions) error {
-	resp, err := s.kv.Get(ctx, key)
-	if err != nil {
-		return fmt.Errorf("delete %s: %w", key, err)
-	}
-	state, err := s.stateFrom(resp.Kvs)
+	state, err := s.read(ctx, key)
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
