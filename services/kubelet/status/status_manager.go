@@ -260,9 +260,11 @@ func (m *Manager) updateStatusInternal(pod *v1.Pod, status v1.PodStatus, forceUp
 	for _, t := range []v1.PodConditionType{v1.ContainersReady, v1.PodReady, v1.PodInitialized, v1.PodReadyToStartContainers, v1.PodScheduled} {
 		updateLastTransitionTime(&status, &old, t)
 	}
-	// The start time is set once, when the kubelet first reports the pod.
+	// The start time is set once, when the kubelet first reports the pod. It is copied:
+	// old may be the informer's pod, which normalizeStatus must not write to.
 	if old.StartTime != nil && !old.StartTime.IsZero() {
-		status.StartTime = old.StartTime
+		startTime := *old.StartTime
+		status.StartTime = &startTime
 	} else if status.StartTime.IsZero() {
 		now := metav1.Now()
 		status.StartTime = &now

@@ -2,9 +2,11 @@ package status
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,6 +121,20 @@ func TestUnchangedStatusIsNotWrittenAgain(t *testing.T) {
 	m.syncBatch(context.Background(), true)
 	if got := countVerb(client, "update", "status"); got != writes {
 		t.Errorf("status writes = %d, want %d", got, writes)
+	}
+}
+
+// TestSetPodStatusLeavesThePodAlone: the pod comes from an informer, whose objects
+// nobody may modify; the start time the status keeps from it is normalized on a copy.
+func TestSetPodStatusLeavesThePodAlone(t *testing.T) {
+	pod := apiPod()
+	started := metav1.NewTime(time.Date(2026, 11, 24, 10, 0, 0, 123456789, time.Local))
+	pod.Status.StartTime = &started
+	before := pod.DeepCopy()
+	m, _ := newTestManager(pod, true)
+	m.SetPodStatus(pod, runningStatus())
+	if !reflect.DeepEqual(pod, before) {
+		t.Fatalf("SetPodStatus modified the pod:\n%s", cmp.Diff(before, pod))
 	}
 }
 
