@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
 	utilnetutils "k8s.io/utils/net"
 
 	"skiff.dev/services/apiserver/admission"
@@ -182,6 +184,7 @@ type APIServer struct {
 	services          *service.REST
 	kubernetesService *kubernetesservice.Controller
 	compactor         *etcd3.Compactor // nil: no compaction
+	stores            storeSet
 }
 
 // indexFields are the fields a strategy asks the watch cache to index by.
@@ -197,6 +200,28 @@ func (s *APIServer) stopCaches() {
 	for _, c := range s.caches {
 		c.Stop()
 	}
+}
+
+// ListWatchFor returns a ListerWatcher over the served resource whose objects have obj's
+// type (e.g. &corev1.Pod{} for pods, in every namespace), read in this process from its
+// watch cache (registry.ListWatch: an informer over it shares the cache's objects instead
+// of decoding its own copies), or nil when no resource, or more than one, stores that
+// type. The all-in-one gives it to its scheduler and controller manager.
+func (s *APIServer) ListWatchFor(obj runtime.Object) cache.ListerWatcher {
+	var found *registry.ListWatch
+	for gr, store := range s.stores {
+		if reflect.TypeOf(store.New()) != reflect.TypeOf(obj) {
+			continue
+		}
+		if found != nil {
+			return nil
+		}
+		found = &registry.ListWatch{Stores: s.stores, Resource: gr}
+	}
+	if found == nil {
+		return nil
+	}
+	return found
 }
 
 // storeSet is every served resource's generic Store, by group and resource.
@@ -267,6 +292,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 		}
 		stores[d.GroupResource()] = d.NewStore(st)
 	}
+	s.stores = stores
 	groups, err := s.install(descriptors, stores)
 	if err != nil {
 		return nil, err

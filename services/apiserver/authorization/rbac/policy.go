@@ -7,12 +7,9 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"skiff.dev/services/apiserver/registry"
@@ -49,7 +46,7 @@ var indexers = struct{ roles, clusterRoles, roleBindings, clusterRoleBindings ca
 // be filling while the apiserver is being built.
 func NewPolicy(stores registry.Stores) *Policy {
 	newInformer := func(resource string, obj runtime.Object, ix cache.Indexers) cache.SharedIndexInformer {
-		lw := &storeListWatch{stores: stores, gr: rbacv1.Resource(resource)}
+		lw := &registry.ListWatch{Stores: stores, Resource: rbacv1.Resource(resource)}
 		return cache.NewSharedIndexInformer(lw, obj, 0, ix)
 	}
 	roles := newInformer("roles", &rbacv1.Role{}, indexers.roles)
@@ -191,52 +188,3 @@ func roleBindingSubjects(obj any) ([]string, error) {
 	}
 	return keys, nil
 }
-
-// storeListWatch lists and watches a registry Store for an informer.
-type storeListWatch struct {
-	stores registry.Stores
-	gr     schema.GroupResource
-}
-
-func (lw *storeListWatch) store() (*registry.Store, error) {
-	s := lw.stores.Store(lw.gr)
-	if s == nil {
-		return nil, fmt.Errorf("%s is not served", lw.gr)
-	}
-	return s, nil
-}
-
-// List implements cache.Lister.
-func (lw *storeListWatch) List(opts metav1.ListOptions) (runtime.Object, error) {
-	return lw.ListWithContext(context.Background(), opts)
-}
-
-// ListWithContext implements cache.ListerWithContext.
-func (lw *storeListWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	s, err := lw.store()
-	if err != nil {
-		return nil, err
-	}
-	return s.List(ctx, "", &metainternalversion.ListOptions{
-		ResourceVersion: opts.ResourceVersion, ResourceVersionMatch: opts.ResourceVersionMatch,
-		Limit: opts.Limit, Continue: opts.Continue,
-	})
-}
-
-// Watch implements cache.Watcher.
-func (lw *storeListWatch) Watch(opts metav1.ListOptions) (watch.Interface, error) {
-	return lw.WatchWithContext(context.Background(), opts)
-}
-
-// WatchWithContext implements cache.WatcherWithContext.
-func (lw *storeListWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	s, err := lw.store()
-	if err != nil {
-		return nil, err
-	}
-	return s.Watch(ctx, "", &metainternalversion.ListOptions{ResourceVersion: opts.ResourceVersion, AllowWatchBookmarks: opts.AllowWatchBookmarks})
-}
-
-// IsWatchListSemanticsUnSupported tells the reflector to list, then watch: the Store is
-// read in-process, where a list costs no more than the stream of initial events.
-func (lw *storeListWatch) IsWatchListSemanticsUnSupported() bool { return true }
