@@ -16,13 +16,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
+	"skiff.dev/services/internal/kubeclient"
 	"skiff.dev/services/internal/leaderelection"
 )
 
@@ -68,6 +68,10 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	// Clock drives the controllers; nil: the real clock.
 	Clock clock.WithTickerAndDelayedExecution
+	// ListWatchFor, in the apiserver's own process (the all-in-one), lists and watches
+	// what the controllers' informers hold there, sharing the watch cache's objects; nil
+	// lists and watches through Client, trimming managedFields on arrival.
+	ListWatchFor kubeclient.ListWatchFor
 	// Initializers are the controllers that can run; nil: NewControllerInitializers().
 	Initializers map[string]InitFunc
 }
@@ -150,9 +154,15 @@ func Run(ctx context.Context, cfg Config) error {
 // StartControllers starts every enabled controller with one shared informer factory,
 // then starts the informers (kube's StartControllers). The controllers stop when ctx ends.
 func (cm *ControllerManager) StartControllers(ctx context.Context) error {
+	// Informers over HTTP drop managedFields on arrival; in-process ones hold the watch
+	// cache's objects, with nothing to trim.
+	var factoryOptions []informers.SharedInformerOption
+	if cm.cfg.ListWatchFor == nil {
+		factoryOptions = append(factoryOptions, informers.WithTransform(kubeclient.TrimManagedFields))
+	}
 	controllerCtx := ControllerContext{
 		Client:          cm.cfg.Client,
-		InformerFactory: informers.NewSharedInformerFactoryWithOptions(cm.cfg.Client, informerResync, informers.WithTransform(trimManagedFields)),
+		InformerFactory: cm.cfg.ListWatchFor.InformerFactory(informers.NewSharedInformerFactoryWithOptions(cm.cfg.Client, informerResync, factoryOptions...)),
 		RESTConfig:      cm.cfg.RESTConfig,
 		RootCA:          cm.cfg.RootCA,
 		Events:          cm.cfg.Events,
@@ -178,16 +188,4 @@ func (cm *ControllerManager) StartControllers(ctx context.Context) error {
 	}
 	controllerCtx.InformerFactory.Start(ctx.Done())
 	return nil
-}
-
-// trimManagedFields drops objects' managedFields before they enter the informers'
-// caches: no controller reads them, and they are a large part of every cached object.
-// An update built from a cached object keeps the stored managedFields (the apiserver
-// keeps them when an update carries none). Mirrors kube-controller-manager's trim
-// transform (CreateControllerContext).
-func trimManagedFields(obj any) (any, error) {
-	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
-		accessor.SetManagedFields(nil)
-	}
-	return obj, nil
 }

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -33,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"skiff.dev/services/internal/eventrecorder"
+	"skiff.dev/services/internal/kubeclient"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/scheduler/framework"
 	"skiff.dev/services/scheduler/framework/plugins"
@@ -68,6 +68,10 @@ type Config struct {
 	// TracerProvider traces each scheduling cycle inside the pod's trace; nil means the
 	// global provider.
 	TracerProvider trace.TracerProvider
+	// ListWatchFor, in the apiserver's own process (the all-in-one), lists and watches
+	// pods and nodes there, sharing the watch cache's objects; nil lists and watches
+	// them through Client.
+	ListWatchFor kubeclient.ListWatchFor
 }
 
 // Scheduler watches unscheduled pods and binds each to a node. Build it with
@@ -178,17 +182,22 @@ func newScheduler(cfg Config, opts ...option) (*Scheduler, error) {
 	s.metrics = metrics.New(s.queue.Lengths)
 
 	podIndexers := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
-	s.podInformer = coreinformers.NewFilteredPodInformer(cfg.Client, metav1.NamespaceAll, 0, podIndexers,
-		func(lo *metav1.ListOptions) { lo.FieldSelector = unscheduledPodsFieldSelector })
+	s.podInformer = newPodInformer(cfg, podIndexers, unscheduledPodsFieldSelector)
 	s.podLister = corelisters.NewPodLister(s.podInformer.GetIndexer())
-	s.assignedPodInformer = coreinformers.NewFilteredPodInformer(cfg.Client, metav1.NamespaceAll, 0, toolscache.Indexers{},
-		func(lo *metav1.ListOptions) { lo.FieldSelector = assignedPodsFieldSelector })
-	s.nodeInformer = coreinformers.NewNodeInformer(cfg.Client, 0, toolscache.Indexers{})
-	// The scheduler never reads managedFields; dropping them on arrival keeps every cached
-	// pod and node smaller (as kube-controller-manager's informers do).
-	for _, informer := range []toolscache.SharedIndexInformer{s.podInformer, s.assignedPodInformer, s.nodeInformer} {
-		if err := informer.SetTransform(trimManagedFields); err != nil {
-			return nil, fmt.Errorf("scheduler: %w", err)
+	s.assignedPodInformer = newPodInformer(cfg, toolscache.Indexers{}, assignedPodsFieldSelector)
+	if lw := cfg.ListWatchFor.Filtered(&v1.Node{}, nil); lw != nil {
+		s.nodeInformer = toolscache.NewSharedIndexInformer(lw, &v1.Node{}, 0, toolscache.Indexers{})
+	} else {
+		s.nodeInformer = coreinformers.NewNodeInformer(cfg.Client, 0, toolscache.Indexers{})
+	}
+	// The scheduler never reads managedFields; dropping them from what arrives over HTTP
+	// keeps every cached pod and node smaller (as kube-controller-manager's informers
+	// do). In-process informers hold the watch cache's objects: nothing to trim.
+	if cfg.ListWatchFor == nil {
+		for _, informer := range []toolscache.SharedIndexInformer{s.podInformer, s.assignedPodInformer, s.nodeInformer} {
+			if err := informer.SetTransform(kubeclient.TrimManagedFields); err != nil {
+				return nil, fmt.Errorf("scheduler: %w", err)
+			}
 		}
 	}
 	if err := s.addAllEventHandlers(); err != nil {
@@ -251,10 +260,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	return nil
 }
 
-// trimManagedFields drops an object's managedFields before it enters an informer's cache.
-func trimManagedFields(obj any) (any, error) {
-	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
-		accessor.SetManagedFields(nil)
+// newPodInformer is an informer of the pods fieldSelector selects, in-process when
+// cfg.ListWatchFor serves pods.
+func newPodInformer(cfg Config, indexers toolscache.Indexers, fieldSelector string) toolscache.SharedIndexInformer {
+	tweak := func(lo *metav1.ListOptions) { lo.FieldSelector = fieldSelector }
+	if lw := cfg.ListWatchFor.Filtered(&v1.Pod{}, tweak); lw != nil {
+		return toolscache.NewSharedIndexInformer(lw, &v1.Pod{}, 0, indexers)
 	}
-	return obj, nil
+	return coreinformers.NewFilteredPodInformer(cfg.Client, metav1.NamespaceAll, 0, indexers, tweak)
 }
