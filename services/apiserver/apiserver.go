@@ -282,13 +282,12 @@ func New(cfg Config) (_ *APIServer, err error) {
 		if d.NewListFunc == nil {
 			continue
 		}
-		c, err := s.watchCache(cfg.Etcd, d)
+		st, err := s.storage(cfg.Etcd, d)
 		if err != nil {
-			return nil, fmt.Errorf("apiserver: watch cache of %s: %w", d.GroupResource(), err)
+			return nil, fmt.Errorf("apiserver: storage of %s: %w", d.GroupResource(), err)
 		}
-		var st storage.Interface = c
 		if cfg.StorageDecorator != nil {
-			st = cfg.StorageDecorator(d.GroupResource(), c)
+			st = cfg.StorageDecorator(d.GroupResource(), st)
 		}
 		stores[d.GroupResource()] = d.NewStore(st)
 	}
@@ -417,14 +416,17 @@ func serviceAccountTokens(cfg Config) (serviceaccountregistry.TokenConfig, error
 	return serviceaccountregistry.TokenConfig{Signer: signer, Verifier: verifier, Audiences: audiences}, nil
 }
 
-// watchCache is the watch cache over d's etcd store; an expiring resource
-// (registry.TTLStrategy) writes through an etcd lease.
-func (s *APIServer) watchCache(etcd *clientv3.Client, d *registry.Descriptor) (*cacher.Cacher, error) {
+// storage is a resource's etcd store (with a lease per write for a TTLStrategy's
+// resource) behind its watch cache, or alone for a resource with NoWatchCache.
+func (s *APIServer) storage(etcd *clientv3.Client, d *registry.Descriptor) (storage.Interface, error) {
 	client := etcd
 	if ttl, ok := d.Strategy.(registry.TTLStrategy); ok {
 		client = leasekv.NewClient(context.Background(), etcd, ttl.TTL())
 	}
 	store := etcd3.New(client, scheme.StorageCodec, d.NewFunc)
+	if d.NoWatchCache {
+		return store, nil
+	}
 	kinds, _, err := scheme.Scheme.ObjectKinds(d.NewFunc())
 	if err != nil {
 		return nil, err
@@ -434,7 +436,7 @@ func (s *APIServer) watchCache(etcd *clientv3.Client, d *registry.Descriptor) (*
 		NewFunc: d.NewFunc, NewListFunc: d.NewListFunc, GetAttrs: d.Strategy.GetAttrs, IndexFields: indexFields(d.Strategy),
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("watch cache: %w", err)
 	}
 	s.caches = append(s.caches, c)
 	return c, nil

@@ -42,6 +42,11 @@ type Descriptor struct {
 	// KeyRoot is the etcd prefix without a trailing slash; "" means
 	// "/registry/" + Resource (kube's default, e.g. /registry/configmaps).
 	KeyRoot string
+	// NoWatchCache serves the resource from etcd alone, every list and watch included,
+	// as kube-apiserver serves events (its DefaultWatchCacheSizes gives them none):
+	// objects written often, read seldom and watched by few cost a cache's memory and a
+	// decode per write for little.
+	NoWatchCache bool
 	// REST builds what serves the resource and its subresources from the resource's
 	// generic Store; stores finds the other resources' Stores. nil means the Store alone
 	// serves the resource, with no subresources.

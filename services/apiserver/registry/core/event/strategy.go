@@ -33,6 +33,9 @@ var Descriptor = registry.Descriptor{
 	NewFunc:      func() runtime.Object { return &corev1.Event{} },
 	NewListFunc:  func() runtime.Object { return &corev1.EventList{} },
 	Strategy:     Strategy{},
+	// As kube-apiserver's: a run of 5,000 pods writes some 20,000 events, which only
+	// `kubectl get events -w` would watch.
+	NoWatchCache: true,
 }
 
 // Strategy is the events strategy: events are written whole by their reporters and
