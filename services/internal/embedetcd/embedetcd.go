@@ -27,6 +27,10 @@ import (
 // singleMemberTickMs is the raft tick of the single member (etcd's --heartbeat-interval).
 const singleMemberTickMs = 10
 
+// singleMemberCatchUpEntries is how much of the raft log the single member keeps in
+// memory after a snapshot (etcd's --snapshot-catchup-entries).
+const singleMemberCatchUpEntries = 500
+
 // Config says where the embedded etcd keeps its data and listens.
 type Config struct {
 	// Dir holds etcd's data (member/ wal and snap); created if missing.
@@ -67,6 +71,11 @@ func Start(ctx context.Context, cfg Config) (*Etcd, error) {
 	// start waited 0.1–1.1 s for leadership, most of the all-in-one's cold start. With 10 ms
 	// ticks it waits 10–110 ms; the leader's idle heartbeat tick goes to no peer.
 	ec.TickMs, ec.ElectionMs = singleMemberTickMs, 10*singleMemberTickMs
+	// etcd keeps the raft log's last SnapshotCatchUpEntries entries (default 5,000) in
+	// memory for a slow follower to catch up from; each holds a whole write (a pod is
+	// several KiB), ~12 MiB of the all-in-one's heap at 5,000 pods. One member has no
+	// follower.
+	ec.SnapshotCatchUpEntries = singleMemberCatchUpEntries
 	if cfg.ClientURL == "" {
 		cfg.ClientURL = "http://127.0.0.1:2379"
 	}
