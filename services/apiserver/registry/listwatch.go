@@ -36,21 +36,18 @@ type ListWatch struct {
 	Namespace string
 }
 
-func (lw *ListWatch) store() (*Store, error) {
-	if s := lw.Stores.Store(lw.Resource); s != nil {
-		return s, nil
+// prepare finds the Store and converts an informer's options to the Store's, parsing
+// the selectors as the HTTP handler does (400 Bad Request for one that does not parse).
+func (lw *ListWatch) prepare(opts metav1.ListOptions) (*Store, *metainternalversion.ListOptions, error) {
+	s := lw.Stores.Store(lw.Resource)
+	if s == nil {
+		return nil, nil, apierrors.NewServiceUnavailable(fmt.Sprintf("%s is not served", lw.Resource))
 	}
-	return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("%s is not served", lw.Resource))
-}
-
-// internalOptions converts an informer's options to the Store's, parsing the selectors
-// as the HTTP handler does (400 Bad Request for one that does not parse).
-func internalOptions(opts metav1.ListOptions) (*metainternalversion.ListOptions, error) {
-	out := &metainternalversion.ListOptions{}
-	if err := metainternalversion.Convert_v1_ListOptions_To_internalversion_ListOptions(&opts, out, nil); err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
+	in := &metainternalversion.ListOptions{}
+	if err := metainternalversion.Convert_v1_ListOptions_To_internalversion_ListOptions(&opts, in, nil); err != nil {
+		return nil, nil, apierrors.NewBadRequest(err.Error())
 	}
-	return out, nil
+	return s, in, nil
 }
 
 // List implements cache.Lister.
@@ -60,11 +57,7 @@ func (lw *ListWatch) List(opts metav1.ListOptions) (runtime.Object, error) {
 
 // ListWithContext implements cache.ListerWithContext: Store.List.
 func (lw *ListWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	s, err := lw.store()
-	if err != nil {
-		return nil, err
-	}
-	in, err := internalOptions(opts)
+	s, in, err := lw.prepare(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -79,11 +72,7 @@ func (lw *ListWatch) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 // WatchWithContext implements cache.WatcherWithContext: Store.Watch, until ctx ends or
 // the informer stops it.
 func (lw *ListWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	s, err := lw.store()
-	if err != nil {
-		return nil, err
-	}
-	in, err := internalOptions(opts)
+	s, in, err := lw.prepare(opts)
 	if err != nil {
 		return nil, err
 	}
