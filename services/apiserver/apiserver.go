@@ -203,11 +203,12 @@ func (s *APIServer) stopCaches() {
 }
 
 // ListWatchFor returns a ListerWatcher over the served resource whose objects have obj's
-// type (e.g. &corev1.Pod{} for pods, in every namespace), read in this process from its
+// type (e.g. &corev1.Pod{} for pods, in every namespace; tweak, when set, changes every
+// list's and watch's options, as client-go's TweakListOptionsFunc), read in this process from its
 // watch cache (registry.ListWatch: an informer over it shares the cache's objects instead
 // of decoding its own copies), or nil when no resource, or more than one, stores that
 // type. The all-in-one gives it to its scheduler and controller manager.
-func (s *APIServer) ListWatchFor(obj runtime.Object) cache.ListerWatcher {
+func (s *APIServer) ListWatchFor(obj runtime.Object, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
 	var found *registry.ListWatch
 	for gr, store := range s.stores {
 		if reflect.TypeOf(store.New()) != reflect.TypeOf(obj) {
@@ -216,7 +217,7 @@ func (s *APIServer) ListWatchFor(obj runtime.Object) cache.ListerWatcher {
 		if found != nil {
 			return nil
 		}
-		found = &registry.ListWatch{Stores: s.stores, Resource: gr}
+		found = &registry.ListWatch{Stores: s.stores, Resource: gr, Tweak: tweak}
 	}
 	if found == nil {
 		return nil

@@ -29,10 +29,10 @@ func TestInProcessInformers(t *testing.T) {
 	defer cancel()
 	listWatchFor := kubeclient.ListWatchFor(s.ListWatchFor)
 
-	if lw := s.ListWatchFor(&corev1.PodList{}); lw != nil {
+	if lw := s.ListWatchFor(&corev1.PodList{}, nil); lw != nil {
 		t.Fatalf("ListWatchFor(*PodList) = %T, want nil: no resource stores that type", lw)
 	}
-	if _, err := s.ListWatchFor(&corev1.Pod{}).List(metav1.ListOptions{FieldSelector: "spec.nope=x"}); !apierrors.IsBadRequest(err) {
+	if _, err := s.ListWatchFor(&corev1.Pod{}, nil).List(metav1.ListOptions{FieldSelector: "spec.nope=x"}); !apierrors.IsBadRequest(err) {
 		t.Fatalf("list with an unsupported field selector: %v, want 400 Bad Request", err)
 	}
 
@@ -44,7 +44,7 @@ func TestInProcessInformers(t *testing.T) {
 	deployments := factory.Apps().V1().Deployments()
 	_, _ = pods.Informer(), deployments.Informer()
 	// As the scheduler's: pods no node has yet.
-	unscheduled := cache.NewSharedIndexInformer(listWatchFor.Filtered(&corev1.Pod{}, func(o *metav1.ListOptions) {
+	unscheduled := cache.NewSharedIndexInformer(listWatchFor.ListerWatcher(&corev1.Pod{}, func(o *metav1.ListOptions) {
 		o.FieldSelector = "spec.nodeName="
 	}), &corev1.Pod{}, 0, cache.Indexers{})
 	go unscheduled.RunWithContext(ctx)
@@ -85,7 +85,7 @@ func TestInProcessInformers(t *testing.T) {
 
 	// The informer's pod is the watch cache's: a list from the cache hands out the same
 	// containers, not a decoded copy of them.
-	list, err := s.ListWatchFor(&corev1.Pod{}).List(metav1.ListOptions{ResourceVersion: "0", FieldSelector: "metadata.name=shared"})
+	list, err := s.ListWatchFor(&corev1.Pod{}, nil).List(metav1.ListOptions{ResourceVersion: "0", FieldSelector: "metadata.name=shared"})
 	if err != nil {
 		t.Fatal(err)
 	}

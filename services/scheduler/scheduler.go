@@ -185,7 +185,7 @@ func newScheduler(cfg Config, opts ...option) (*Scheduler, error) {
 	s.podInformer = newPodInformer(cfg, podIndexers, unscheduledPodsFieldSelector)
 	s.podLister = corelisters.NewPodLister(s.podInformer.GetIndexer())
 	s.assignedPodInformer = newPodInformer(cfg, toolscache.Indexers{}, assignedPodsFieldSelector)
-	if lw := cfg.ListWatchFor.Filtered(&v1.Node{}, nil); lw != nil {
+	if lw := cfg.ListWatchFor.ListerWatcher(&v1.Node{}, nil); lw != nil {
 		s.nodeInformer = toolscache.NewSharedIndexInformer(lw, &v1.Node{}, 0, toolscache.Indexers{})
 	} else {
 		s.nodeInformer = coreinformers.NewNodeInformer(cfg.Client, 0, toolscache.Indexers{})
@@ -264,7 +264,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // cfg.ListWatchFor serves pods.
 func newPodInformer(cfg Config, indexers toolscache.Indexers, fieldSelector string) toolscache.SharedIndexInformer {
 	tweak := func(lo *metav1.ListOptions) { lo.FieldSelector = fieldSelector }
-	if lw := cfg.ListWatchFor.Filtered(&v1.Pod{}, tweak); lw != nil {
+	if lw := cfg.ListWatchFor.ListerWatcher(&v1.Pod{}, tweak); lw != nil {
 		return toolscache.NewSharedIndexInformer(lw, &v1.Pod{}, 0, indexers)
 	}
 	return coreinformers.NewFilteredPodInformer(cfg.Client, metav1.NamespaceAll, 0, indexers, tweak)

@@ -165,10 +165,10 @@ func (s *Server) serve(l net.Listener) {
 // ListWatchFor is the running apiserver's APIServer.ListWatchFor: a ListerWatcher over
 // obj's resource in this process, as the all-in-one's scheduler and controller manager
 // read it. A restart leaves the ones it returned before reading the stopped apiserver.
-func (s *Server) ListWatchFor(obj runtime.Object) cache.ListerWatcher {
+func (s *Server) ListWatchFor(obj runtime.Object, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.api.ListWatchFor(obj)
+	return s.api.ListWatchFor(obj, tweak)
 }
 
 // StopAPIServer stops the apiserver (etcd keeps running), closing every open watch, as a

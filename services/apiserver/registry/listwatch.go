@@ -34,14 +34,20 @@ type ListWatch struct {
 	Resource schema.GroupResource
 	// Namespace limits lists and watches to one namespace; "" is every namespace.
 	Namespace string
+	// Tweak, when set, changes the options of every list and watch first (a field
+	// selector, say), as client-go's TweakListOptionsFunc does for its informers.
+	Tweak func(*metav1.ListOptions)
 }
 
-// prepare finds the Store and converts an informer's options to the Store's, parsing
+// prepare finds the Store and converts an informer's options, tweaked, to the Store's, parsing
 // the selectors as the HTTP handler does (400 Bad Request for one that does not parse).
 func (lw *ListWatch) prepare(opts metav1.ListOptions) (*Store, *metainternalversion.ListOptions, error) {
 	s := lw.Stores.Store(lw.Resource)
 	if s == nil {
 		return nil, nil, apierrors.NewServiceUnavailable(fmt.Sprintf("%s is not served", lw.Resource))
+	}
+	if lw.Tweak != nil {
+		lw.Tweak(&opts)
 	}
 	in := &metainternalversion.ListOptions{}
 	if err := metainternalversion.Convert_v1_ListOptions_To_internalversion_ListOptions(&opts, in, nil); err != nil {

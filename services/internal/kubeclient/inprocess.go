@@ -1,14 +1,12 @@
 package kubeclient
 
 import (
-	"context"
 	"reflect"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/informers/apps"
 	"k8s.io/client-go/informers/batch"
@@ -22,61 +20,22 @@ import (
 )
 
 // ListWatchFor returns a ListerWatcher over the resource whose objects have obj's type,
-// read inside the apiserver's own process (apiserver.APIServer.ListWatchFor), or nil
-// where there is none. An informer over it holds the apiserver watch cache's objects
-// instead of decoding copies of its own, so neither it nor anything it hands out may be
-// mutated (client-go's rule for every informer, which KUBE_CACHE_MUTATION_DETECTOR
-// checks in the tests). A nil ListWatchFor has none: components in processes of their
-// own list and watch over HTTP.
-type ListWatchFor func(obj runtime.Object) cache.ListerWatcher
+// with tweak (when set) applied to the options of every list and watch, read inside the
+// apiserver's own process (apiserver.APIServer.ListWatchFor), or nil where there is
+// none. An informer over it holds the apiserver watch cache's objects instead of
+// decoding copies of its own, so neither it nor anything it hands out may be mutated
+// (client-go's rule for every informer, which KUBE_CACHE_MUTATION_DETECTOR checks in
+// the tests). A nil ListWatchFor has none: components in processes of their own list
+// and watch over HTTP.
+type ListWatchFor func(obj runtime.Object, tweak func(*metav1.ListOptions)) cache.ListerWatcher
 
-// Filtered returns f's ListerWatcher for obj with tweak applied to the options of every
-// list and watch (a field selector, say, as informers' TweakListOptionsFunc), or nil
-// when f has none for obj.
-func (f ListWatchFor) Filtered(obj runtime.Object, tweak internalinterfaces.TweakListOptionsFunc) cache.ListerWatcher {
+// ListerWatcher is f(obj, tweak), or nil when f is nil.
+func (f ListWatchFor) ListerWatcher(obj runtime.Object, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
 	if f == nil {
 		return nil
 	}
-	lw := f(obj)
-	if lw == nil || tweak == nil {
-		return lw
-	}
-	return &filteredListWatch{lw: cache.ToListerWatcherWithContext(lw), unsupported: watchListUnsupported(lw), tweak: tweak}
+	return f(obj, tweak)
 }
-
-// filteredListWatch applies tweak to a ListerWatcher's options.
-type filteredListWatch struct {
-	lw          cache.ListerWatcherWithContext
-	unsupported bool
-	tweak       internalinterfaces.TweakListOptionsFunc
-}
-
-func (lw *filteredListWatch) List(opts metav1.ListOptions) (runtime.Object, error) {
-	return lw.ListWithContext(context.Background(), opts)
-}
-
-func (lw *filteredListWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	lw.tweak(&opts)
-	return lw.lw.ListWithContext(ctx, opts)
-}
-
-func (lw *filteredListWatch) Watch(opts metav1.ListOptions) (watch.Interface, error) {
-	return lw.WatchWithContext(context.Background(), opts)
-}
-
-func (lw *filteredListWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	lw.tweak(&opts)
-	return lw.lw.WatchWithContext(ctx, opts)
-}
-
-// watchListUnsupported reports whether lw asks client-go's reflector to list, then watch.
-func watchListUnsupported(lw cache.ListerWatcher) bool {
-	u, ok := lw.(interface{ IsWatchListSemanticsUnSupported() bool })
-	return ok && u.IsWatchListSemanticsUnSupported()
-}
-
-// IsWatchListSemanticsUnSupported passes on the wrapped ListerWatcher's answer.
-func (lw *filteredListWatch) IsWatchListSemanticsUnSupported() bool { return lw.unsupported }
 
 // InformerFactory returns factory with the informers of the core, apps, batch,
 // coordination, discovery and rbac groups built over f's ListerWatcher for their type
@@ -99,7 +58,7 @@ type inProcessFactory struct {
 // InformerFor registers, under obj's type, an informer over the in-process
 // ListerWatcher when there is one, else newFunc's.
 func (p *inProcessFactory) InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer {
-	if lw := p.listWatchFor(obj); lw != nil {
+	if lw := p.listWatchFor(obj, nil); lw != nil {
 		newFunc = func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 			return cache.NewSharedIndexInformer(lw, obj, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 		}
