@@ -88,10 +88,6 @@ func Start(t *testing.T, binary string, args ...string) *Cluster {
 	dataDir := t.TempDir()
 	cmd := exec.Command(binary, append([]string{"--data-dir", dataDir, "--apiserver-port", "0", "--etcd-port", "0",
 		"--exec-proxy-port", "0", "--kubelet-port", "0", "--nats-port", "0"}, args...)...)
-	// client-go's cache mutation detector, as kube's integration tests run it: skiff
-	// panics when anything modifies an object an informer holds, and the all-in-one's
-	// scheduler and controller manager hold the apiserver watch cache's own objects.
-	cmd.Env = append(os.Environ(), "KUBE_CACHE_MUTATION_DETECTOR=true")
 	c := &Cluster{t: t, Cmd: cmd, DataDir: dataDir, Logs: &SyncBuffer{}, Exited: make(chan struct{})}
 	cmd.Stderr = c.Logs
 	stdout, err := cmd.StdoutPipe()
