@@ -3,8 +3,9 @@
 // watch and every read that accepts a not-quite-latest state is served. It mirrors
 // k8s.io/apiserver/pkg/storage/cacher (cacher.go, watch_cache.go, cache_watcher.go).
 //
-// A Cacher decorates the storage.Interface beneath it (etcd3): writes and consistent
-// reads go through to it, everything else is answered from memory.
+// A Cacher decorates the storage.Interface beneath it (etcd3): writes, Gets at
+// resourceVersion "" and paged lists go through to it, everything else (consistent lists
+// too, once the cache has caught up with etcd) is answered from memory.
 //
 // Sharing rule: objects handed out by the cache, i.e. GetList items (shallow copies
 // whose maps and slices are the cache's) and watch event objects (one object shared by
@@ -254,39 +255,54 @@ func (c *Cacher) Get(ctx context.Context, key string, opts storage.GetOptions, o
 }
 
 // GetList implements storage.Interface.GetList. What kube's shouldDelegateList sends to
-// etcd goes to Storage unchanged: resourceVersion "" (a consistent read), a continue
-// token, ResourceVersionMatch other than NotOlderThan (Exact), and a limit with a
-// resourceVersion other than "0" (a paged list at N is an exact read). Before the cache
-// is ready every list goes to Storage too, a resourceVersion N as NotOlderThan N.
+// etcd goes to Storage unchanged: a continue token, ResourceVersionMatch other than
+// NotOlderThan (Exact), and a limit with a resourceVersion other than "0" (a paged list
+// at N, or a paged consistent list, is read page by page from etcd). Before the cache is
+// ready every list goes to Storage too, a resourceVersion N as NotOlderThan N.
 //
 // The rest is served from the cache: resourceVersion "0" as the cache is, N once the
 // cache has seen revision N (at most 3 s, then an error wrapping
-// storage.ErrResourceVersionTooLarge). Items are in key order, the list's
-// resourceVersion is the cache's revision, and a limit is ignored (the whole list, no
-// continue token, as kube's cache answers resourceVersion="0"). A field selector that
-// pins an indexed field (Config.IndexFields, Predicate.IndexFields) reads only that
-// value's objects. The items share the cache's objects (see the package's sharing rule).
+// storage.ErrResourceVersionTooLarge). A consistent list (resourceVersion "", no limit)
+// reads etcd's current revision (one count-only range) and is served from the cache
+// once the cache has seen it; if the cache cannot catch up within 3 s it is read from
+// Storage instead, as kube-apiserver's ConsistentListFromCache (beta, on by default
+// since 1.31). Items are in key order, the list's resourceVersion is the cache's
+// revision, and a limit is ignored (the whole list, no continue token, as kube's cache
+// answers resourceVersion="0"). A field selector that pins an indexed field
+// (Config.IndexFields, Predicate.IndexFields) reads only that value's objects. The items
+// share the cache's objects (see the package's sharing rule).
 func (c *Cacher) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
 	if shouldDelegateList(opts) {
 		return c.cfg.Storage.GetList(ctx, key, opts, listObj)
 	}
 	if !c.Ready() {
-		if opts.ResourceVersion != "0" {
+		if opts.ResourceVersion != "0" && opts.ResourceVersion != "" {
 			opts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
 		}
 		return c.cfg.Storage.GetList(ctx, key, opts, listObj)
 	}
-	rv, err := parseResourceVersion(opts.ResourceVersion)
+	consistent := opts.ResourceVersion == ""
+	var rv uint64
+	var err error
+	if consistent {
+		rv, err = c.currentRevision(ctx)
+	} else {
+		rv, err = parseResourceVersion(opts.ResourceVersion)
+	}
 	if err != nil {
 		return fmt.Errorf("list %s: %w", key, err)
 	}
-	if !strings.HasSuffix(key, "/") {
-		key += "/"
+	prefix := key
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
 	}
 	if err := c.waitUntilFreshAndRLock(ctx, rv); err != nil {
-		return fmt.Errorf("list %s: %w", key, err)
+		if consistent && errors.Is(err, storage.ErrResourceVersionTooLarge) {
+			return c.cfg.Storage.GetList(ctx, key, opts, listObj)
+		}
+		return fmt.Errorf("list %s: %w", prefix, err)
 	}
-	entries := c.objects.list(key, indexedValue(opts.Predicate, c.cfg.IndexFields))
+	entries := c.objects.list(prefix, indexedValue(opts.Predicate, c.cfg.IndexFields))
 	listRV := c.rv
 	c.mu.RUnlock()
 
@@ -297,23 +313,22 @@ func (c *Cacher) GetList(ctx context.Context, key string, opts storage.ListOptio
 		}
 	}
 	if err := meta.SetList(listObj, items); err != nil {
-		return fmt.Errorf("list %s: %w", key, err)
+		return fmt.Errorf("list %s: %w", prefix, err)
 	}
 	l, err := meta.ListAccessor(listObj)
 	if err != nil {
-		return fmt.Errorf("list %s: %w", key, err)
+		return fmt.Errorf("list %s: %w", prefix, err)
 	}
 	l.SetResourceVersion(strconv.FormatUint(listRV, 10))
 	l.SetContinue("")
 	return nil
 }
 
-// shouldDelegateList reports whether a list must be read from Storage. Mirrors cacher's
-// shouldDelegateList with ConsistentListFromCache off.
+// shouldDelegateList reports whether a list must be read from Storage. Mirrors
+// kube 1.32 cacher's shouldDelegateList with ConsistentListFromCache on.
 func shouldDelegateList(opts storage.ListOptions) bool {
 	match := opts.ResourceVersionMatch
-	return opts.ResourceVersion == "" ||
-		opts.Predicate.Continue != "" ||
+	return opts.Predicate.Continue != "" ||
 		(opts.Predicate.Limit > 0 && opts.ResourceVersion != "0") ||
 		(match != "" && match != metav1.ResourceVersionMatchNotOlderThan)
 }
