@@ -57,6 +57,10 @@ func TestPodNetworking(t *testing.T) {
 		if srv.Status.PodIP == cli.Status.PodIP {
 			t.Errorf("both pods have IP %s", srv.Status.PodIP)
 		}
+		eventually(t, 30*time.Second, func() (bool, string) {
+			out, err := kubectl(ctx, "get", "node", "e2e-containerd", "-o", "jsonpath={.spec.podCIDR}")
+			return err == nil && out == podCIDR, fmt.Sprintf("node IPAM gave the node %q (%v), want %s", out, err, podCIDR)
+		})
 	})
 	t.Run("pods on the node reach each other over TCP", func(t *testing.T) {
 		eventually(t, 30*time.Second, func() (bool, string) {

@@ -31,7 +31,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// podCIDR is the all-in-one node's pod range (skiff's --pod-cidr).
+// podCIDR is the all-in-one node's pod range: skiff's --pod-cidr, which the kubelet uses
+// until node IPAM sets the node's spec.podCIDR, and its --cluster-cidr, so that IPAM
+// gives the one node the same range whether it gets there before the first pod or after.
 const podCIDR = "10.244.7.0/24"
 
 // clusterDNS is the kubelet's --cluster-dns (kube-dns's Service IP). CoreDNS answers
@@ -149,7 +151,7 @@ func run(m *testing.M) (int, error) {
 	skiff.logs = &syncBuffer{}
 	skiff.coredns = corednsBinary()
 	// The proxy runs (the all-in-one's default as root), in its default table.
-	cmd := exec.Command(bin, "--data-dir", skiff.dataDir, "--runtime", "containerd", "--pod-cidr", podCIDR,
+	cmd := exec.Command(bin, "--data-dir", skiff.dataDir, "--runtime", "containerd", "--pod-cidr", podCIDR, "--cluster-cidr", podCIDR,
 		"--pod-infra-container-image", pauseImage, "--apiserver-port", "0", "--etcd-port", "0",
 		"--exec-proxy-port", "0", "--kubelet-port", "0", "--nats-port", "0", "--node-name", "e2e-containerd",
 		"--coredns", skiff.coredns, "--coredns-port", "0", "--cluster-dns", clusterDNS)
