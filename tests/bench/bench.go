@@ -58,13 +58,17 @@ type Result struct {
 	StartupMs Percentiles `json:"startupMs"`
 	// SchedulingMs are percentiles of create call → bound (spec.nodeName) seen by the watch.
 	SchedulingMs Percentiles `json:"schedulingMs"`
-	// ListAllPodsMs is one LIST of every pod in the cluster after the run, from etcd
-	// (resourceVersion "").
+	// ListAllPodsMs is one LIST of every pod in the cluster after the run, unpaged and
+	// consistent (resourceVersion ""; kube-apiserver 1.31+ and skiff answer it from the
+	// watch cache once it has caught up with etcd).
 	ListAllPodsMs float64 `json:"listAllPodsMs"`
 	// DeleteCollectionMs is deleting the run's pods with one DeleteCollection call
 	// (the pods are then terminating; their removal is the kubelets' work).
 	DeleteCollectionMs float64 `json:"deleteCollectionMs"`
-	// Processes are the peak RSS (MiB) and CPU seconds of each named process.
+	// Processes are the peak RSS (MiB) and CPU seconds of each named process, read once
+	// the DeleteCollection has returned: the peak is the process's since it started,
+	// the CPU seconds are those of this run alone (first create to the DeleteCollection's
+	// return).
 	Processes map[string]ProcessUsage `json:"processes,omitempty"`
 }
 
@@ -75,7 +79,8 @@ type Percentiles struct {
 	P99 float64 `json:"p99"`
 }
 
-// ProcessUsage is one process's resource use so far.
+// ProcessUsage is one process's resource use: its peak resident set in MiB (VmHWM) and
+// CPU time in seconds (user + system).
 type ProcessUsage struct {
 	PeakRSSMiB float64 `json:"peakRssMiB"`
 	CPUSeconds float64 `json:"cpuSeconds"`
@@ -109,6 +114,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	watchDone := make(chan error, 1)
 	go func() { watchDone <- seen.follow(ctx, pods, list.ResourceVersion, cfg.Pods) }()
 
+	before := map[string]ProcessUsage{}
+	for name, pid := range cfg.Processes {
+		if before[name], err = ReadProcessUsage(pid); err != nil {
+			return nil, fmt.Errorf("bench: process %s (%d): %w", name, pid, err)
+		}
+	}
 	start := time.Now()
 	names := make(chan int)
 	errCount := 0
@@ -163,19 +174,22 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("bench: list all pods: %w", err)
 	}
 	res.ListAllPodsMs = ms(time.Since(t))
+	t = time.Now()
+	deleteErr := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	res.DeleteCollectionMs = ms(time.Since(t))
 	res.Processes = map[string]ProcessUsage{}
 	for name, pid := range cfg.Processes {
 		usage, err := ReadProcessUsage(pid)
 		if err != nil {
 			return nil, fmt.Errorf("bench: process %s (%d): %w", name, pid, err)
 		}
+		usage.CPUSeconds -= before[name].CPUSeconds
 		res.Processes[name] = usage
 	}
-	t = time.Now()
-	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		return res, fmt.Errorf("bench: delete the pods: %w", err)
+	if deleteErr != nil {
+		res.DeleteCollectionMs = 0
+		return res, fmt.Errorf("bench: delete the pods: %w", deleteErr)
 	}
-	res.DeleteCollectionMs = ms(time.Since(t))
 	return res, nil
 }
 
