@@ -127,6 +127,12 @@ func TestListsTheCacheCannotServeGoToEtcd(t *testing.T) {
 			t.Errorf("second page at %s: %v, want only c at %s", rest.ResourceVersion, got, last.ResourceVersion)
 		}
 	})
+	t.Run("consistent and paged, as kubectl lists", func(t *testing.T) {
+		first := f.list(storage.ListOptions{Predicate: storage.SelectionPredicate{Limit: 2}})
+		if got := summary(first); len(got) != 2 || first.Continue == "" {
+			t.Errorf("first page of a consistent list: %v continue %q, want two pods and a continue token", got, first.Continue)
+		}
+	})
 	t.Run("a limit at resourceVersion 0 is served whole from the cache", func(t *testing.T) {
 		current, _ := f.etcd.CurrentRevision(context.Background())
 		f.catchUp(strconv.FormatInt(current, 10))
