@@ -23,8 +23,8 @@ type storageLookup struct {
 	stores registry.Stores
 }
 
-// get reads namespace/name and returns field(obj), from the cache when accept(value)
-// holds for the cached object's, else from etcd (rest.GetCachedFirst).
+// get reads namespace/name and returns field(obj), from the cache (in place) when
+// accept(value) holds for the cached object's, else from etcd (rest.GetCachedFirst).
 func get(ctx context.Context, getter rest.Getter, namespace, name string, field func(runtime.Object) string, accept func(string) bool) (string, bool, error) {
 	obj, err := rest.GetCachedFirst(ctx, getter, namespace, name, func(obj runtime.Object) bool { return accept(field(obj)) })
 	switch {
@@ -51,38 +51,41 @@ func (l storageLookup) CSRRequester(ctx context.Context, name, wantUser string) 
 }
 
 // NodeRunsServiceAccount implements authorization.Lookup: whether a pod bound to node
-// in namespace runs as service account name. It lists the node's pods there from the
-// watch cache and, when none matches, from etcd.
+// in namespace runs as service account name. It looks through the node's pods there in
+// the watch cache and, when none matches, lists them from etcd.
 func (l storageLookup) NodeRunsServiceAccount(ctx context.Context, namespace, name, node string) (bool, error) {
-	pods := l.stores.Store(corev1.Resource("pods"))
 	selector := fields.SelectorFromSet(fields.Set{"spec.nodeName": node, "spec.serviceAccountName": name})
-	for _, rv := range []string{"0", ""} {
-		obj, err := pods.List(ctx, namespace, &metainternalversion.ListOptions{FieldSelector: selector, ResourceVersion: rv})
-		if err != nil {
-			return false, err
-		}
-		if len(obj.(*corev1.PodList).Items) > 0 {
-			return true, nil
-		}
-	}
-	return false, nil
+	return l.anyPod(ctx, namespace, selector, func(*corev1.Pod) bool { return true })
 }
 
 // NodePodsUse implements authorization.Lookup: whether a pod in namespace bound to node
 // satisfies uses, from the watch cache's node index and, when none does, from etcd.
 func (l storageLookup) NodePodsUse(ctx context.Context, namespace, node string, uses func(*corev1.Pod) bool) (bool, error) {
+	return l.anyPod(ctx, namespace, fields.OneTermEqualSelector("spec.nodeName", node), uses)
+}
+
+// anyPod reports whether a pod in namespace that selector matches satisfies match. It
+// looks at the watch cache's pods in place (no copies: match only reads) and, when none
+// does, lists from etcd (a consistent read), so a pod just created or bound is found
+// even while the cache lags.
+func (l storageLookup) anyPod(ctx context.Context, namespace string, selector fields.Selector, match func(*corev1.Pod) bool) (bool, error) {
 	pods := l.stores.Store(corev1.Resource("pods"))
-	selector := fields.OneTermEqualSelector("spec.nodeName", node)
-	for _, rv := range []string{"0", ""} {
-		obj, err := pods.List(ctx, namespace, &metainternalversion.ListOptions{FieldSelector: selector, ResourceVersion: rv})
-		if err != nil {
-			return false, err
-		}
-		list := obj.(*corev1.PodList)
-		for i := range list.Items {
-			if uses(&list.Items[i]) {
-				return true, nil
-			}
+	opts := &metainternalversion.ListOptions{FieldSelector: selector}
+	found := false
+	if _, err := pods.VisitCached(namespace, opts, func(obj runtime.Object) bool {
+		found = match(obj.(*corev1.Pod))
+		return !found
+	}); err != nil || found {
+		return found, err
+	}
+	obj, err := pods.List(ctx, namespace, opts)
+	if err != nil {
+		return false, err
+	}
+	list := obj.(*corev1.PodList)
+	for i := range list.Items {
+		if match(&list.Items[i]) {
+			return true, nil
 		}
 	}
 	return false, nil

@@ -4,8 +4,11 @@ import (
 	"context"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // TestNodeReadsOnlyTheObjectsItsPodsUse pins the Node authorizer's graph rules for
@@ -76,5 +79,41 @@ func TestNodeReadsOnlyTheObjectsItsPodsUse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { wantCode(t, tt.err(), tt.code) })
+	}
+}
+
+// TestNodeRequestsTokensOnlyForItsPodsServiceAccounts pins the Node authorizer's rule
+// for serviceaccounts/token: a kubelet gets a token for a service account one of its
+// own pods runs as, bound to that pod, right after the pod is created (a lagging watch
+// cache does not refuse it), and for no other.
+func TestNodeRequestsTokensOnlyForItsPodsServiceAccounts(t *testing.T) {
+	c := setup(t)
+	ctx := context.Background()
+	for _, name := range []string{"runner", "idle"} {
+		if _, err := c.admin.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod, err := c.admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "runs-as-runner"}, Spec: corev1.PodSpec{
+		NodeName: "node-a", ServiceAccountName: "runner", Containers: []corev1.Container{{Name: "c", Image: "busybox"}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := func(node kubernetes.Interface, serviceAccount string) error {
+		_, err := node.CoreV1().ServiceAccounts("default").CreateToken(ctx, serviceAccount, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{BoundObjectRef: &authenticationv1.BoundObjectReference{
+				Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}},
+		}, metav1.CreateOptions{})
+		return err
+	}
+	if err := request(c.nodeA, "runner"); err != nil {
+		t.Errorf("node-a asks for the token of its pod's service account: %v", err)
+	}
+	if err := request(c.nodeB, "runner"); !apierrors.IsForbidden(err) {
+		t.Errorf("node-b asks for the token of node-a's pod's service account: %v, want 403", err)
+	}
+	if err := request(c.nodeA, "idle"); !apierrors.IsForbidden(err) {
+		t.Errorf("node-a asks for the token of a service account none of its pods runs as: %v, want 403", err)
 	}
 }

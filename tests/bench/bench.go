@@ -65,10 +65,13 @@ type Result struct {
 	// DeleteCollectionMs is deleting the run's pods with one DeleteCollection call
 	// (the pods are then terminating; their removal is the kubelets' work).
 	DeleteCollectionMs float64 `json:"deleteCollectionMs"`
+	// AllGoneMs is from that call until the namespace holds no pod: the kubelets have
+	// stopped every pod and deleted it (polled every 200 ms).
+	AllGoneMs float64 `json:"allGoneMs"`
 	// Processes are the peak RSS (MiB) and CPU seconds of each named process, read once
-	// the DeleteCollection has returned: the peak is the process's since it started,
-	// the CPU seconds are those of this run alone (first create to the DeleteCollection's
-	// return).
+	// the run's pods are gone: the peak is the process's since it started, the CPU
+	// seconds are those of this run alone (first create to the last pod gone;
+	// cpuSecondsToRunning to the last pod Running).
 	Processes map[string]ProcessUsage `json:"processes,omitempty"`
 }
 
@@ -84,6 +87,10 @@ type Percentiles struct {
 type ProcessUsage struct {
 	PeakRSSMiB float64 `json:"peakRssMiB"`
 	CPUSeconds float64 `json:"cpuSeconds"`
+	// CPUSecondsToRunning is the CPU time from the first create until every pod was
+	// seen Running: the creation alone, without the LIST and the deletion. Unset in
+	// ReadProcessUsage's answer.
+	CPUSecondsToRunning float64 `json:"cpuSecondsToRunning,omitempty"`
 }
 
 // Run creates cfg.Pods pods, waits until all are Running, and measures. When only the
@@ -154,6 +161,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := <-watchDone; err != nil {
 		return nil, err
 	}
+	atRunning := map[string]ProcessUsage{}
+	for name, pid := range cfg.Processes {
+		if atRunning[name], err = ReadProcessUsage(pid); err != nil {
+			return nil, fmt.Errorf("bench: process %s (%d): %w", name, pid, err)
+		}
+	}
 	res := &Result{Pods: cfg.Pods, Creators: cfg.Creators, Errors: errCount, Nodes: len(seen.nodes)}
 	var startup, scheduling []float64
 	last := start
@@ -177,6 +190,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	t = time.Now()
 	deleteErr := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	res.DeleteCollectionMs = ms(time.Since(t))
+	if deleteErr == nil {
+		if deleteErr = waitGone(ctx, pods); deleteErr == nil {
+			res.AllGoneMs = ms(time.Since(t))
+		}
+	}
 	res.Processes = map[string]ProcessUsage{}
 	for name, pid := range cfg.Processes {
 		usage, err := ReadProcessUsage(pid)
@@ -184,6 +202,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("bench: process %s (%d): %w", name, pid, err)
 		}
 		usage.CPUSeconds -= before[name].CPUSeconds
+		usage.CPUSecondsToRunning = atRunning[name].CPUSeconds - before[name].CPUSeconds
 		res.Processes[name] = usage
 	}
 	if deleteErr != nil {
@@ -191,6 +210,25 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, fmt.Errorf("bench: delete the pods: %w", deleteErr)
 	}
 	return res, nil
+}
+
+// waitGone polls, every 200 ms, until pods (the run's namespace) holds no pod (a paged
+// list of one, so each poll is cheap), or ctx ends.
+func waitGone(ctx context.Context, pods podClient) error {
+	for {
+		list, err := pods.List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return fmt.Errorf("wait until the pods are gone: %w", err)
+		}
+		if len(list.Items) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait until the pods are gone: %d or more left: %w", len(list.Items), ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // benchPod is a pod any node can run: it tolerates every taint (kwok's simulated nodes

@@ -3,6 +3,7 @@ package endpoints
 import (
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -57,7 +58,10 @@ func (f *fieldManagers) get(gvk schema.GroupVersionKind, subresource string, sto
 				resetFields[version] = fieldpath.NewExcludeSetFilter(set)
 			}
 		}
-		fm, err = managedfields.NewDefaultFieldManager(tc, scheme.Scheme, scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), subresource, resetFields)
+		// The unsafe convertor, as kube-apiserver's installer passes: the FieldManager only
+		// reads what it converts, and skiff's objects are already in the hub version, so
+		// a safe conversion would deep-copy both objects of every write.
+		fm, err = managedfields.NewDefaultFieldManager(tc, runtime.UnsafeObjectConvertor(scheme.Scheme), scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), subresource, resetFields)
 	}
 	if err != nil {
 		slog.Warn("no field manager: managedFields are not tracked", "kind", gvk, "subresource", subresource, "err", err)
@@ -71,15 +75,31 @@ func (f *fieldManagers) get(gvk schema.GroupVersionKind, subresource string, sto
 }
 
 // track returns newObj with its managedFields updated for a write by manager, liveObj
-// being the state before (an empty object for a create). Tracking never fails a write.
+// being the state before (an empty object for a create). liveObj is only read: it may
+// be the watch cache's. Tracking never fails a write.
 func (f *fieldManagers) track(gvk schema.GroupVersionKind, subresource string, storage rest.Storage, liveObj, newObj runtime.Object, manager string) runtime.Object {
 	fm := f.get(gvk, subresource, storage)
 	if fm == nil {
 		return newObj
 	}
+	liveObj = shallowCopy(liveObj)
 	liveObj.GetObjectKind().SetGroupVersionKind(gvk)
 	newObj.GetObjectKind().SetGroupVersionKind(gvk)
 	return fm.UpdateNoErrors(liveObj, newObj, manager)
+}
+
+// shallowCopy returns a copy of obj, a pointer to a struct (k8s.io/api's kinds), that
+// shares everything below its top-level fields with obj; any other object is deep-copied.
+// The FieldManager sets the kind on the live object and reads the rest, so a shallow
+// copy keeps the original as it was.
+func shallowCopy(obj runtime.Object) runtime.Object {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return obj.DeepCopyObject()
+	}
+	c := reflect.New(v.Type().Elem())
+	c.Elem().Set(v.Elem())
+	return c.Interface().(runtime.Object)
 }
 
 // apply merges the apply configuration patch (YAML or JSON) into liveObj (an empty object

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/managedfields"
@@ -69,17 +70,20 @@ func TestStructuredTypeConverterTracksAsValidatingOne(t *testing.T) {
 		{"port without a protocol", "", created, noProtocol},
 		{"condition without a type", "status", running, noCondition},
 	}
-	track := func(fm *managedfields.FieldManager, live, updated *corev1.Pod, manager string) []metav1.ManagedFieldsEntry {
-		live, updated = live.DeepCopy(), updated.DeepCopy()
-		live.SetGroupVersionKind(gvk)
-		updated.SetGroupVersionKind(gvk)
-		var out runtime.Object = fm.UpdateNoErrors(live, updated, manager)
+	withoutTimes := func(out runtime.Object) []metav1.ManagedFieldsEntry {
 		entries := out.(*corev1.Pod).ManagedFields
 		for i := range entries {
 			entries[i].Time = nil
 		}
 		return entries
 	}
+	track := func(fm *managedfields.FieldManager, live, updated *corev1.Pod, manager string) []metav1.ManagedFieldsEntry {
+		live, updated = live.DeepCopy(), updated.DeepCopy()
+		live.SetGroupVersionKind(gvk)
+		updated.SetGroupVersionKind(gvk)
+		return withoutTimes(fm.UpdateNoErrors(live, updated, manager))
+	}
+	fields := &fieldManagers{openAPI: testOpenAPI(t)}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// The live object carries the creator's entry, as a stored object does.
@@ -92,6 +96,27 @@ func TestStructuredTypeConverterTracksAsValidatingOne(t *testing.T) {
 			got := track(newManager(unvalidated, tt.subresource), live, tt.updated, "kubelet")
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("managedFields differ from a validating conversion's (-want +got):\n%s", diff)
+			}
+			// What the handlers do: track the very objects, the live one only read (it may
+			// be the watch cache's), through the unsafe convertor.
+			stored := live.DeepCopy()
+			updated := tt.updated.DeepCopy()
+			updated.ManagedFields = stored.ManagedFields
+			out := fields.track(gvk, tt.subresource, nil, stored, updated, "kubelet")
+			if out != runtime.Object(updated) {
+				t.Errorf("track returned another object than the one it was given")
+			}
+			if diff := cmp.Diff(want, withoutTimes(out)); diff != "" {
+				t.Errorf("managedFields differ when tracked as the handlers do (-want +got):\n%s", diff)
+			}
+			if !equality.Semantic.DeepEqual(stored, live) {
+				t.Errorf("track modified the live object")
+			}
+			updated.ManagedFields = nil
+			given := tt.updated.DeepCopy()
+			given.SetGroupVersionKind(gvk)
+			if !equality.Semantic.DeepEqual(updated, given) {
+				t.Errorf("track changed more than managedFields: %s", cmp.Diff(given, updated))
 			}
 			if len(want) == 0 {
 				t.Logf("a validating conversion drops managedFields here too")
@@ -123,8 +148,12 @@ func BenchmarkTrackPodStatusUpdate(b *testing.B) {
 			}}}}},
 			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 		},
-		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}},
 	}
+	// The stored pod's managedFields: its creator's and the scheduler's entries.
+	fields := &fieldManagers{openAPI: testOpenAPI(b)}
+	pending = fields.track(gvk, "", nil, &corev1.Pod{}, pending, "skiff-bench").(*corev1.Pod)
+	pending = fields.track(gvk, "status", nil, pending.DeepCopy(), withCondition(pending, corev1.PodScheduled), "kube-scheduler").(*corev1.Pod)
+	pending.UID, pending.ResourceVersion, pending.CreationTimestamp = "6f1c0de2-5a4e-4d8e-9a43-0b8f7d6c2e11", "1234", metav1.Now()
 	running := pending.DeepCopy()
 	running.Status = corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "10.0.0.1", PodIP: "10.244.1.5",
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.PodScheduled, Status: corev1.ConditionTrue}},
@@ -145,4 +174,19 @@ func BenchmarkTrackPodStatusUpdate(b *testing.B) {
 			}
 		})
 	}
+	// What the update handler does: structured, through the unsafe convertor.
+	b.Run("track", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			fields.track(gvk, "status", nil, pending, running.DeepCopy(), "kubelet")
+		}
+	})
+}
+
+// withCondition returns a copy of pod, Pending, with condition conditionType True.
+func withCondition(pod *corev1.Pod, conditionType corev1.PodConditionType) *corev1.Pod {
+	out := pod.DeepCopy()
+	out.Status.Phase = corev1.PodPending
+	out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: conditionType, Status: corev1.ConditionTrue})
+	return out
 }

@@ -362,7 +362,7 @@ func (h *resourceHandler) doUpdate(ctx context.Context, r *http.Request, req *re
 		if !trackFields {
 			return newObj, nil
 		}
-		return h.fields.track(req.gvk, req.Subresource, req.storage, old.DeepCopyObject(), newObj, manager), nil
+		return h.fields.track(req.gvk, req.Subresource, req.storage, old, newObj, manager), nil
 	})
 	out, created, err := updater.Update(ctx, req.Namespace, req.Name, tracked, opts)
 	if err != nil {

@@ -136,7 +136,16 @@ func writeObject(w http.ResponseWriter, r *http.Request, code int, gv schema.Gro
 			}
 		}
 	}
-	data, err := runtime.Encode(encoder, obj)
+	// The bytes are written before the allocator goes back to the pool (a write copies
+	// them into the connection's buffer), so a response costs no allocation of its size.
+	// One that outgrew maxPooledResponseBuffer (a long list) is left to the collector.
+	alloc := runtime.AllocatorPool.Get().(*runtime.Allocator)
+	defer func() {
+		if cap(alloc.Allocate(0)) <= maxPooledResponseBuffer {
+			runtime.AllocatorPool.Put(alloc)
+		}
+	}()
+	data, err := scheme.Encode(encoder, obj, alloc)
 	if err != nil {
 		writeError(w, apierrors.NewInternalError(fmt.Errorf("encoding response: %w", err)))
 		return
@@ -150,6 +159,11 @@ func writeObject(w http.ResponseWriter, r *http.Request, code int, gv schema.Gro
 }
 
 const protobufContentType = "application/vnd.kubernetes.protobuf"
+
+// maxPooledResponseBuffer bounds the encoding buffers writeObject keeps for reuse: 1 MiB,
+// a list of a few hundred pods. Newer apimachinery releases bound the pool the same way
+// (runtime.PutAllocator).
+const maxPooledResponseBuffer = 1 << 20
 
 // prefersProtobuf reports whether the first media type of the Accept header that skiff
 // can produce is protobuf.

@@ -53,7 +53,7 @@ func newEncodingCache(size int) *encodingCache {
 // pointers are encoded and not cached.
 func (c *encodingCache) encode(obj runtime.Object, gv schema.GroupVersion, protobuf bool) ([]byte, error) {
 	if obj == nil || reflect.TypeOf(obj).Kind() != reflect.Pointer {
-		return runtime.Encode(watchEncoder(obj, gv, protobuf), obj)
+		return scheme.Encode(watchEncoder(obj, gv, protobuf), obj, &runtime.SimpleAllocator{})
 	}
 	key := encodingKey{obj: obj, gv: gv, protobuf: protobuf}
 	c.mu.Lock()
@@ -62,7 +62,7 @@ func (c *encodingCache) encode(obj runtime.Object, gv schema.GroupVersion, proto
 	if ok {
 		return data, nil
 	}
-	data, err := runtime.Encode(watchEncoder(obj, gv, protobuf), obj)
+	data, err := scheme.Encode(watchEncoder(obj, gv, protobuf), obj, &runtime.SimpleAllocator{})
 	if err != nil {
 		return nil, err
 	}

@@ -78,6 +78,7 @@ var (
 	_ rest.CollectionDeleter = (*Store)(nil)
 	_ rest.Watcher           = (*Store)(nil)
 	_ rest.TableConvertor    = (*Store)(nil)
+	_ rest.CachedReader      = (*Store)(nil)
 )
 
 // New returns an empty object of the resource's kind.
@@ -208,6 +209,42 @@ func (e *Store) List(ctx context.Context, namespace string, opts *metainternalve
 		return nil, e.InterpretError(err, "")
 	}
 	return list, nil
+}
+
+// VisitCached calls visit with each object in namespace ("" = every namespace) that
+// opts' selectors match, as the watch cache holds it now (as at resourceVersion "0"),
+// until visit returns false. The objects are the cache's own, not copies: nothing may
+// modify them (see storage.CachedReader). It reports false, without calling visit, when the
+// resource has no watch cache or the cache is not ready; the caller then Lists. opts'
+// resourceVersion, limit and continue are ignored. Errors: 400 for a field selector on
+// an unsupported field. It is for skiff's in-process readers (the Node authorizer's
+// lookups), which kube's read from informers.
+func (e *Store) VisitCached(namespace string, opts *metainternalversion.ListOptions, visit func(runtime.Object) bool) (bool, error) {
+	cached, ok := e.Storage.(storage.CachedReader)
+	if !ok {
+		return false, nil
+	}
+	pred, err := e.predicate(opts)
+	if err != nil {
+		return false, err
+	}
+	return cached.VisitCached(e.collectionKey(namespace), pred, visit), nil
+}
+
+// ReadCached calls read with namespace/name as the watch cache holds it now (as at
+// resourceVersion "0"), when it holds it, under the same rules as VisitCached: the
+// object is the cache's own, and false means the cache did not serve the read. Errors:
+// 400 for a name or namespace that cannot be a key.
+func (e *Store) ReadCached(namespace, name string, read func(runtime.Object)) (bool, error) {
+	cached, ok := e.Storage.(storage.CachedReader)
+	if !ok {
+		return false, nil
+	}
+	key, err := e.KeyFunc(namespace, name)
+	if err != nil {
+		return false, err
+	}
+	return cached.ReadCached(key, read), nil
 }
 
 // Watch streams changes in namespace ("" = every namespace) matching opts' selectors,

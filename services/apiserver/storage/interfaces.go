@@ -79,6 +79,23 @@ type CachedUpdater interface {
 	GuaranteedUpdateFrom(ctx context.Context, key string, out runtime.Object, preconditions *Preconditions, tryUpdate UpdateFunc, cached runtime.Object) error
 }
 
+// CachedReader is a storage that lets an in-process reader look at its cached objects
+// without a copy of each: the watch cache. It serves what kube's in-process readers (the
+// Node authorizer's graph, admission plugins) read from informers.
+type CachedReader interface {
+	// VisitCached calls visit with each cached object under prefix (a key ending in "/")
+	// that p matches, as the cache holds it now (as at resourceVersion "0"), until visit
+	// returns false. The objects are the cache's own: visit must neither modify them nor
+	// call back into the storage (the cache is read-locked meanwhile). A reader may keep
+	// them: the cache replaces an object that changes, it never modifies one. It returns
+	// false, without calling visit, while the cache is not ready.
+	VisitCached(prefix string, p SelectionPredicate, visit func(runtime.Object) bool) bool
+	// ReadCached calls read with the cached object at key, when the cache holds one, and
+	// returns false, without calling read, while the cache is not ready. The same rules
+	// hold for read as for VisitCached's visit.
+	ReadCached(key string, read func(runtime.Object)) bool
+}
+
 // UpdateFunc computes the new state from the current one for GuaranteedUpdate. input is
 // a freshly decoded copy the function may modify and return. Returning an error aborts
 // the update and GuaranteedUpdate returns that error.

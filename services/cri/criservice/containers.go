@@ -121,6 +121,12 @@ func (s *Service) containerIDsLocked(sandboxID string) []string {
 	return ids
 }
 
+// forgetContainerLocked removes c from the containers and their index.
+func (s *Service) forgetContainerLocked(c *container) {
+	delete(s.containers, c.spec.ID)
+	s.containersByPod.remove(c.spec.Config.GetLabels(), c.spec.ID)
+}
+
 // CreateContainer creates a container in state CREATED in a READY sandbox. Its
 // log path is the sandbox's LogDirectory joined with the config's LogPath (none
 // if either is empty, as in containerd). Errors: InvalidArgument without
@@ -175,6 +181,7 @@ func (s *Service) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 		c.resources = &runtimeapi.ContainerResources{Linux: r}
 	}
 	s.containers[c.spec.ID] = c
+	s.containersByPod.add(cfg.GetLabels(), c.spec.ID)
 	s.emitContainerLocked(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, c)
 	return &runtimeapi.CreateContainerResponse{ContainerId: c.spec.ID}, nil
 }
@@ -332,7 +339,7 @@ func (s *Service) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCon
 		}
 		if !c.starting && c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
 			s.emitContainerLocked(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, c)
-			delete(s.containers, id)
+			s.forgetContainerLocked(c)
 			s.mu.Unlock()
 			return &runtimeapi.RemoveContainerResponse{}, nil
 		}
@@ -362,7 +369,7 @@ func (s *Service) ListContainers(_ context.Context, req *runtimeapi.ListContaine
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*runtimeapi.Container
-	for _, c := range s.containers {
+	for _, c := range candidates(s.containers, s.containersByPod, f.GetLabelSelector()) {
 		switch {
 		case f.GetId() != "" && f.GetId() != c.spec.ID,
 			f.GetPodSandboxId() != "" && f.GetPodSandboxId() != c.spec.SandboxID,
@@ -476,7 +483,7 @@ func (s *Service) ListContainerStats(_ context.Context, req *runtimeapi.ListCont
 	f := req.GetFilter()
 	s.mu.Lock()
 	var list []*container
-	for _, c := range s.containers {
+	for _, c := range candidates(s.containers, s.containersByPod, f.GetLabelSelector()) {
 		switch {
 		case f.GetId() != "" && f.GetId() != c.spec.ID,
 			f.GetPodSandboxId() != "" && f.GetPodSandboxId() != c.spec.SandboxID,

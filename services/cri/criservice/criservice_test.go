@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubelettypes "k8s.io/kubelet/pkg/types"
 
 	"skiff.dev/services/cri/criservice"
 	"skiff.dev/services/cri/sim"
@@ -161,7 +162,7 @@ func TestListFilters(t *testing.T) {
 	for _, sb := range []struct {
 		name, app string
 	}{{"web", "web"}, {"db", "db"}} {
-		resp, err := c.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig(sb.name, map[string]string{"app": sb.app})})
+		resp, err := c.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig(sb.name, map[string]string{"app": sb.app, podUIDLabel: "uid-" + sb.name})})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +174,7 @@ func TestListFilters(t *testing.T) {
 	} {
 		resp, err := c.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
 			PodSandboxId: sandboxes[ct.sandbox],
-			Config:       containerConfig(ct.name, map[string]string{"tier": ct.tier, "pod": ct.sandbox}),
+			Config:       containerConfig(ct.name, map[string]string{"tier": ct.tier, "pod": ct.sandbox, podUIDLabel: "uid-" + ct.sandbox}),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -200,6 +201,10 @@ func TestListFilters(t *testing.T) {
 		{"by label", &runtimeapi.ContainerFilter{LabelSelector: map[string]string{"tier": "back"}}, []string{"db-main"}},
 		{"all labels must match", &runtimeapi.ContainerFilter{LabelSelector: map[string]string{"pod": "web", "tier": "back"}}, nil},
 		{"sandbox and state", &runtimeapi.ContainerFilter{PodSandboxId: sandboxes["web"], State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_CREATED}}, []string{"web-sidecar"}},
+		// The kubelet's filter for one pod's status: served by the runtime's index.
+		{"by pod UID", &runtimeapi.ContainerFilter{LabelSelector: map[string]string{podUIDLabel: "uid-web"}}, []string{"web-main", "web-sidecar"}},
+		{"by pod UID and another label", &runtimeapi.ContainerFilter{LabelSelector: map[string]string{podUIDLabel: "uid-web", "tier": "aux"}}, []string{"web-sidecar"}},
+		{"by the UID of no pod", &runtimeapi.ContainerFilter{LabelSelector: map[string]string{podUIDLabel: "uid-none"}}, nil},
 	} {
 		t.Run("containers "+tc.name, func(t *testing.T) {
 			resp, err := c.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: tc.filter})
@@ -250,6 +255,9 @@ func TestListFilters(t *testing.T) {
 		{"by id", &runtimeapi.PodSandboxFilter{Id: sandboxes["db"]}, []string{"db"}},
 		{"by state", &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}, []string{"web"}},
 		{"by label", &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"app": "db"}}, []string{"db"}},
+		{"by pod UID", &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{podUIDLabel: "uid-db"}}, []string{"db"}},
+		{"by pod UID and state", &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{podUIDLabel: "uid-db"},
+			State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}, nil},
 	} {
 		t.Run("sandboxes "+tc.name, func(t *testing.T) {
 			resp, err := c.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: tc.filter})
@@ -264,6 +272,69 @@ func TestListFilters(t *testing.T) {
 				t.Errorf("got %q, want %q (oldest first)", got, tc.want)
 			}
 		})
+	}
+}
+
+// podUIDLabel is the label a kubelet filters one pod's sandboxes and containers by.
+const podUIDLabel = kubelettypes.KubernetesPodUIDLabel
+
+// TestListByPodUIDFollowsRemovals checks that lists by pod UID forget what was removed
+// and see what is created again under the same UID.
+func TestListByPodUIDFollowsRemovals(t *testing.T) {
+	c := serve(t)
+	ctx := context.Background()
+	pullBusybox(t, c)
+	byUID := map[string]string{podUIDLabel: "uid-web"}
+	names := func() (sandboxes, containers []string) {
+		t.Helper()
+		sbs, err := c.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: byUID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sb := range sbs.Items {
+			sandboxes = append(sandboxes, sb.Metadata.Name)
+		}
+		cts, err := c.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: byUID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ct := range cts.Containers {
+			containers = append(containers, ct.Metadata.Name)
+		}
+		return sandboxes, containers
+	}
+	run := func() (sandboxID string, containerIDs []string) {
+		t.Helper()
+		sb, err := c.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig("web", byUID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"main", "sidecar"} {
+			ct, err := c.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, Config: containerConfig(name, byUID)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			containerIDs = append(containerIDs, ct.ContainerId)
+		}
+		return sb.PodSandboxId, containerIDs
+	}
+
+	sandboxID, containerIDs := run()
+	if _, err := c.Runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: containerIDs[1]}); err != nil {
+		t.Fatal(err)
+	}
+	if sbs, cts := names(); !slices.Equal(sbs, []string{"web"}) || !slices.Equal(cts, []string{"main"}) {
+		t.Errorf("after removing the sidecar: sandboxes %q, containers %q; want [web], [main]", sbs, cts)
+	}
+	if _, err := c.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sandboxID}); err != nil {
+		t.Fatal(err)
+	}
+	if sbs, cts := names(); len(sbs)+len(cts) != 0 {
+		t.Errorf("after removing the sandbox: sandboxes %q, containers %q; want none", sbs, cts)
+	}
+	run()
+	if sbs, cts := names(); !slices.Equal(sbs, []string{"web"}) || !slices.Equal(cts, []string{"main", "sidecar"}) {
+		t.Errorf("created again: sandboxes %q, containers %q; want [web], [main sidecar]", sbs, cts)
 	}
 }
 

@@ -93,6 +93,7 @@ func (s *Service) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandbox
 	}
 	sb.ip = ip
 	s.sandboxes[sb.id] = sb
+	s.sandboxesByPod.add(cfg.GetLabels(), sb.id)
 	s.emitLocked(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, sb.id, sb)
 	s.emitLocked(runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, sb.id, sb)
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: sb.id}, nil
@@ -152,10 +153,11 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 		if len(live) == 0 {
 			for _, cid := range s.containerIDsLocked(id) {
 				s.emitContainerLocked(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, s.containers[cid])
-				delete(s.containers, cid)
+				s.forgetContainerLocked(s.containers[cid])
 			}
 			s.emitLocked(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, id, sb)
 			delete(s.sandboxes, id)
+			s.sandboxesByPod.remove(sb.config.GetLabels(), id)
 			s.mu.Unlock()
 			break
 		}
@@ -213,7 +215,7 @@ func (s *Service) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandb
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*runtimeapi.PodSandbox
-	for _, sb := range s.sandboxes {
+	for _, sb := range candidates(s.sandboxes, s.sandboxesByPod, f.GetLabelSelector()) {
 		switch {
 		case f.GetId() != "" && f.GetId() != sb.id,
 			f.GetState() != nil && f.GetState().GetState() != sb.state,

@@ -324,6 +324,35 @@ func (c *Cacher) GetList(ctx context.Context, key string, opts storage.ListOptio
 	return nil
 }
 
+// VisitCached implements storage.CachedReader. It holds the cache's read lock while
+// visit runs, and reads an indexed field's objects only when p pins one.
+func (c *Cacher) VisitCached(prefix string, p storage.SelectionPredicate, visit func(runtime.Object) bool) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.ready {
+		return false
+	}
+	for _, e := range c.objects.list(prefix, indexedValue(p, c.cfg.IndexFields)) {
+		if e.matches(p) && !visit(e.obj) {
+			break
+		}
+	}
+	return true
+}
+
+// ReadCached implements storage.CachedReader, under the cache's read lock.
+func (c *Cacher) ReadCached(key string, read func(runtime.Object)) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.ready {
+		return false
+	}
+	if e := c.objects.get(key); e != nil {
+		read(e.obj)
+	}
+	return true
+}
+
 // shouldDelegateList reports whether a list must be read from Storage. Mirrors
 // kube 1.32 cacher's shouldDelegateList with ConsistentListFromCache on.
 func shouldDelegateList(opts storage.ListOptions) bool {

@@ -52,6 +52,16 @@ func TestListFromCacheMatchesEtcd(t *testing.T) {
 			if rv, _ := strconv.ParseUint(cached.ResourceVersion, 10, 64); rv < mustRV(t, last.ResourceVersion) {
 				t.Errorf("list resourceVersion %s, want at least %s", cached.ResourceVersion, last.ResourceVersion)
 			}
+			visited := &corev1.PodList{}
+			if !f.cache.VisitCached(f.prefix, tc.pred, func(obj runtime.Object) bool {
+				visited.Items = append(visited.Items, *obj.(*corev1.Pod))
+				return true
+			}) {
+				t.Fatal("VisitCached: the ready cache did not serve the read")
+			}
+			if got := summary(visited); !slices.Equal(got, want) {
+				t.Errorf("visited in the cache: %v\nfrom etcd:            %v", got, want)
+			}
 		})
 	}
 
@@ -179,6 +189,48 @@ func TestConsistentListFallsBackToEtcdWhenTheCacheLags(t *testing.T) {
 	if got := summary(list); len(got) != 2 || list.Items[1].ResourceVersion != b.ResourceVersion {
 		t.Errorf("consistent list while the cache lags: %v, want a and b@%s from etcd", got, b.ResourceVersion)
 	}
+}
+
+func TestCachedReadsHandOverTheCachedObjects(t *testing.T) {
+	f := newFixture(t, nil)
+	f.create("a", "n1")
+	last := f.create("b", "n1")
+	f.catchUp(last.ResourceVersion)
+
+	var seen []*corev1.Pod
+	f.cache.VisitCached(f.prefix, nodePredicate("n1"), func(obj runtime.Object) bool {
+		seen = append(seen, obj.(*corev1.Pod))
+		return false // stop at the first
+	})
+	if len(seen) != 1 || seen[0].Name != "a" {
+		t.Fatalf("visited %d pods, want only the first (a) when visit stops", len(seen))
+	}
+	// Not a copy: the pod shares its maps with what a resourceVersion="0" list serves.
+	cached := f.list(storage.ListOptions{ResourceVersion: "0"})
+	if !sameMap(seen[0].Labels, cached.Items[0].Labels) {
+		t.Error("VisitCached handed over a copy, want the cache's own object")
+	}
+	var read []*corev1.Pod
+	for _, name := range []string{"b", "missing"} {
+		if !f.cache.ReadCached(f.key(name), func(obj runtime.Object) { read = append(read, obj.(*corev1.Pod)) }) {
+			t.Fatalf("ReadCached(%s): the ready cache did not serve the read", name)
+		}
+	}
+	if len(read) != 1 || read[0].Name != "b" || !sameMap(read[0].Labels, cached.Items[1].Labels) {
+		t.Errorf("ReadCached read %d pods, want only b, the cache's own", len(read))
+	}
+
+	t.Run("not before the cache is ready", func(t *testing.T) {
+		f, store := newInterruptibleFixture(t, true) // the first list is held back
+		defer store.release()
+		called := false
+		if f.cache.VisitCached(f.prefix, storage.SelectionPredicate{}, func(runtime.Object) bool { called = true; return true }) || called {
+			t.Error("VisitCached served a read before the cache was ready")
+		}
+		if f.cache.ReadCached(f.key("a"), func(runtime.Object) { called = true }) || called {
+			t.Error("ReadCached served a read before the cache was ready")
+		}
+	})
 }
 
 func sameMap(a, b map[string]string) bool {

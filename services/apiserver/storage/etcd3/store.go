@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"skiff.dev/services/apiserver/scheme"
 	"skiff.dev/services/apiserver/storage"
 )
 
@@ -461,7 +462,7 @@ func (s *Store) encode(obj runtime.Object) ([]byte, error) {
 		acc.SetResourceVersion("")
 		defer acc.SetResourceVersion(rv)
 	}
-	return runtime.Encode(s.codec, obj)
+	return scheme.Encode(s.codec, obj, &runtime.SimpleAllocator{})
 }
 
 // decode fills out (zeroed first, since decoding into a used object merges maps and
