@@ -519,14 +519,22 @@ func (s *APIServer) EnsureSystemNamespaces(ctx context.Context) error {
 	})
 }
 
-// Serve serves the API on l until ctx ends, then shuts down gracefully: in-flight
-// requests get up to 5 s, and open watches are closed.
+// Serve serves the API on l until ctx ends, then shuts down: from then on new requests
+// get 429 with Retry-After (endpoints.WithRetryAfter), the requests in flight, open
+// watches among them, are cancelled, and the server closes once they have returned (at
+// most 5 s).
 func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
+	// Requests run in a context of their own, cancelled only once shuttingDown is closed,
+	// so that a client re-watching after its watch ended meets a 429, not a server whose
+	// requests end at once.
+	shuttingDown := make(chan struct{})
+	requestCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
 	srv := &http.Server{
-		Handler:           s.handler,
+		Handler:           endpoints.WithRetryAfter(s.handler, shuttingDown),
 		TLSConfig:         s.tlsConfig,
 		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		BaseContext:       func(net.Listener) context.Context { return requestCtx },
 	}
 	if _, port, err := net.SplitHostPort(l.Addr().String()); err == nil {
 		s.kubernetesService.Port, _ = strconv.Atoi(port)
@@ -576,6 +584,8 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		return fmt.Errorf("apiserver: %w", err)
 	case <-ctx.Done():
 	}
+	close(shuttingDown)
+	cancelRequests()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
