@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubetypes "k8s.io/kubelet/pkg/types"
 
 	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/kubelet/container"
@@ -303,7 +304,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		return nil, err
 	}
 	timestamp := time.Now()
-	sandboxes, err := m.listPodSandboxes(ctx, false, map[string]string{KubernetesPodUIDLabel: string(uid)})
+	sandboxes, err := m.listPodSandboxes(ctx, false, map[string]string{kubetypes.KubernetesPodUIDLabel: string(uid)})
 	if err != nil {
 		return nil, err
 	}
@@ -329,7 +330,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		}
 	}
 
-	containers, err := m.listContainers(ctx, false, map[string]string{KubernetesPodUIDLabel: string(uid)})
+	containers, err := m.listContainers(ctx, false, map[string]string{kubetypes.KubernetesPodUIDLabel: string(uid)})
 	if err != nil {
 		return nil, err
 	}

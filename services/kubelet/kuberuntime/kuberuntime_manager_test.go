@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubetypes "k8s.io/kubelet/pkg/types"
 
 	"skiff.dev/services/cri/sim"
 	"skiff.dev/services/cri/socketharness"
@@ -223,7 +224,7 @@ func TestSyncPodRunsAndKillsAPodOnARealRuntime(t *testing.T) {
 		t.Fatalf("sandboxes = %v", status.SandboxStatuses)
 	}
 	sb := status.SandboxStatuses[0]
-	if sb.GetMetadata().GetName() != "web" || sb.GetMetadata().GetUid() != "uid-1" || sb.GetLabels()[KubernetesPodUIDLabel] != "uid-1" ||
+	if sb.GetMetadata().GetName() != "web" || sb.GetMetadata().GetUid() != "uid-1" || sb.GetLabels()[kubetypes.KubernetesPodUIDLabel] != "uid-1" ||
 		sb.GetLabels()["app"] != "web" || sb.GetAnnotations()["note"] != "x" {
 		t.Errorf("sandbox metadata/labels/annotations: %v %v %v", sb.GetMetadata(), sb.GetLabels(), sb.GetAnnotations())
 	}
@@ -248,7 +249,7 @@ func TestSyncPodRunsAndKillsAPodOnARealRuntime(t *testing.T) {
 	if _, err := os.Stat(filepath.Dir(wantLog)); err != nil {
 		t.Errorf("container log directory: %v", err)
 	}
-	if got := resp.GetStatus().GetLabels()[KubernetesContainerNameLabel]; got != "main" {
+	if got := resp.GetStatus().GetLabels()[kubetypes.KubernetesContainerNameLabel]; got != "main" {
 		t.Errorf("container name label = %q", got)
 	}
 

@@ -7,20 +7,15 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kubetypes "k8s.io/kubelet/pkg/types"
 
 	"skiff.dev/services/kubelet/container"
 )
 
-// Labels and annotations the kubelet puts on sandboxes and containers so that
-// what the runtime lists can be mapped back to pods; the names are
-// Kubernetes' own (pkg/kubelet/types/labels.go, kuberuntime/labels.go), so
-// crictl and other tools read them as usual.
+// Annotations the kubelet puts on containers, with kuberuntime/labels.go's names, so
+// that crictl and other tools read them as usual; the labels that map what the runtime
+// lists back to pods are k8s.io/kubelet/pkg/types' (io.kubernetes.pod.name, …).
 const (
-	KubernetesPodNameLabel       = "io.kubernetes.pod.name"
-	KubernetesPodNamespaceLabel  = "io.kubernetes.pod.namespace"
-	KubernetesPodUIDLabel        = "io.kubernetes.pod.uid"
-	KubernetesContainerNameLabel = "io.kubernetes.container.name"
-
 	podTerminationGracePeriodLabel         = "io.kubernetes.pod.terminationGracePeriod"
 	containerHashLabel                     = "io.kubernetes.container.hash"
 	containerRestartCountLabel             = "io.kubernetes.container.restartCount"
@@ -34,9 +29,9 @@ const (
 func newPodLabels(pod *v1.Pod) map[string]string {
 	labels := make(map[string]string, len(pod.Labels)+3)
 	maps.Copy(labels, pod.Labels)
-	labels[KubernetesPodNameLabel] = pod.Name
-	labels[KubernetesPodNamespaceLabel] = pod.Namespace
-	labels[KubernetesPodUIDLabel] = string(pod.UID)
+	labels[kubetypes.KubernetesPodNameLabel] = pod.Name
+	labels[kubetypes.KubernetesPodNamespaceLabel] = pod.Namespace
+	labels[kubetypes.KubernetesPodUIDLabel] = string(pod.UID)
 	return labels
 }
 
@@ -48,10 +43,10 @@ func newPodAnnotations(pod *v1.Pod) map[string]string {
 
 func newContainerLabels(c *v1.Container, pod *v1.Pod) map[string]string {
 	return map[string]string{
-		KubernetesPodNameLabel:       pod.Name,
-		KubernetesPodNamespaceLabel:  pod.Namespace,
-		KubernetesPodUIDLabel:        string(pod.UID),
-		KubernetesContainerNameLabel: c.Name,
+		kubetypes.KubernetesPodNameLabel:       pod.Name,
+		kubetypes.KubernetesPodNamespaceLabel:  pod.Namespace,
+		kubetypes.KubernetesPodUIDLabel:        string(pod.UID),
+		kubetypes.KubernetesContainerNameLabel: c.Name,
 	}
 }
 
@@ -85,10 +80,10 @@ type labeledPodInfo struct {
 
 func getContainerInfoFromLabels(labels map[string]string) labeledPodInfo {
 	return labeledPodInfo{
-		PodName:       labels[KubernetesPodNameLabel],
-		PodNamespace:  labels[KubernetesPodNamespaceLabel],
-		PodUID:        types.UID(labels[KubernetesPodUIDLabel]),
-		ContainerName: labels[KubernetesContainerNameLabel],
+		PodName:       labels[kubetypes.KubernetesPodNameLabel],
+		PodNamespace:  labels[kubetypes.KubernetesPodNamespaceLabel],
+		PodUID:        types.UID(labels[kubetypes.KubernetesPodUIDLabel]),
+		ContainerName: labels[kubetypes.KubernetesContainerNameLabel],
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubetypes "k8s.io/kubelet/pkg/types"
 
 	"skiff.dev/services/internal/httpstatus"
 	"skiff.dev/services/internal/serving"
@@ -37,13 +38,6 @@ const (
 	ExecProxyUser = "system:skiff:exec-proxy"
 	// MastersGroup is the cluster-admin group (client certificate Organization).
 	MastersGroup = "system:masters"
-)
-
-// Labels by which the kubelet finds a pod's sandboxes and containers in the
-// runtime (kuberuntime's, Kubernetes' own names).
-const (
-	podUIDLabel        = "io.kubernetes.pod.uid"
-	containerNameLabel = "io.kubernetes.container.name"
 )
 
 // HostInterface is what the server needs from the kubelet. Mirrors kubelet's
@@ -168,7 +162,7 @@ func hasContainer(pod *v1.Pod, name string) error {
 // containers lists the runtime's containers named name of pod, newest
 // first; with running only RUNNING ones.
 func (s *Server) containers(ctx context.Context, pod *v1.Pod, name string, running bool) ([]*runtimeapi.Container, error) {
-	filter := &runtimeapi.ContainerFilter{LabelSelector: map[string]string{podUIDLabel: string(pod.UID), containerNameLabel: name}}
+	filter := &runtimeapi.ContainerFilter{LabelSelector: map[string]string{kubetypes.KubernetesPodUIDLabel: string(pod.UID), kubetypes.KubernetesContainerNameLabel: name}}
 	if running {
 		filter.State = &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}
 	}
@@ -264,7 +258,7 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sbs, err := s.runtime.ListPodSandbox(r.Context(), &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
-		LabelSelector: map[string]string{podUIDLabel: string(pod.UID)},
+		LabelSelector: map[string]string{kubetypes.KubernetesPodUIDLabel: string(pod.UID)},
 		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
 	}})
 	if err != nil {
