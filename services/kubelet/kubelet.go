@@ -265,6 +265,7 @@ type Kubelet struct {
 	cgroupDriverResolved bool
 	podCIDRMu            sync.Mutex
 	podCIDR              string
+	podCIDRWaitLogged    bool
 
 	// nodeStatusUpdateCh asks for an immediate node status update.
 	nodeStatusUpdateCh chan struct{}
@@ -507,6 +508,9 @@ func (kl *Kubelet) run(ctx context.Context) error {
 		return fmt.Errorf("kubelet: create %s: %w", kl.podLogsDir, err)
 	}
 	kl.logger.Info("starting kubelet", "nodeIP", kl.nodeIP, "rootDir", kl.rootDir)
+	// The configured range goes to the runtime before its first Status check, as kube's
+	// NewMainKubelet hands over --pod-cidr; the Node's, once set, replaces it.
+	kl.updatePodCIDR(ctx, "")
 
 	var wg sync.WaitGroup
 	start := func(f func(context.Context)) {
@@ -1121,12 +1125,16 @@ func (kl *Kubelet) readinessErrors() error {
 // updateRuntimeUpLoop checks the runtime's Status every 5 s (the first time
 // at once; every 0.5 s while it or its network is not ready), asks for a node
 // status update whenever readiness changes, and requeues every pod when the
-// network becomes ready.
+// network becomes ready. While the network is not ready and the runtime has no
+// pod range, it also reads the Node for one (pollPodCIDR).
 // Mirrors Kubelet.updateRuntimeUp.
 func (kl *Kubelet) updateRuntimeUpLoop(ctx context.Context) {
 	lastReady, lastNetworkReady := false, false
 	for {
 		kl.updateRuntimeUp(ctx)
+		if kl.runtimeState.networkErrors() != nil && !kl.hasPodCIDR() && kl.pollPodCIDR(ctx) {
+			kl.updateRuntimeUp(ctx)
+		}
 		ready := kl.readinessErrors() == nil
 		if ready != lastReady {
 			lastReady = ready

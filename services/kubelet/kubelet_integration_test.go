@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -66,11 +67,20 @@ func rootDir(t *testing.T) string {
 	return dir
 }
 
-// runKubelet runs a kubelet for nodeName; the returned func stops it and
-// waits for Run to return (also done when the test ends).
+// runKubelet runs a kubelet for nodeName with the sim runtime's default range as its
+// --pod-cidr (no node IPAM runs here); the returned func stops it and waits for Run to
+// return (also done when the test ends).
 func runKubelet(t *testing.T, client kubernetes.Interface, socket, rootDir string) (stop func()) {
 	t.Helper()
+	return runKubeletWithPodCIDR(t, client, socket, rootDir, sim.PodCIDR)
+}
+
+// runKubeletWithPodCIDR is runKubelet with podCIDR as the kubelet's --pod-cidr ("": it
+// waits for the Node's spec.podCIDR).
+func runKubeletWithPodCIDR(t *testing.T, client kubernetes.Interface, socket, rootDir, podCIDR string) (stop func()) {
+	t.Helper()
 	kl, err := kubelet.New(kubelet.Config{
+		PodCIDR:         podCIDR,
 		NodeName:        nodeName,
 		Client:          client,
 		RuntimeEndpoint: socket,
@@ -486,6 +496,78 @@ func TestKubeletWaitsForALateRuntime(t *testing.T) {
 		}
 		if pod.Status.Phase != v1.PodRunning {
 			return fmt.Errorf("phase=%s", pod.Status.Phase)
+		}
+		return nil
+	})
+}
+
+// TestKubeletWithoutAPodCIDRWaitsForNodeIPAM: a kubelet without --pod-cidr over the sim
+// runtime, whose network (as kubenet's) needs a range, keeps its node NotReady and its
+// pods without a sandbox until the Node gets spec.podCIDR (node IPAM sets it, here the
+// test); then the node is Ready and the pod's IP lies in that range, not in the
+// runtime's default one, so pods of different nodes never share an IP.
+func TestKubeletWithoutAPodCIDRWaitsForNodeIPAM(t *testing.T) {
+	client := startAPIServer(t)
+	cri := startSim(t)
+	runKubeletWithPodCIDR(t, client, cri.Socket, rootDir(t), "")
+	ctx := context.Background()
+	create(t, client, newPod("web", v1.RestartPolicyAlways, nil))
+
+	readyCondition := func() (*v1.NodeCondition, error) {
+		node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == v1.NodeReady {
+				return &c, nil
+			}
+		}
+		return nil, fmt.Errorf("no Ready condition")
+	}
+	eventually(t, 30*time.Second, "node NotReady for its network", func() error {
+		c, err := readyCondition()
+		if err != nil {
+			return err
+		}
+		if c.Status != v1.ConditionFalse || !strings.Contains(c.Message, "NetworkPluginNotReady") {
+			return fmt.Errorf("Ready=%s %q, want False for the runtime's network", c.Status, c.Message)
+		}
+		return nil
+	})
+	pod, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Status.PodIP != "" {
+		t.Fatalf("pod got IP %s before the node had a pod range", pod.Status.PodIP)
+	}
+
+	const podCIDR = "10.244.7.0/24"
+	patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, podCIDR, podCIDR)
+	if _, err := client.CoreV1().Nodes().Patch(ctx, nodeName, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "node Ready", func() error {
+		c, err := readyCondition()
+		if err != nil {
+			return err
+		}
+		if c.Status != v1.ConditionTrue {
+			return fmt.Errorf("Ready=%s %q", c.Status, c.Message)
+		}
+		return nil
+	})
+	eventually(t, 30*time.Second, "pod Running in the node's range", func() error {
+		p, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != v1.PodRunning {
+			return fmt.Errorf("phase=%s", p.Status.Phase)
+		}
+		if !strings.HasPrefix(p.Status.PodIP, "10.244.7.") {
+			return fmt.Errorf("pod IP %q is outside %s", p.Status.PodIP, podCIDR)
 		}
 		return nil
 	})

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"skiff.dev/services/cri/sim"
 	"skiff.dev/services/kubelet"
 )
 
@@ -26,7 +27,7 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 	client := fake.NewClientset(pod)
 	kl, err := kubelet.New(kubelet.Config{
 		NodeName: nodeName, Client: client, RuntimeEndpoint: cri.Socket, RootDir: rootDir(t), NodeIP: "10.1.2.3",
-		HealthzAddr: "127.0.0.1:0",
+		HealthzAddr: "127.0.0.1:0", PodCIDR: sim.PodCIDR,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -180,7 +180,10 @@ func (kl *Kubelet) tryUpdateNodeStatus(ctx context.Context, try int) error {
 	if err != nil {
 		return err
 	}
-	kl.updatePodCIDR(ctx, node)
+	if kl.updatePodCIDR(ctx, nodePodCIDR(node)) {
+		// A network that waited for the range may be ready now: let this status say so.
+		kl.updateRuntimeUp(ctx)
+	}
 	updated := node.DeepCopy()
 	kl.setNodeStatus(ctx, updated)
 	patch, err := nodeStatusPatch(node, updated)
@@ -267,34 +270,66 @@ func (kl *Kubelet) recordNodeReadyTransition(old, updated *v1.Node) {
 	}
 }
 
-// updatePodCIDR hands the node's pod range to the runtime when it changed:
-// spec.podCIDRs (joined by commas, as kubelet does), else spec.podCIDR, else
-// Config.PodCIDR. With none it logs, once, that pods wait for one (the
-// runtime's network stays not ready). Mirrors Kubelet.updatePodCIDR.
-func (kl *Kubelet) updatePodCIDR(ctx context.Context, node *v1.Node) {
-	cidr := strings.Join(node.Spec.PodCIDRs, ",")
-	if cidr == "" {
-		cidr = node.Spec.PodCIDR
+// nodePodCIDR is the node's pod range: spec.podCIDRs joined by commas (as kubelet
+// hands them to the runtime), else spec.podCIDR, else "".
+func nodePodCIDR(node *v1.Node) string {
+	if cidr := strings.Join(node.Spec.PodCIDRs, ","); cidr != "" {
+		return cidr
 	}
+	return node.Spec.PodCIDR
+}
+
+// updatePodCIDR hands the pod range to the runtime when it changed: nodeCIDR (see
+// nodePodCIDR), else Config.PodCIDR. With neither it logs, once, that pods wait for one
+// (a runtime whose network needs it, as the sim runtime's, stays not ready). It reports
+// whether the runtime got a new range. Mirrors Kubelet.updatePodCIDR.
+func (kl *Kubelet) updatePodCIDR(ctx context.Context, nodeCIDR string) bool {
+	cidr := nodeCIDR
 	if cidr == "" {
 		cidr = kl.podCIDRFallback
 	}
 	kl.podCIDRMu.Lock()
 	defer kl.podCIDRMu.Unlock()
-	if cidr == kl.podCIDR {
-		return
-	}
 	if cidr == "" {
-		kl.logger.Info("waiting for the node's spec.podCIDR (set by the controller-manager's node IPAM, or give the kubelet --pod-cidr)")
-		kl.podCIDR = cidr
-		return
+		if !kl.podCIDRWaitLogged {
+			kl.podCIDRWaitLogged = true
+			kl.logger.Info("waiting for the node's spec.podCIDR (set by the controller-manager's node IPAM, or give the kubelet --pod-cidr)")
+		}
+		return false
+	}
+	if cidr == kl.podCIDR {
+		return false
 	}
 	if err := kl.containerRuntime.UpdatePodCIDR(ctx, cidr); err != nil {
 		if ctx.Err() == nil {
 			kl.logger.Error("failed to hand the pod CIDR to the runtime", "podCIDR", cidr, "err", err)
 		}
-		return
+		return false
 	}
 	kl.logger.Info("updated the runtime's pod CIDR", "podCIDR", cidr)
 	kl.podCIDR = cidr
+	return true
+}
+
+// hasPodCIDR reports whether the runtime has been handed a pod range.
+func (kl *Kubelet) hasPodCIDR() bool {
+	kl.podCIDRMu.Lock()
+	defer kl.podCIDRMu.Unlock()
+	return kl.podCIDR != ""
+}
+
+// pollPodCIDR reads the Node (from the apiserver's cache) and hands its pod range to
+// the runtime, for a kubelet whose network waits for one: node IPAM sets it right
+// after the registration, and the runtime's network is then ready within
+// runtimeNotReadyPeriod instead of at the next node status update. It reports whether
+// the runtime got a new range. Mirrors the pod CIDR part of fastNodeStatusUpdate.
+func (kl *Kubelet) pollPodCIDR(ctx context.Context) bool {
+	if kl.kubeClient == nil {
+		return false
+	}
+	node, err := kl.kubeClient.CoreV1().Nodes().Get(ctx, kl.nodeName, metav1.GetOptions{ResourceVersion: "0"})
+	if err != nil {
+		return false // not registered yet, or the apiserver is away: the next poll
+	}
+	return kl.updatePodCIDR(ctx, nodePodCIDR(node))
 }

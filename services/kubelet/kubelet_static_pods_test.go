@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/cri/sim"
 	"skiff.dev/services/kubelet"
 )
 
@@ -51,7 +52,7 @@ func TestStaticPodsRunFromFilesWithMirrorPods(t *testing.T) {
 	}
 	kl, err := kubelet.New(kubelet.Config{
 		NodeName: nodeName, Client: nodeClient, RuntimeEndpoint: cri.Socket, RootDir: rootDir(t),
-		NodeIP: "10.1.2.3", PodManifestPath: manifests, FileCheckFrequency: 100 * time.Millisecond,
+		NodeIP: "10.1.2.3", PodManifestPath: manifests, FileCheckFrequency: 100 * time.Millisecond, PodCIDR: sim.PodCIDR,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/cri/sim"
 	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet"
@@ -45,7 +46,7 @@ func TestSyncPodContinuesThePodTraceAndRecordsEvents(t *testing.T) {
 	}
 	kl, err := kubelet.New(kubelet.Config{
 		NodeName: nodeName, Client: client, RuntimeEndpoint: cri.Socket, RootDir: rootDir(t),
-		Recorder: recorder, TracerProvider: tp,
+		Recorder: recorder, TracerProvider: tp, PodCIDR: sim.PodCIDR,
 	})
 	if err != nil {
 		t.Fatal(err)

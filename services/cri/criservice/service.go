@@ -219,16 +219,29 @@ func (s *Service) Version(context.Context, *runtimeapi.VersionRequest) (*runtime
 	}, nil
 }
 
-// Status reports the RuntimeReady and NetworkReady conditions, both true, and
-// the default runtime handler ("") as the only one.
+// Status reports the RuntimeReady condition, true, and NetworkReady, true unless the
+// driver is a NetworkConditioner that says otherwise, and the default runtime handler
+// ("") as the only one.
 func (s *Service) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+	network := &runtimeapi.RuntimeCondition{Type: runtimeapi.NetworkReady, Status: true}
+	if c, ok := s.driver.(NetworkConditioner); ok {
+		network = c.NetworkCondition()
+	}
 	return &runtimeapi.StatusResponse{
 		Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
 			{Type: runtimeapi.RuntimeReady, Status: true},
-			{Type: runtimeapi.NetworkReady, Status: true},
+			network,
 		}},
 		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{}}},
 	}, nil
+}
+
+// NetworkConditioner is implemented by a Driver whose pod network may not be ready: the
+// sim runtime's until it has been handed a pod CIDR, as kubenet's, or a CNI network's
+// whose host-local range is the node's. Status reports its condition as NetworkReady.
+type NetworkConditioner interface {
+	// NetworkCondition returns the NetworkReady condition (Type runtimeapi.NetworkReady).
+	NetworkCondition() *runtimeapi.RuntimeCondition
 }
 
 // PodCIDRSetter is implemented by a Driver that allocates pod IPs from the

@@ -48,8 +48,17 @@ type Runtime struct {
 // New returns an empty sim Runtime. Its stream URLs are served on a loopback
 // port (StreamingAddr); if none can be listened on, Exec, Attach and
 // PortForward answer Unimplemented and everything else works.
+//
+// Its pod network is not ready (Status: NetworkReady false, reason
+// NetworkPluginNotReady) until the kubelet hands it a pod CIDR (CRI
+// UpdateRuntimeConfig: the node's spec.podCIDR, or the kubelet's --pod-cidr), as
+// kubenet's is not and a CNI host-local range's: pods get IPs from their own node's
+// range, never one another's. Until then a sandbox still gets an IP from PodCIDR, for
+// CRI clients other than the kubelet, which waits.
 func New() *Runtime {
-	svc := criservice.New(RuntimeName, newDriver())
+	d := newDriver()
+	d.needPodCIDR = true
+	svc := criservice.New(RuntimeName, d)
 	_ = svc.StartStreaming(StreamingAddr)
 	return &Runtime{Service: svc}
 }
@@ -71,6 +80,10 @@ type driver struct {
 	ips     map[string]netip.Addr // by sandbox ID
 	ctrs    map[string]*simContainer
 	timers  sync.WaitGroup // run-time callbacks scheduled and not yet finished
+
+	// needPodCIDR: the network is not ready until SetPodCIDR (New; a hollow node's
+	// is ready at once, as kubemark's); hasPodCIDR: SetPodCIDR has been called.
+	needPodCIDR, hasPodCIDR bool
 }
 
 type simContainer struct {
@@ -121,6 +134,7 @@ func (d *driver) SetPodCIDR(cidr string) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.hasPodCIDR = true
 	if pool.prefix == d.pool.prefix {
 		return nil
 	}
@@ -131,6 +145,18 @@ func (d *driver) SetPodCIDR(cidr string) error {
 	}
 	d.pool = pool
 	return nil
+}
+
+// NetworkCondition is NetworkReady: false with reason NetworkPluginNotReady while a
+// runtime from New has no pod CIDR yet, else true.
+func (d *driver) NetworkCondition() *runtimeapi.RuntimeCondition {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.needPodCIDR && !d.hasPodCIDR {
+		return &runtimeapi.RuntimeCondition{Type: runtimeapi.NetworkReady, Status: false, Reason: "NetworkPluginNotReady",
+			Message: "no pod CIDR yet: the kubelet hands over its node's spec.podCIDR (node IPAM) or its --pod-cidr"}
+	}
+	return &runtimeapi.RuntimeCondition{Type: runtimeapi.NetworkReady, Status: true}
 }
 
 // StopSandbox releases the sandbox's pod IP.

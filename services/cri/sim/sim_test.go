@@ -342,3 +342,41 @@ func TestCloseStopsEverything(t *testing.T) {
 		t.Errorf("StartContainer after Close: %v, want Unavailable", err)
 	}
 }
+
+// TestNetworkReadyOnceThePodCIDRIsHandedOver: New's network is not ready (reason
+// NetworkPluginNotReady) until UpdateRuntimeConfig brings a pod CIDR, as kubenet's;
+// a hollow node's is ready at once.
+func TestNetworkReadyOnceThePodCIDRIsHandedOver(t *testing.T) {
+	ctx := context.Background()
+	networkReady := func(c *socketharness.Clients) *runtimeapi.RuntimeCondition {
+		t.Helper()
+		resp, err := c.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cond := range resp.GetStatus().GetConditions() {
+			if cond.GetType() == runtimeapi.NetworkReady {
+				return cond
+			}
+		}
+		t.Fatal("no NetworkReady condition")
+		return nil
+	}
+	e := newEnv(t)
+	if c := networkReady(e.c); c.GetStatus() || c.GetReason() != "NetworkPluginNotReady" {
+		t.Errorf("before a pod CIDR: NetworkReady %v %s, want false NetworkPluginNotReady", c.GetStatus(), c.GetReason())
+	}
+	if _, err := e.c.Runtime.UpdateRuntimeConfig(ctx, &runtimeapi.UpdateRuntimeConfigRequest{RuntimeConfig: &runtimeapi.RuntimeConfig{
+		NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: "10.244.3.0/24"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := networkReady(e.c); !c.GetStatus() {
+		t.Errorf("after UpdateRuntimeConfig: NetworkReady false (%s)", c.GetMessage())
+	}
+
+	hollow := sim.NewHollow()
+	t.Cleanup(hollow.Close)
+	if c := networkReady(socketharness.Start(t, hollow, hollow)); !c.GetStatus() {
+		t.Errorf("hollow node: NetworkReady false (%s), want true at once", c.GetMessage())
+	}
+}

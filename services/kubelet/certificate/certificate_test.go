@@ -152,7 +152,7 @@ func TestBootstrapTokenKubeletBecomesReadyNode(t *testing.T) {
 	cri := socketharness.Start(t, rt, rt)
 	kl, err := kubelet.New(kubelet.Config{
 		NodeName: nodeName, Client: newClient(t, cfg), RuntimeEndpoint: cri.Socket, RootDir: t.TempDir(), NodeIP: "10.1.2.3",
-		Capacity: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10")},
+		Capacity: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10")}, PodCIDR: sim.PodCIDR,
 	})
 	if err != nil {
 		t.Fatal(err)
