@@ -358,6 +358,20 @@ func TestKubeletRunsPodsAgainstAPIServer(t *testing.T) {
 	})
 }
 
+// nodeReadyCondition is nodeName's Ready condition.
+func nodeReadyCondition(ctx context.Context, client kubernetes.Interface) (*v1.NodeCondition, error) {
+	node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return &c, nil
+		}
+	}
+	return nil, fmt.Errorf("no Ready condition")
+}
+
 func create(t *testing.T, client kubernetes.Interface, pod *v1.Pod) {
 	t.Helper()
 	if _, err := client.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
@@ -444,23 +458,12 @@ func TestKubeletWaitsForALateRuntime(t *testing.T) {
 	runKubelet(t, client, socket, rootDir(t))
 	create(t, client, newPod("early", v1.RestartPolicyAlways, nil))
 
-	nodeReady := func() (v1.ConditionStatus, error) {
-		node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil {
-			return "", err
-		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == v1.NodeReady {
-				return c.Status, nil
-			}
-		}
-		return "", fmt.Errorf("no Ready condition")
-	}
 	eventually(t, 30*time.Second, "node registered NotReady", func() error {
-		s, err := nodeReady()
+		c, err := nodeReadyCondition(ctx, client)
 		if err != nil {
 			return err
 		}
+		s := c.Status
 		if s != v1.ConditionFalse {
 			return fmt.Errorf("Ready=%s without a runtime", s)
 		}
@@ -480,10 +483,11 @@ func TestKubeletWaitsForALateRuntime(t *testing.T) {
 	})
 
 	eventually(t, 60*time.Second, "node Ready", func() error {
-		s, err := nodeReady()
+		c, err := nodeReadyCondition(ctx, client)
 		if err != nil {
 			return err
 		}
+		s := c.Status
 		if s != v1.ConditionTrue {
 			return fmt.Errorf("Ready=%s", s)
 		}
@@ -513,20 +517,8 @@ func TestKubeletWithoutAPodCIDRWaitsForNodeIPAM(t *testing.T) {
 	ctx := context.Background()
 	create(t, client, newPod("web", v1.RestartPolicyAlways, nil))
 
-	readyCondition := func() (*v1.NodeCondition, error) {
-		node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == v1.NodeReady {
-				return &c, nil
-			}
-		}
-		return nil, fmt.Errorf("no Ready condition")
-	}
 	eventually(t, 30*time.Second, "node NotReady for its network", func() error {
-		c, err := readyCondition()
+		c, err := nodeReadyCondition(ctx, client)
 		if err != nil {
 			return err
 		}
@@ -549,7 +541,7 @@ func TestKubeletWithoutAPodCIDRWaitsForNodeIPAM(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "node Ready", func() error {
-		c, err := readyCondition()
+		c, err := nodeReadyCondition(ctx, client)
 		if err != nil {
 			return err
 		}
