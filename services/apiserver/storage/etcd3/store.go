@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"skiff.dev/services/apiserver/scheme"
@@ -471,7 +472,7 @@ func (s *Store) decode(data []byte, out runtime.Object, rev int64) error {
 	if out == nil {
 		return nil
 	}
-	if err := runtime.SetZeroValue(out); err != nil {
+	if err := setZero(out); err != nil {
 		return err
 	}
 	got, _, err := s.codec.Decode(data, nil, out)
@@ -482,6 +483,17 @@ func (s *Store) decode(data []byte, out runtime.Object, rev int64) error {
 		return fmt.Errorf("decode: stored object is %T, want %T", got, out)
 	}
 	return setResourceVersion(out, rev)
+}
+
+// setZero zeroes *out in place, as runtime.SetZeroValue does without its reflect.Zero,
+// which allocates a zero value of the type (a pod's worth) on every call.
+func setZero(out runtime.Object) error {
+	v, err := conversion.EnforcePtr(out)
+	if err != nil {
+		return err
+	}
+	v.SetZero()
+	return nil
 }
 
 // decodeNew decodes data into a new object of the resource with resourceVersion rev.
