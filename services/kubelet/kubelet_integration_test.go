@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubetypes "k8s.io/kubelet/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/apiserver/apiservertest"
@@ -349,7 +350,7 @@ func TestKubeletRunsPodsAgainstAPIServer(t *testing.T) {
 				return err
 			}
 			for _, c := range containers.GetContainers() {
-				if c.GetLabels()["io.kubernetes.pod.uid"] == uid {
+				if c.GetLabels()[kubetypes.KubernetesPodUIDLabel] == uid {
 					return fmt.Errorf("container %s (%s) still there", c.GetId(), c.GetState())
 				}
 			}

@@ -117,7 +117,7 @@ func (s *Store) Get(ctx context.Context, key string, opts storage.GetOptions, ou
 	}
 	if len(resp.Kvs) == 0 {
 		if opts.IgnoreNotFound {
-			return runtime.SetZeroValue(out)
+			return setZero(out)
 		}
 		return storage.NewKeyNotFoundError(key, 0)
 	}
