@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -18,9 +19,18 @@ import (
 // grpc.ClientConnInterface, so runtimeapi.NewRuntimeServiceClient and
 // NewImageServiceClient work over it unchanged, whose unary calls run the servers'
 // methods directly instead of crossing a socket. Each request is copied into a fresh
-// message before the server sees it and each response into the caller's reply, as
-// marshalling over a socket would, so neither side keeps a pointer into the other's
-// memory. Errors reach the caller as gRPC statuses (codes.Unknown for an error that is not
+// message before the server sees it, as marshalling over a socket would, so the server
+// keeps no pointer into the caller's memory. A response is not copied: the caller's reply
+// takes the response's fields as they are (a shallow copy), so the reply's maps, lists
+// and messages may be the server's own. That is safe because the runtimes built on
+// criservice answer with messages built for the call, whose parts they never change
+// afterwards (a container's labels, annotations, metadata and mounts are its config as
+// created; an update replaces its resources rather than changing them), and because the
+// caller treats a reply as read-only, as client-go's informer objects are: the kubelet
+// reads CRI replies and builds its own status from them. Copying every reply's labels
+// and annotations through protobuf reflection was most of what a hollow node's status
+// calls cost (BenchmarkInProcessGetPodStatus: 15 µs and 162 allocations for one pod's
+// four calls with the copy, 6 µs and 64 without). Errors reach the caller as gRPC statuses (codes.Unknown for an error that is not
 // one), and a call whose context has ended fails with its code before the server runs.
 // Streams (GetContainerEvents, which the kubelet's Evented PLEG reads) run the server's
 // stream handler in a goroutine of their own: each message is copied on its way, a
@@ -68,8 +78,8 @@ func (c *InProcessConn) register(desc *grpc.ServiceDesc, server any) {
 	}
 }
 
-// Invoke runs method's server handler with a copy of args and copies its response into
-// reply. Call options are ignored (there is no message size to bound, no retry to make).
+// Invoke runs method's server handler with a copy of args and sets reply's fields to its
+// response's (shared, read-only: see InProcessConn). Call options are ignored (there is no message size to bound, no retry to make).
 func (c *InProcessConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
 	m, ok := c.methods[method]
 	if !ok {
@@ -99,8 +109,14 @@ func (c *InProcessConn) Invoke(ctx context.Context, method string, args, reply a
 		// Over a socket gRPC fails to marshal a nil response the same way.
 		return status.Errorf(codes.Internal, "%s: the server returned no response", method)
 	}
+	// The reply takes the response's fields as they are, without copying what they
+	// point to: see InProcessConn.
 	proto.Reset(dst)
-	proto.Merge(dst, res)
+	into := dst.ProtoReflect()
+	res.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		into.Set(fd, v)
+		return true
+	})
 	return nil
 }
 

@@ -15,8 +15,9 @@ import (
 )
 
 // TestInProcessConn drives the sim runtime through the generated CRI clients over an
-// InProcessConn: calls reach the server, messages are copies on both sides, and errors
-// arrive as the gRPC statuses a socket would carry.
+// InProcessConn: calls reach the server, the server gets a copy of each request, a reply
+// shares the response's parts (uncopied), and errors arrive as the gRPC statuses a
+// socket would carry.
 func TestInProcessConn(t *testing.T) {
 	rt := sim.NewHollow()
 	t.Cleanup(rt.Close)
@@ -47,11 +48,14 @@ func TestInProcessConn(t *testing.T) {
 	if got := list.Items[0].Metadata.Name; got != "p" {
 		t.Fatalf("sandbox name = %q after the caller changed its request; want %q", got, "p")
 	}
-	// And the caller got a copy: changing the reply changes nothing on the server.
-	list.Items[0].Metadata.Name = "mine"
+	// The reply is the caller's message, but what it points to is shared with the server
+	// (read-only for the caller): a second call answers a new reply with the same parts.
 	again, err := runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
-	if err != nil || again.Items[0].Metadata.Name != "p" || again.Items[0].Id != run.PodSandboxId {
-		t.Fatalf("ListPodSandbox after changing a reply = %v, %v; want sandbox %s named p", again, err, run.PodSandboxId)
+	if err != nil || again == list || len(again.Items) != 1 || again.Items[0].Id != run.PodSandboxId {
+		t.Fatalf("ListPodSandbox again = %v, %v; want a new reply listing sandbox %s", again, err, run.PodSandboxId)
+	}
+	if again.Items[0].Metadata != list.Items[0].Metadata {
+		t.Fatalf("two replies hold different copies of the sandbox's metadata; want the server's own, uncopied")
 	}
 
 	_, err = runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: "nope"})
