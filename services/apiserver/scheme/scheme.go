@@ -80,8 +80,8 @@ func init() {
 		utilruntime.Must(Scheme.SetVersionPriority(gv))
 	}
 
-	StorageCodec = Codecs.CodecForVersions(ProtobufSerializer, Codecs.UniversalDeserializer(),
-		schema.GroupVersions(ServedGroupVersions), nil)
+	StorageCodec = storageCodec{Codecs.CodecForVersions(ProtobufSerializer, Codecs.UniversalDeserializer(),
+		schema.GroupVersions(ServedGroupVersions), nil)}
 }
 
 // EncoderFor returns a JSON encoder that sets apiVersion and kind for objects of gv.

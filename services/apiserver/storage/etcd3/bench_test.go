@@ -5,8 +5,11 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
+	"skiff.dev/services/apiserver/scheme"
 	"skiff.dev/services/apiserver/storage"
+	"skiff.dev/services/apiserver/storage/etcd3"
 )
 
 func BenchmarkCreate(b *testing.B) {
@@ -23,8 +26,11 @@ func BenchmarkCreate(b *testing.B) {
 	}
 }
 
+// BenchmarkGetList1000Pods lists 1,000 pods stored as the apiserver stores them
+// (protobuf, scheme.StorageCodec).
 func BenchmarkGetList1000Pods(b *testing.B) {
-	store, prefix := newTestStore(b)
+	_, prefix := newTestStore(b)
+	store := etcd3.New(testClient, scheme.StorageCodec, func() runtime.Object { return &corev1.Pod{} })
 	for i := range 1000 {
 		createPod(b, store, prefix, newPod(b, fmt.Sprintf("pod-%04d", i), "node-1"))
 	}
