@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -73,6 +74,7 @@ func (h *resourceHandler) serveWatch(w http.ResponseWriter, r *http.Request, req
 	w.WriteHeader(http.StatusOK)
 	flusher.Flush()
 
+	var frame []byte // each event's frame, built in place of the one before
 	for {
 		select {
 		case <-ctx.Done():
@@ -110,13 +112,13 @@ func (h *resourceHandler) serveWatch(w http.ResponseWriter, r *http.Request, req
 				data, _ = runtime.Encode(watchEncoder(status, h.gv.GroupVersion, protobuf), status)
 				ev.Type = watch.Error
 			}
-			var frame []byte
+			// Write has copied the frame out when it returns.
 			if protobuf {
-				if frame, err = protobufWatchFrame(ev.Type, data); err != nil {
+				if frame, err = appendProtobufWatchFrame(frame[:0], ev.Type, data); err != nil {
 					return
 				}
 			} else {
-				frame = watchEventLine(ev.Type, data)
+				frame = appendWatchEventLine(frame[:0], ev.Type, data)
 			}
 			if _, err := w.Write(frame); err != nil {
 				return
@@ -136,14 +138,14 @@ func (h *resourceHandler) serveWatch(w http.ResponseWriter, r *http.Request, req
 
 var errNoFlusher = errors.New("the response writer cannot stream a watch")
 
-// watchEventLine frames one encoded object as a metav1.WatchEvent line,
-// {"type":"<type>","object":<object>}\n. It is written out rather than marshalled:
+// appendWatchEventLine appends to line one encoded object framed as a metav1.WatchEvent
+// line, {"type":"<type>","object":<object>}\n. It is written out rather than marshalled:
 // encoding/json would validate and compact the already-encoded object again, a cost
 // paid per event and per watcher (docs/performance.md). The encoder's trailing newline
 // is dropped, so each event stays one line.
-func watchEventLine(t watch.EventType, object []byte) []byte {
+func appendWatchEventLine(line []byte, t watch.EventType, object []byte) []byte {
 	object = bytes.TrimRight(object, "\n")
-	line := make([]byte, 0, len(`{"type":"","object":}`)+len(t)+len(object)+1)
+	line = slices.Grow(line, len(`{"type":"","object":}`)+len(t)+len(object)+1)
 	line = append(line, `{"type":"`...)
 	line = append(line, t...)
 	line = append(line, `","object":`...)

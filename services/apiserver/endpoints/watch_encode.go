@@ -3,6 +3,7 @@ package endpoints
 import (
 	"encoding/binary"
 	"reflect"
+	"slices"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,16 +102,18 @@ func watchEncoder(obj runtime.Object, gv schema.GroupVersion, protobuf bool) run
 // StreamSerializer (LengthDelimitedFramer, RawSerializer for the WatchEvent).
 const protobufWatchContentType = protobufContentType + ";stream=watch"
 
-// protobufWatchFrame frames one encoded object as a protobuf watch event.
-func protobufWatchFrame(t watch.EventType, object []byte) ([]byte, error) {
+// appendProtobufWatchFrame appends to frame one encoded object framed as a protobuf
+// watch event.
+func appendProtobufWatchFrame(frame []byte, t watch.EventType, object []byte) ([]byte, error) {
 	ev := metav1.WatchEvent{Type: string(t), Object: runtime.RawExtension{Raw: object}}
-	frame := make([]byte, 4+ev.Size())
-	n, err := ev.MarshalToSizedBuffer(frame[4:])
+	start := len(frame)
+	frame = slices.Grow(frame, 4+ev.Size())[:start+4+ev.Size()]
+	n, err := ev.MarshalToSizedBuffer(frame[start+4:])
 	if err != nil {
 		return nil, err
 	}
-	binary.BigEndian.PutUint32(frame[:4], uint32(n))
-	return frame[:4+n], nil
+	binary.BigEndian.PutUint32(frame[start:start+4], uint32(n))
+	return frame[:start+4+n], nil
 }
 
 // protobufWatchable reports whether storage's objects can be written as protobuf (the

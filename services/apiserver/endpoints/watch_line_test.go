@@ -22,7 +22,7 @@ func TestWatchEventLineIsTheMarshalledWatchEvent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := watchEventLine(typ, data); string(got) != string(want)+"\n" {
+		if got := appendWatchEventLine(nil, typ, data); string(got) != string(want)+"\n" {
 			t.Errorf("%s:\n got %s\nwant %s", typ, got, want)
 		}
 	}
