@@ -159,12 +159,16 @@ func (f *frameworkImpl) RunPreScorePlugins(ctx context.Context, state *framework
 }
 
 func (f *frameworkImpl) RunScorePlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) ([]framework.NodePluginScores, *framework.Status) {
+	// Two allocations per cycle, not one per node and plugin: every node's plugin scores
+	// are a slice of one array, and each plugin's score list reuses the one before's.
 	result := make([]framework.NodePluginScores, len(nodes))
+	pluginScores := make([]framework.PluginScore, len(nodes)*len(f.score))
 	for i, n := range nodes {
-		result[i] = framework.NodePluginScores{Name: n.Node().Name, Scores: make([]framework.PluginScore, 0, len(f.score))}
+		at := i * len(f.score)
+		result[i] = framework.NodePluginScores{Name: n.Node().Name, Scores: pluginScores[at:at:at+len(f.score)]}
 	}
+	scores := make(framework.NodeScoreList, len(nodes))
 	for _, p := range f.score {
-		scores := make(framework.NodeScoreList, len(nodes))
 		for i, n := range nodes {
 			s, status := p.Score(ctx, state, pod, n)
 			if !status.IsSuccess() {
