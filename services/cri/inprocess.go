@@ -111,17 +111,12 @@ func (c *InProcessConn) Invoke(ctx context.Context, method string, args, reply a
 	}
 	// The reply takes the response's fields as they are, without copying what they
 	// point to: see InProcessConn.
-	proto.Reset(dst)
-	into := dst.ProtoReflect()
-	res.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		into.Set(fd, v)
-		return true
-	})
-	return nil
+	return setFields(dst, res)
 }
 
 // NewStream starts method's stream handler with a server side joined to the returned
-// client side. Messages are copied on their way (the sender's is the sender's to reuse);
+// client side. Messages are copied once on their way (the sender's is the sender's to
+// reuse), and the receiver's message takes that copy's fields;
 // SendMsg after the stream ended returns io.EOF and RecvMsg then returns the handler's
 // error as a gRPC status (codes.Unknown for one that is not), or io.EOF when it returned
 // nil. The handler's context ends when the caller's does or the handler returns.
@@ -182,13 +177,19 @@ type streamPipe struct {
 	err                  error         // the handler's, set before done is closed
 }
 
-func copyInto(dst any, src proto.Message) error {
+// setFields resets dst and sets its fields to src's as they are (a shallow copy: what
+// they point to is then src's too).
+func setFields(dst any, src proto.Message) error {
 	m, ok := dst.(proto.Message)
 	if !ok {
 		return status.Errorf(codes.Internal, "message %T is not a protobuf message", dst)
 	}
 	proto.Reset(m)
-	proto.Merge(m, src)
+	into := m.ProtoReflect()
+	src.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		into.Set(fd, v)
+		return true
+	})
 	return nil
 }
 
@@ -247,7 +248,7 @@ func (c *clientSide) SendMsg(m any) error {
 func (c *clientSide) RecvMsg(m any) error {
 	select {
 	case msg := <-c.toClient:
-		return copyInto(m, msg)
+		return setFields(m, msg) // msg is the stream's own copy
 	case <-c.done:
 		if c.err != nil {
 			return c.err
@@ -290,7 +291,7 @@ func (s *serverSide) SendMsg(m any) error {
 func (s *serverSide) RecvMsg(m any) error {
 	select {
 	case msg := <-s.toServer:
-		return copyInto(m, msg)
+		return setFields(m, msg) // msg is the stream's own copy
 	case <-s.sendDone:
 		return io.EOF
 	case <-s.serverCtx.Done():
