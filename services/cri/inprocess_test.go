@@ -14,16 +14,21 @@ import (
 	"skiff.dev/services/cri/sim"
 )
 
+// hollowClients starts a hollow sim runtime and returns it with the generated CRI
+// clients to it over an InProcessConn.
+func hollowClients(tb testing.TB) (*sim.Runtime, runtimeapi.RuntimeServiceClient, runtimeapi.ImageServiceClient) {
+	rt := sim.NewHollow()
+	tb.Cleanup(rt.Close)
+	conn := cri.NewInProcessConn(rt, rt)
+	return rt, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn)
+}
+
 // TestInProcessConn drives the sim runtime through the generated CRI clients over an
 // InProcessConn: calls reach the server, the server gets a copy of each request, a reply
 // shares the response's parts (uncopied), and errors arrive as the gRPC statuses a
 // socket would carry.
 func TestInProcessConn(t *testing.T) {
-	rt := sim.NewHollow()
-	t.Cleanup(rt.Close)
-	conn := cri.NewInProcessConn(rt, rt)
-	runtime := runtimeapi.NewRuntimeServiceClient(conn)
-	images := runtimeapi.NewImageServiceClient(conn)
+	rt, runtime, images := hollowClients(t)
 	ctx := context.Background()
 
 	v, err := runtime.Version(ctx, &runtimeapi.VersionRequest{})
@@ -156,5 +161,44 @@ func TestInProcessConnStreams(t *testing.T) {
 	cancel()
 	if _, err := again.Recv(); status.Code(err) != codes.Canceled {
 		t.Fatalf("Recv after the caller cancelled: %v; want Canceled", err)
+	}
+}
+
+// BenchmarkInProcessGetPodStatus makes the calls the kubelet makes for one pod's status
+// (ListPodSandbox and ListContainers by its UID label, PodSandboxStatus,
+// ContainerStatus) over an InProcessConn to the hollow sim runtime.
+func BenchmarkInProcessGetPodStatus(b *testing.B) {
+	_, runtime, images := hollowClients(b)
+	ctx := context.Background()
+	if _, err := images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "busybox"}}); err != nil {
+		b.Fatal(err)
+	}
+	labels := map[string]string{"io.kubernetes.pod.uid": "u1", "io.kubernetes.pod.name": "p", "io.kubernetes.pod.namespace": "ns", "io.kubernetes.container.name": "c"}
+	annotations := map[string]string{"io.kubernetes.container.hash": "1", "io.kubernetes.container.restartCount": "0", "io.kubernetes.container.terminationMessagePath": "/dev/termination-log", "io.kubernetes.container.terminationMessagePolicy": "File", "io.kubernetes.pod.terminationGracePeriod": "30"}
+	config := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Namespace: "ns", Uid: "u1"}, Labels: labels, Annotations: annotations}
+	run, err := runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: config})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: run.PodSandboxId, SandboxConfig: config,
+		Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "c"}, Image: &runtimeapi.ImageSpec{Image: "busybox"}, Labels: labels, Annotations: annotations}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	byPod := map[string]string{"io.kubernetes.pod.uid": "u1"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: byPod}}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: byPod}}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: run.PodSandboxId}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.ContainerId}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
