@@ -52,15 +52,16 @@ type protoUnmarshaler interface {
 // serializer first copies them out of the envelope (runtime.Unknown.Unmarshal), a
 // stored object's worth of garbage for every object the store decodes: 4 % of the
 // control plane's allocations in the 5,000-pod benchmark (docs/performance.md). Anything
-// else (JSON, another kind, into nil, an envelope with a content encoding) goes to the
-// wrapped codec, as does the error of malformed data. The result is the same object the
-// wrapped codec decodes (TestStorageDecodeGivesWhatTheCodecGives).
+// else (JSON, another kind, into nil or with nested objects to decode, an envelope with
+// a content encoding) goes to the wrapped codec, as does the error of malformed data.
+// The result is the object the wrapped codec decodes
+// (TestStorageDecodeGivesWhatTheCodecGives).
 func (c storageCodec) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
 	if into == nil || !bytes.HasPrefix(data, protobufPrefix) {
 		return c.Codec.Decode(data, defaults, into)
 	}
 	pb, ok := into.(protoUnmarshaler)
-	if !ok {
+	if _, nested := into.(runtime.NestedObjectDecoder); !ok || nested {
 		return c.Codec.Decode(data, defaults, into)
 	}
 	kinds, _, err := Scheme.ObjectKinds(into)
