@@ -165,7 +165,7 @@ func (f *frameworkImpl) RunScorePlugins(ctx context.Context, state *framework.Cy
 	pluginScores := make([]framework.PluginScore, len(nodes)*len(f.score))
 	for i, n := range nodes {
 		at := i * len(f.score)
-		result[i] = framework.NodePluginScores{Name: n.Node().Name, Scores: pluginScores[at:at:at+len(f.score)]}
+		result[i] = framework.NodePluginScores{Name: n.Node().Name, Scores: pluginScores[at : at : at+len(f.score)]}
 	}
 	scores := make(framework.NodeScoreList, len(nodes))
 	for _, p := range f.score {
