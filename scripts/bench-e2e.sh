@@ -67,9 +67,11 @@ until grep -q '^export KUBECONFIG=' "$data/skiff.out" 2>/dev/null; do
 done
 processes="--pid skiff=$skiff"
 if [ "$HOLLOW_PROCESS" = separate ]; then
+	# The hollow nodes publish their events to skiff's NATS, as its own kubelet does.
+	nats_url=$(sed -n 's/^# events: NATS at //p' "$data/skiff.out")
 	# shellcheck disable=SC2086 # $HOLLOW_FLAGS is a list of flags
 	"$BIN/kubelet" --hollow-nodes "$HOLLOW_NODES" --bootstrap-kubeconfig "$data/skiff/kubelet/bootstrap-kubelet.kubeconfig" \
-		--root-dir "$hollow_root" --log-level warn $HOLLOW_FLAGS 2>"$data/hollow.log" &
+		--root-dir "$hollow_root" --nats-url "$nats_url" --log-level warn $HOLLOW_FLAGS 2>"$data/hollow.log" &
 	pids="$! $pids"
 	processes="$processes --pid hollow-nodes=$!"
 fi

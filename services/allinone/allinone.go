@@ -494,7 +494,9 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		}
 		run("hollow-nodes", func(ctx context.Context) error {
 			return hollow.Run(ctx, hollow.Config{Nodes: cfg.HollowNodes, BootstrapKubeconfig: filepath.Join(kubeletDir, "bootstrap-kubelet.kubeconfig"),
-				RootDir: hollowDir, NodeIP: nodeIP, TracerProvider: obs.kubelet})
+				RootDir: hollowDir, NodeIP: nodeIP, TracerProvider: obs.kubelet,
+				// Their events go through NATS as the kubelet's do (POSTed when NATS is off).
+				NATSURL: obs.natsURL, NATSCA: obs.caPEM, NATSServerName: natsServerName})
 		})
 	}
 

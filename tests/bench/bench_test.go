@@ -60,6 +60,23 @@ func TestBenchmarkRunsAgainstSkiff(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("a pod with a token volume Running on hollow-0: %v", err)
 	}
+	// Its events reach the API through NATS, as every skiff kubelet's do: no component
+	// POSTed one.
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		events, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=on-hollow-0,reason=Started"})
+		return err == nil && len(events.Items) == 1 && events.Items[0].Source.Host == "hollow-0", nil
+	}); err != nil {
+		t.Fatalf("hollow-0's Started event for its pod: %v", err)
+	}
+	metrics, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(metrics), "\n") {
+		if strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `resource="events"`) && strings.Contains(line, `verb="POST"`) {
+			t.Errorf("events were POSTed, want them all published to NATS: %s", line)
+		}
+	}
 	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)

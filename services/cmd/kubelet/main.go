@@ -104,8 +104,17 @@ func main() {
 			logger.Error("health endpoints", "err", err)
 			os.Exit(1)
 		}
-		os.Exit(runHollowNodes(ctx, logger, hollow.Config{Nodes: *hollowNodes, NamePrefix: *hollowNamePrefix,
-			BootstrapKubeconfig: *bootstrapKubeconfig, RootDir: *rootDir, NodeIP: *nodeIP, GenericPLEG: !*eventedPLEG, Logger: logger}))
+		cfg := hollow.Config{Nodes: *hollowNodes, NamePrefix: *hollowNamePrefix, BootstrapKubeconfig: *bootstrapKubeconfig,
+			RootDir: *rootDir, NodeIP: *nodeIP, GenericPLEG: !*eventedPLEG, NATSURL: *natsURL, Logger: logger}
+		if *natsURL != "" {
+			// Each node presents its own client certificate (--nats-cert-file does not
+			// apply); NATS is verified with --nats-ca-file, else the cluster's CA.
+			if cfg.NATSCA, err = pki.ReadCA(*bootstrapKubeconfig, *natsCAFile, *clientCAFile); err != nil {
+				logger.Error("NATS CA", "err", err)
+				os.Exit(1)
+			}
+		}
+		os.Exit(runHollowNodes(ctx, logger, cfg))
 	}
 	thresholds, err := eviction.ParseThresholds(*evictionHard)
 	if err != nil {

@@ -88,6 +88,11 @@ func main() {
 		os.Exit(1)
 	}
 	slog.Info("skiff is running", "apiserver", cluster.APIServerURL, "runtime", cfg.Runtime, "staticPodPath", cluster.StaticPodPath, "dns", cluster.DNSAddress)
+	if cluster.NATSURL != "" {
+		// For a kubelet joined from outside (--nats-url); a comment to a shell. Before
+		// the export line, which scripts wait for.
+		fmt.Printf("# events: NATS at %s\n", cluster.NATSURL)
+	}
 	fmt.Printf("export KUBECONFIG=%s\n", cluster.Kubeconfig)
 	<-ctx.Done()
 	slog.Info("stopping")

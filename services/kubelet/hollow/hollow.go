@@ -6,7 +6,9 @@
 // framing and marshalling were a third of the process's CPU and are not what a hollow
 // node simulates. Each joins the cluster as any kubelet does, through its own TLS bootstrap
 // (a CertificateSigningRequest for system:node:<name>). Hollow kubelets serve no
-// kubelet API (no exec, attach or logs) and publish their events by POSTing them.
+// kubelet API (no exec, attach or logs). Each publishes its events to NATS as any skiff
+// kubelet does, over its own connection with its own client certificate, or POSTs them
+// when no NATS URL is given.
 package hollow
 
 import (
@@ -25,6 +27,7 @@ import (
 	"skiff.dev/services/cri"
 	"skiff.dev/services/cri/sim"
 	"skiff.dev/services/internal/eventrecorder"
+	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/kubelet/certificate"
@@ -55,6 +58,16 @@ type Config struct {
 	// GenericPLEG makes every node relist its runtime every second instead of reading
 	// its container events (kubelet.Config.GenericPLEG).
 	GenericPLEG bool
+	// NATSURL is the NATS server the nodes publish their events to ("tls://host:port");
+	// "" POSTs them to the apiserver (eventrecorder.Config.NATSURL).
+	NATSURL string
+	// NATSCA is the PEM CA that verifies NATS's serving certificate; required with
+	// NATSURL. Each node presents its own client certificate, the one its TLS bootstrap
+	// obtained (<RootDir>/<name>/pki/kubelet-client-current.pem), read at every connect.
+	NATSCA []byte
+	// NATSServerName, when set, is the name NATS's certificate is verified for instead
+	// of NATSURL's host.
+	NATSServerName string
 	// TracerProvider traces the kubelets' requests, syncs and CRI calls; nil means none.
 	TracerProvider trace.TracerProvider
 	// Logger receives the kubelets' logs; nil means slog.Default().
@@ -81,6 +94,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return errors.New("hollow: BootstrapKubeconfig is required")
 	case cfg.RootDir == "":
 		return errors.New("hollow: RootDir is required")
+	case cfg.NATSURL != "" && len(cfg.NATSCA) == 0:
+		return errors.New("hollow: NATSCA is required with NATSURL")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -137,7 +152,15 @@ func runNode(ctx context.Context, cfg Config, name string) error {
 		if err != nil {
 			return err
 		}
-		recorder, err := eventrecorder.New(eventrecorder.Config{Component: "kubelet", Host: name, Client: client})
+		events := eventrecorder.Config{Component: "kubelet", Host: name, Client: client, NATSURL: cfg.NATSURL}
+		if cfg.NATSURL != "" {
+			certFile := filepath.Join(dir, "pki", certificate.ClientPairName+"-current.pem")
+			if events.TLS, err = pki.ReloadingClientTLS(cfg.NATSCA, certFile, ""); err != nil {
+				return fmt.Errorf("NATS client TLS: %w", err)
+			}
+			events.TLS.ServerName = cfg.NATSServerName
+		}
+		recorder, err := eventrecorder.New(events)
 		if err != nil {
 			return err
 		}

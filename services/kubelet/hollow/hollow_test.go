@@ -15,6 +15,7 @@ func TestRunRefusesAnIncompleteConfig(t *testing.T) {
 		{"no nodes", Config{BootstrapKubeconfig: "b", RootDir: "r"}, "Nodes must be at least 1"},
 		{"no bootstrap kubeconfig", Config{Nodes: 1, RootDir: "r"}, "BootstrapKubeconfig is required"},
 		{"no root dir", Config{Nodes: 1, BootstrapKubeconfig: "b"}, "RootDir is required"},
+		{"NATS without its CA", Config{Nodes: 1, BootstrapKubeconfig: "b", RootDir: "r", NATSURL: "tls://127.0.0.1:4222"}, "NATSCA is required"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if err := Run(context.Background(), c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -116,7 +116,10 @@ func Start(t *testing.T, binary string, args ...string) *Cluster {
 			if !ok {
 				t.Fatalf("skiff exited before printing KUBECONFIG; logs:\n%s", c.Logs)
 			}
-			c.Kubeconfig, _ = strings.CutPrefix(line, "export KUBECONFIG=")
+			// Other lines (the "# events: NATS at ..." comment) come before it.
+			if kubeconfig, ok := strings.CutPrefix(line, "export KUBECONFIG="); ok {
+				c.Kubeconfig = kubeconfig
+			}
 		case <-deadline:
 			t.Fatalf("skiff did not print KUBECONFIG within 90s; logs:\n%s", c.Logs)
 		}
