@@ -287,14 +287,12 @@ func (r *Recorder) enqueue(ev *corev1.Event) {
 	}
 }
 
-// peek returns the oldest buffered event, or nil.
-func (r *Recorder) peek() *corev1.Event {
+// peekN returns up to n of the oldest buffered events, oldest first, in a slice of
+// its own.
+func (r *Recorder) peekN(n int) []*corev1.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.buf) == 0 {
-		return nil
-	}
-	return r.buf[0]
+	return append([]*corev1.Event(nil), r.buf[:min(n, len(r.buf))]...)
 }
 
 // done removes ev from the head of the buffer unless it was dropped meanwhile.
@@ -307,25 +305,36 @@ func (r *Recorder) done(ev *corev1.Event) {
 	}
 }
 
-// Run delivers buffered events until ctx ends, in order, retrying each with backoff
-// (capped at 5 s) while NATS or the apiserver is unreachable. When ctx ends it tries
-// for up to DrainTimeout to deliver what is still buffered (a component's last events,
-// such as Killing on shutdown), then returns nil; what is left then is lost.
+// deliverFunc delivers evs, the oldest buffered events, in order, and returns how many
+// from the first were delivered; an error stops at the first event not delivered.
+type deliverFunc func(ctx context.Context, evs []*corev1.Event) (int, error)
+
+// maxPublishing bounds the events published to JetStream before their
+// acknowledgements are awaited. One at a time, a busy component (the scheduler at a
+// few hundred pods a second) waited a round trip per event and fell behind until its
+// buffer overflowed.
+const maxPublishing = 128
+
+// Run delivers buffered events until ctx ends, in order, retrying with backoff (capped
+// at 5 s) while NATS or the apiserver is unreachable: to NATS up to maxPublishing at a
+// time, each POST on its own. When ctx ends it tries for up to DrainTimeout to deliver
+// what is still buffered (a component's last events, such as Killing on shutdown), then
+// returns nil; what is left then is lost.
 func (r *Recorder) Run(ctx context.Context) error {
-	deliver := r.post
+	deliver, batch := deliverFunc(r.postOne), 1
 	if r.cfg.NATSURL != "" {
 		p, err := r.connect(ctx)
 		if err != nil {
 			return err
 		}
 		defer p.close()
-		deliver = p.publish
+		deliver, batch = p.publish, maxPublishing
 	}
-	defer r.drain(deliver)
+	defer r.drain(deliver, batch)
 	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Second}
 	for {
-		ev := r.peek()
-		if ev == nil {
+		evs := r.peekN(batch)
+		if len(evs) == 0 {
 			select {
 			case <-ctx.Done():
 				return nil
@@ -333,11 +342,14 @@ func (r *Recorder) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := deliver(ctx, ev); err != nil {
+		n, err := deliver(ctx, evs)
+		r.delivered(evs[:n])
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			delay := backoff.Step()
+			ev := evs[n]
 			r.log.Warn("delivering event failed; will retry", "event", ev.Namespace+"/"+ev.Name, "reason", ev.Reason, "retryIn", delay, "err", err)
 			select {
 			case <-ctx.Done():
@@ -347,6 +359,12 @@ func (r *Recorder) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Second}
+	}
+}
+
+// delivered counts evs as sent and removes them from the buffer.
+func (r *Recorder) delivered(evs []*corev1.Event) {
+	for _, ev := range evs {
 		r.sent.Inc()
 		r.done(ev)
 	}
@@ -373,16 +391,16 @@ func (r *Recorder) Start() (stop func()) {
 const DrainTimeout = 2 * time.Second
 
 // drain delivers buffered events until none is left, one fails, or DrainTimeout passes.
-func (r *Recorder) drain(deliver func(context.Context, *corev1.Event) error) {
+func (r *Recorder) drain(deliver deliverFunc, batch int) {
 	ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 	defer cancel()
-	for ev := r.peek(); ev != nil; ev = r.peek() {
-		if err := deliver(ctx, ev); err != nil {
+	for evs := r.peekN(batch); len(evs) > 0; evs = r.peekN(batch) {
+		n, err := deliver(ctx, evs)
+		r.delivered(evs[:n])
+		if err != nil {
 			r.log.Warn("stopping with undelivered events", "pending", r.Pending(), "err", err)
 			return
 		}
-		r.sent.Inc()
-		r.done(ev)
 	}
 }
 
@@ -414,7 +432,9 @@ func (r *Recorder) connect(ctx context.Context) (*publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: connect to NATS %s: %w", r.cfg.NATSURL, err)
 	}
-	js, err := jetstream.New(nc)
+	// An acknowledgement not back within the publish timeout fails its future, which
+	// publish is waiting on anyway; the event is published again.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(publishTimeout))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("events: JetStream: %w", err)
@@ -424,33 +444,68 @@ func (r *Recorder) connect(ctx context.Context) (*publisher, error) {
 
 func (p *publisher) close() { p.nc.Close() }
 
-// publish sends ev and waits for JetStream's acknowledgement, which means the event is
-// stored in the stream. The event's name is the message id, so a retry after a lost
-// acknowledgement is de-duplicated by JetStream.
-func (p *publisher) publish(ctx context.Context, ev *corev1.Event) error {
+// publishTimeout bounds the wait for JetStream's acknowledgement of an event.
+const publishTimeout = 5 * time.Second
+
+// publish sends evs in order without waiting between them, then waits for JetStream's
+// acknowledgements, each meaning that event is stored in the stream; it returns how
+// many from the first were acknowledged before one failed. An event's name is its
+// message id, so events published again after a failure (those after it may have been
+// stored) are de-duplicated by JetStream. An event that cannot be encoded is dropped
+// (logged) and counts as delivered.
+func (p *publisher) publish(ctx context.Context, evs []*corev1.Event) (int, error) {
 	if !p.nc.IsConnected() {
-		return nats.ErrConnectionClosed
+		return 0, nats.ErrConnectionClosed
 	}
 	if !p.ensured {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 		defer cancel()
 		if _, err := EnsureStream(ctx, p.js); err != nil {
-			return err
+			return 0, err
 		}
 		p.ensured = true
 	}
-	data, err := json.Marshal(ev)
-	if err != nil {
-		p.recorder.log.Error("encoding event; dropped", "err", err)
-		return nil
+	acks := make([]jetstream.PubAckFuture, 0, len(evs))
+	var err error
+	for _, ev := range evs {
+		data, encErr := json.Marshal(ev)
+		if encErr != nil {
+			p.recorder.log.Error("encoding event; dropped", "event", ev.Namespace+"/"+ev.Name, "err", encErr)
+			acks = append(acks, nil)
+			continue
+		}
+		var ack jetstream.PubAckFuture
+		if ack, err = p.js.PublishAsync(Subject(ev.Namespace), data, jetstream.WithMsgID(ev.Namespace+"/"+ev.Name)); err != nil {
+			break
+		}
+		acks = append(acks, ack)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
-	_, err = p.js.Publish(ctx, Subject(ev.Namespace), data, jetstream.WithMsgID(string(ev.Namespace)+"/"+ev.Name))
-	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		p.ensured = false // a new server without the stream: create it on the retry
+	for i, ack := range acks {
+		if ack == nil {
+			continue
+		}
+		select {
+		case <-ack.Ok():
+		case ackErr := <-ack.Err():
+			if errors.Is(ackErr, jetstream.ErrNoStreamResponse) || errors.Is(ackErr, jetstream.ErrStreamNotFound) {
+				p.ensured = false // a new server without the stream: create it on the retry
+			}
+			return i, ackErr
+		case <-ctx.Done():
+			return i, ctx.Err()
+		}
 	}
-	return err
+	return len(acks), err
+}
+
+// postOne posts the first of evs.
+func (r *Recorder) postOne(ctx context.Context, evs []*corev1.Event) (int, error) {
+	if err := r.post(ctx, evs[0]); err != nil {
+		return 0, err
+	}
+	return 1, nil
 }
 
 // post creates ev through the API, or, when an identical event was posted before,
