@@ -17,7 +17,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -139,8 +141,40 @@ func (s *Sink) consume(ctx context.Context, js jetstream.JetStream) error {
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", DurableName, err)
 	}
+	// Each worker persists its share of the events in order: all repeats of one event
+	// (one aggregate key) go to the same worker, so they fold as they arrived.
+	stop := make(chan struct{})
+	work := make([]chan delivery, sinkWorkers)
+	var workers sync.WaitGroup
+	for i := range work {
+		work[i] = make(chan delivery, workerQueue)
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for {
+				select {
+				case d := <-work[i]:
+					s.persist(ctx, d.ev, d.msg)
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
+	// Deliveries still queued when consume returns are not acknowledged: JetStream
+	// delivers them again after AckWait.
+	defer func() { close(stop); workers.Wait() }()
 	failed := make(chan error, 1)
-	cc, err := cons.Consume(func(msg jetstream.Msg) { s.handle(ctx, msg) },
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		ev := decode(s.log, msg)
+		if ev == nil {
+			return
+		}
+		select {
+		case work[shard(ev, len(work))] <- delivery{ev: ev, msg: msg}:
+		case <-stop:
+		}
+	},
 		jetstream.PullExpiry(5*time.Second),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			// Missed heartbeats and disconnects resolve themselves when the client
@@ -167,15 +201,45 @@ func (s *Sink) consume(ctx context.Context, js jetstream.JetStream) error {
 	}
 }
 
-// handle persists one message and acknowledges it; a failure asks JetStream to deliver
-// it again after a delay. A message that is not an event is dropped (terminated).
-func (s *Sink) handle(ctx context.Context, msg jetstream.Msg) {
+// sinkWorkers is how many events the sink persists at once, and workerQueue how many
+// wait for each worker. One at a time, each waiting for its etcd write and for the
+// server to confirm its acknowledgement, the sink fell behind a cluster starting a few
+// hundred pods a second (four or five events each) by tens of thousands of events.
+const (
+	sinkWorkers = 8
+	workerQueue = 64
+)
+
+// delivery is an event and the message that brought it.
+type delivery struct {
+	ev  *corev1.Event
+	msg jetstream.Msg
+}
+
+// decode returns msg's event, or nil for a message that is not an event, which it
+// drops (terminates).
+func decode(log *slog.Logger, msg jetstream.Msg) *corev1.Event {
 	ev := &corev1.Event{}
 	if err := json.Unmarshal(msg.Data(), ev); err != nil || ev.Name == "" {
-		s.log.Warn("dropping a message that is not an event", "subject", msg.Subject(), "err", err)
+		log.Warn("dropping a message that is not an event", "subject", msg.Subject(), "err", err)
 		_ = msg.Term()
-		return
+		return nil
 	}
+	return ev
+}
+
+// shard is the worker of ev among n: the same for every repeat of ev (its namespace
+// and AggregateKey), so Record sees them in order.
+func shard(ev *corev1.Event, n int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(ev.Namespace))
+	_, _ = h.Write([]byte(eventrecorder.AggregateKey(ev)))
+	return int(h.Sum32() % uint32(n))
+}
+
+// persist records ev and acknowledges msg; a failure asks JetStream to deliver it again
+// after a delay, and an event a retry cannot help is dropped (terminated).
+func (s *Sink) persist(ctx context.Context, ev *corev1.Event, msg jetstream.Msg) {
 	writeCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.Record(writeCtx, ev); err != nil {
@@ -188,9 +252,10 @@ func (s *Sink) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	if err := msg.DoubleAck(writeCtx); err != nil {
-		// The event is in etcd; a redelivery is recognised (same name, or the last merged
-		// one) and does not count twice.
+	// Not waiting for the server to confirm the acknowledgement: should it be lost, the
+	// redelivered event is recognised (same name, or the last merged one) and does not
+	// count twice.
+	if err := msg.Ack(); err != nil {
 		s.log.Debug("acknowledging event", "err", err)
 	}
 }
