@@ -68,10 +68,14 @@ type Result struct {
 	// AllGoneMs is from that call until the namespace holds no pod: the kubelets have
 	// stopped every pod and deleted it (polled every 200 ms).
 	AllGoneMs float64 `json:"allGoneMs"`
+	// SettledMs is from the last pod gone until the measured processes were quiet
+	// (quietCPU): what the run left them to do, such as events still to be stored, is
+	// then done. 0 without Processes.
+	SettledMs float64 `json:"settledMs,omitempty"`
 	// Processes are the peak RSS (MiB) and CPU seconds of each named process, read once
-	// the run's pods are gone: the peak is the process's since it started, the CPU
-	// seconds are those of this run alone (first create to the last pod gone;
-	// cpuSecondsToRunning to the last pod Running).
+	// the run's pods are gone and the processes have settled: the peak is the process's
+	// since it started, the CPU seconds are those of this run alone (first create until
+	// settled; cpuSecondsToRunning to the last pod Running).
 	Processes map[string]ProcessUsage `json:"processes,omitempty"`
 }
 
@@ -195,6 +199,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			res.AllGoneMs = ms(time.Since(t))
 		}
 	}
+	if deleteErr == nil && len(cfg.Processes) > 0 {
+		t = time.Now()
+		if err := waitQuiet(ctx, cfg.Processes); err != nil {
+			return nil, err
+		}
+		res.SettledMs = ms(time.Since(t))
+	}
 	res.Processes = map[string]ProcessUsage{}
 	for name, pid := range cfg.Processes {
 		usage, err := ReadProcessUsage(pid)
@@ -229,6 +240,59 @@ func waitGone(ctx context.Context, pods podClient) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// quietCPU is the CPU use, in cores, under which a process counts as quiet over a
+// quietWindow; idle, skiff and 100 hollow nodes each use a few hundredths of a core
+// (Leases, node status). A process not quiet after settleTimeout is read as it is.
+const (
+	quietCPU      = 0.1
+	quietWindow   = time.Second
+	settleTimeout = time.Minute
+)
+
+// waitQuiet returns once every process in pids used less than quietCPU cores over the
+// same quietWindow, or after settleTimeout; an error only when one cannot be read or
+// ctx ends.
+func waitQuiet(ctx context.Context, pids map[string]int) error {
+	read := func() (map[string]float64, error) {
+		cpu := map[string]float64{}
+		for name, pid := range pids {
+			usage, err := ReadProcessUsage(pid)
+			if err != nil {
+				return nil, fmt.Errorf("bench: process %s (%d): %w", name, pid, err)
+			}
+			cpu[name] = usage.CPUSeconds
+		}
+		return cpu, nil
+	}
+	deadline := time.Now().Add(settleTimeout)
+	prev, err := read()
+	if err != nil {
+		return err
+	}
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bench: wait until the processes are quiet: %w", ctx.Err())
+		case <-time.After(quietWindow):
+		}
+		cur, err := read()
+		if err != nil {
+			return err
+		}
+		quiet := true
+		for name := range pids {
+			if cur[name]-prev[name] >= quietCPU*quietWindow.Seconds() {
+				quiet = false
+			}
+		}
+		if quiet {
+			return nil
+		}
+		prev = cur
+	}
+	return nil
 }
 
 // benchPod is a pod any node can run: it tolerates every taint (kwok's simulated nodes

@@ -108,6 +108,9 @@ func TestBenchmarkRunsAgainstSkiff(t *testing.T) {
 		!(0 < usage.CPUSecondsToRunning && usage.CPUSecondsToRunning <= usage.CPUSeconds) {
 		t.Errorf("skiff's resource use not read (want 0 < CPU to Running ≤ CPU): %+v", usage)
 	}
+	if res.SettledMs < 1000 {
+		t.Errorf("want the processes read after at least one quiet second, settled after %.0f ms", res.SettledMs)
+	}
 	if !(0 < res.DeleteCollectionMs && res.DeleteCollectionMs <= res.AllGoneMs) {
 		t.Errorf("want 0 < DeleteCollection ≤ all gone: %s", line)
 	}
