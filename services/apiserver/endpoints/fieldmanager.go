@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -29,7 +30,18 @@ import (
 type fieldManagers struct {
 	openAPI  *openAPI
 	mu       sync.Mutex
-	managers map[string]*managedfields.FieldManager
+	managers map[string]*kindFieldManager
+}
+
+// kindFieldManager is the FieldManager of a kind's subresource, and what track leaves out
+// of the objects it compares.
+type kindFieldManager struct {
+	*managedfields.FieldManager
+	// reset are the indexes, in the kind's Go struct, of the top-level fields the
+	// storage's strategy resets whole on this subresource (status on the main resource,
+	// spec on status): the FieldManager filters them out of every manager's fields, so
+	// comparing them is work without a result.
+	reset []int
 }
 
 // resetFieldsStorage is storage whose strategy resets fields (registry.Store).
@@ -40,38 +52,67 @@ type resetFieldsStorage interface {
 // get returns the FieldManager of gvk's subresource served by storage, or nil when the
 // kind has no schema. Fields the storage's strategy resets (status on the main resource,
 // spec on status) are never recorded as owned by a manager.
-func (f *fieldManagers) get(gvk schema.GroupVersionKind, subresource string, storage rest.Storage) *managedfields.FieldManager {
+func (f *fieldManagers) get(gvk schema.GroupVersionKind, subresource string, storage rest.Storage) *kindFieldManager {
 	key := gvk.String() + "/" + subresource
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if fm, ok := f.managers[key]; ok {
 		return fm
 	}
-	var fm *managedfields.FieldManager
+	var fm *kindFieldManager
 	tc, err := f.openAPI.TypeConverter()
 	if err == nil {
 		tc = &structuredTypeConverter{TypeConverter: tc}
 		var resetFields map[fieldpath.APIVersion]fieldpath.Filter
+		fm = &kindFieldManager{}
 		if s, ok := storage.(resetFieldsStorage); ok {
 			resetFields = map[fieldpath.APIVersion]fieldpath.Filter{}
 			for version, set := range s.GetResetFields() {
 				resetFields[version] = fieldpath.NewExcludeSetFilter(set)
 			}
+			fm.reset = topLevelFields(gvk, s.GetResetFields()[fieldpath.APIVersion(gvk.GroupVersion().String())])
 		}
 		// The unsafe convertor, as kube-apiserver's installer passes: the FieldManager only
 		// reads what it converts, and skiff's objects are already in the hub version, so
 		// a safe conversion would deep-copy both objects of every write.
-		fm, err = managedfields.NewDefaultFieldManager(tc, runtime.UnsafeObjectConvertor(scheme.Scheme), scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), subresource, resetFields)
+		fm.FieldManager, err = managedfields.NewDefaultFieldManager(tc, runtime.UnsafeObjectConvertor(scheme.Scheme), scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), subresource, resetFields)
 	}
 	if err != nil {
 		slog.Warn("no field manager: managedFields are not tracked", "kind", gvk, "subresource", subresource, "err", err)
 		fm = nil
 	}
 	if f.managers == nil {
-		f.managers = map[string]*managedfields.FieldManager{}
+		f.managers = map[string]*kindFieldManager{}
 	}
 	f.managers[key] = fm
 	return fm
+}
+
+// topLevelFields returns the indexes, in gvk's Go struct, of the top-level fields set
+// holds whole (a member such as .spec, not only paths below it); none for a kind that
+// is not a struct.
+func topLevelFields(gvk schema.GroupVersionKind, set *fieldpath.Set) []int {
+	obj, err := scheme.Scheme.New(gvk)
+	if set == nil || err != nil {
+		return nil
+	}
+	t := reflect.TypeOf(obj)
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	t = t.Elem()
+	var indexes []int
+	set.Members.Iterate(func(pe fieldpath.PathElement) {
+		if pe.FieldName == nil {
+			return
+		}
+		for i := range t.NumField() {
+			if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name == *pe.FieldName {
+				indexes = append(indexes, i)
+			}
+		}
+	})
+	return indexes
 }
 
 // track returns newObj with its managedFields updated for a write by manager, liveObj
@@ -85,7 +126,27 @@ func (f *fieldManagers) track(gvk schema.GroupVersionKind, subresource string, s
 	liveObj = shallowCopy(liveObj)
 	liveObj.GetObjectKind().SetGroupVersionKind(gvk)
 	newObj.GetObjectKind().SetGroupVersionKind(gvk)
-	return fm.UpdateNoErrors(liveObj, newObj, manager)
+	if len(fm.reset) == 0 {
+		return fm.UpdateNoErrors(liveObj, newObj, manager)
+	}
+	// Both objects without what the strategy resets (a status update's spec, most of a
+	// pod); the managedFields that come out are the same, and are put on newObj.
+	tracked := fm.UpdateNoErrors(withoutFields(liveObj, fm.reset), withoutFields(shallowCopy(newObj), fm.reset), manager)
+	out, err1 := meta.Accessor(newObj)
+	in, err2 := meta.Accessor(tracked)
+	if err1 == nil && err2 == nil {
+		out.SetManagedFields(in.GetManagedFields())
+	}
+	return newObj
+}
+
+// withoutFields zeroes the top-level fields of obj, a shallow copy, at indexes.
+func withoutFields(obj runtime.Object, indexes []int) runtime.Object {
+	v := reflect.ValueOf(obj).Elem()
+	for _, i := range indexes {
+		v.Field(i).SetZero()
+	}
+	return obj
 }
 
 // shallowCopy returns a copy of obj, a pointer to a struct (k8s.io/api's kinds), that

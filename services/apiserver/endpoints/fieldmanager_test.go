@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -9,7 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	"skiff.dev/services/apiserver/registry/core/pod"
 	"skiff.dev/services/apiserver/scheme"
 )
 
@@ -125,6 +128,115 @@ func TestStructuredTypeConverterTracksAsValidatingOne(t *testing.T) {
 	}
 }
 
+// resettingPods is the pods' storage as the field managers see it: a strategy that
+// resets reset.
+type resettingPods struct {
+	reset map[fieldpath.APIVersion]*fieldpath.Set
+}
+
+func (resettingPods) New() runtime.Object { return &corev1.Pod{} }
+
+func (s resettingPods) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set { return s.reset }
+
+// TestTrackLeavesOutWhatTheStrategyResets checks that track, which compares the objects
+// without the top-level fields the strategy resets (spec on pods/status, status on
+// pods), records the managedFields kube's FieldManager records comparing them whole,
+// with the same reset fields: for writes that change those fields too, over objects
+// that other managers' entries cover.
+func TestTrackLeavesOutWhatTheStrategyResets(t *testing.T) {
+	validating, err := testOpenAPI(t).TypeConverter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvk := corev1.SchemeGroupVersion.WithKind("Pod")
+	resets := map[string]map[fieldpath.APIVersion]*fieldpath.Set{"": pod.Strategy{}.GetResetFields(), "status": pod.StatusStrategy{}.GetResetFields()}
+	kubeTrack := func(subresource string, live, updated *corev1.Pod, manager string) []metav1.ManagedFieldsEntry {
+		filters := map[fieldpath.APIVersion]fieldpath.Filter{}
+		for version, set := range resets[subresource] {
+			filters[version] = fieldpath.NewExcludeSetFilter(set)
+		}
+		fm, err := managedfields.NewDefaultFieldManager(validating, scheme.Scheme, scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), subresource, filters)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live, updated = live.DeepCopy(), updated.DeepCopy()
+		live.SetGroupVersionKind(gvk)
+		updated.SetGroupVersionKind(gvk)
+		out := fm.UpdateNoErrors(live, updated, manager).(*corev1.Pod).ManagedFields
+		for i := range out {
+			out[i].Time = nil
+		}
+		return out
+	}
+
+	created := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx",
+			Ports: []corev1.ContainerPort{{ContainerPort: 80, Protocol: corev1.ProtocolTCP}}}}},
+	}
+	created.ManagedFields = kubeTrack("", &corev1.Pod{}, created, "kubectl")
+	pending := created.DeepCopy()
+	pending.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}}
+	pending.ManagedFields = kubeTrack("status", created, pending, "kube-scheduler")
+	running := pending.DeepCopy()
+	running.Status.Phase = corev1.PodRunning
+	running.Status.Conditions = append(running.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
+	running.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "web", Ready: true}}
+	respecced := running.DeepCopy() // a status write that also changes spec (which the strategy resets)
+	respecced.Spec.Containers[0].Image = "nginx:2"
+	respecced.Status.Conditions = respecced.Status.Conditions[:1]
+	relabelled := pending.DeepCopy() // a main-resource write that also changes status
+	relabelled.Labels["tier"] = "front"
+	relabelled.Status.Phase = corev1.PodFailed
+	reimaged := pending.DeepCopy()
+	reimaged.Spec.Containers[0].Image = "nginx:2"
+	reimaged.Spec.Containers[0].Ports = nil
+
+	for _, tt := range []struct {
+		name          string
+		subresource   string
+		live, updated *corev1.Pod
+	}{
+		{"create", "", &corev1.Pod{}, pending},
+		{"status update", "status", pending, running},
+		{"status update changing spec", "status", pending, respecced},
+		{"update changing status", "", pending, relabelled},
+		{"update removing fields", "", pending, reimaged},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// The write carries the managedFields it read, as clients send them back.
+			written := tt.updated.DeepCopy()
+			written.ManagedFields = tt.live.ManagedFields
+			want := kubeTrack(tt.subresource, tt.live, written, "kubelet")
+			fields := &fieldManagers{openAPI: testOpenAPI(t)}
+			if fm := fields.get(gvk, tt.subresource, resettingPods{resets[tt.subresource]}); len(fm.reset) != 1 {
+				t.Fatalf("fields left out of the comparison: %v, want one (spec or status)", fm.reset)
+			}
+			live, updated := tt.live.DeepCopy(), written.DeepCopy()
+			out := fields.track(gvk, tt.subresource, resettingPods{resets[tt.subresource]}, live, updated, "kubelet")
+			if out != runtime.Object(updated) {
+				t.Fatalf("track returned another object than the one it was given")
+			}
+			got := slices.Clone(updated.ManagedFields)
+			for i := range got {
+				got[i].Time = nil
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("managedFields differ from kube's FieldManager's (-want +got):\n%s", diff)
+			}
+			if !equality.Semantic.DeepEqual(live, tt.live) {
+				t.Errorf("track modified the live object")
+			}
+			updated.ManagedFields = nil
+			written.ManagedFields = nil
+			written.SetGroupVersionKind(gvk)
+			if !equality.Semantic.DeepEqual(updated, written) {
+				t.Errorf("track changed more than managedFields: %s", cmp.Diff(written, updated))
+			}
+		})
+	}
+}
+
 // BenchmarkTrackPodStatusUpdate measures managed-fields tracking of a kubelet's status
 // update of a pod like the benchmark's (one container, a projected service-account
 // volume), with kube's validating conversion and with structuredTypeConverter.
@@ -174,11 +286,14 @@ func BenchmarkTrackPodStatusUpdate(b *testing.B) {
 			}
 		})
 	}
-	// What the update handler does: structured, through the unsafe convertor.
+	// What the update handler does: structured, through the unsafe convertor, spec left
+	// out (pods/status resets it).
+	statusStorage := resettingPods{pod.StatusStrategy{}.GetResetFields()}
 	b.Run("track", func(b *testing.B) {
+		fields := &fieldManagers{openAPI: testOpenAPI(b)} // not the one that built pending
 		b.ReportAllocs()
 		for b.Loop() {
-			fields.track(gvk, "status", nil, pending, running.DeepCopy(), "kubelet")
+			fields.track(gvk, "status", statusStorage, pending, running.DeepCopy(), "kubelet")
 		}
 	})
 }
