@@ -16,6 +16,14 @@ import (
 	"skiff.dev/services/apiserver/scheme"
 )
 
+// trackCase is a write whose managedFields a test tracks: updated replacing live (an
+// empty pod for a create) through subresource.
+type trackCase struct {
+	name          string
+	subresource   string
+	live, updated *corev1.Pod
+}
+
 // TestStructuredTypeConverterTracksAsValidatingOne checks that managedFields come out
 // the same whether typed objects are validated on conversion (kube's TypeConverter) or
 // not (structuredTypeConverter): for well-formed writes and for malformed ones (keys
@@ -59,11 +67,7 @@ func TestStructuredTypeConverterTracksAsValidatingOne(t *testing.T) {
 	noCondition := running.DeepCopy()
 	noCondition.Status.Conditions = append(noCondition.Status.Conditions, corev1.PodCondition{Status: corev1.ConditionFalse})
 
-	tests := []struct {
-		name          string
-		subresource   string
-		live, updated *corev1.Pod
-	}{
+	tests := []trackCase{
 		{"create", "", &corev1.Pod{}, created},
 		{"status update", "status", created, running},
 		{"label update", "", created, relabelled},
@@ -192,11 +196,7 @@ func TestTrackLeavesOutWhatTheStrategyResets(t *testing.T) {
 	reimaged.Spec.Containers[0].Image = "nginx:2"
 	reimaged.Spec.Containers[0].Ports = nil
 
-	for _, tt := range []struct {
-		name          string
-		subresource   string
-		live, updated *corev1.Pod
-	}{
+	for _, tt := range []trackCase{
 		{"create", "", &corev1.Pod{}, pending},
 		{"status update", "status", pending, running},
 		{"status update changing spec", "status", pending, respecced},

@@ -9,6 +9,8 @@
 // Every apiserver replica binds to the same durable pull consumer, so JetStream hands
 // each event to exactly one of them, and an event is acknowledged only once it is in
 // etcd: an apiserver or NATS outage delays events but loses none JetStream accepted.
+// A replica persists sinkWorkers events at once, all repeats of one event on the same
+// worker.
 package eventsink
 
 import (
