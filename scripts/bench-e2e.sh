@@ -4,7 +4,8 @@
 # With BENCH_KUBECONFIG unset it builds skiff, starts it with simulated containers and
 # HOLLOW_NODES hollow nodes, and runs skiff-bench twice: PODS pods from CREATORS clients,
 # then SMALL_PODS pods. With HOLLOW_PROCESS=separate the hollow nodes run as their own
-# `kubelet --hollow-nodes` process, so skiff's figures are the control plane's alone, and
+# `kubelet --hollow-nodes` process publishing its events to skiff's NATS, so skiff's
+# figures are the control plane's alone, and
 # HOLLOW_FLAGS adds kubelet flags to it (HOLLOW_FLAGS=--evented-pleg=false: relist every second),
 # and HOLLOW_ROOT_DIR, when set, is a directory (with HOLLOW_PROCESS=separate) to keep the hollow nodes' state and pod
 # volumes under instead of the run's temporary directory (a tmpfs such as /dev/shm takes
