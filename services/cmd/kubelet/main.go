@@ -230,7 +230,7 @@ func main() {
 		os.Exit(1)
 	}
 
-	if _, err := srv.Start(ctx, serving.NewRegistry(), serving.WithLiveness(kl.Healthz)); err != nil {
+	if _, err := srv.Start(ctx, serving.NewRegistry(recorder.Metrics()), serving.WithLiveness(kl.Healthz)); err != nil {
 		logger.Error("health endpoints", "err", err)
 		os.Exit(1)
 	}
