@@ -30,8 +30,9 @@ import (
 // reads CRI replies and builds its own status from them. Copying every reply's labels
 // and annotations through protobuf reflection was most of what a hollow node's status
 // calls cost (BenchmarkInProcessGetPodStatus: 15 µs and 162 allocations for one pod's
-// four calls with the copy, 6 µs and 64 without). Errors reach the caller as gRPC statuses (codes.Unknown for an error that is not
-// one), and a call whose context has ended fails with its code before the server runs.
+// four calls with the copy, 6 µs and 64 without). Errors reach the caller as gRPC
+// statuses (codes.Unknown for an error that is not one), and a call whose context has
+// ended fails with its code before the server runs.
 // Streams (GetContainerEvents, which the kubelet's Evented PLEG reads) run the server's
 // stream handler in a goroutine of their own: each message is copied on its way, a
 // message sent is received before the stream's end is, and the stream ends when the
@@ -79,7 +80,8 @@ func (c *InProcessConn) register(desc *grpc.ServiceDesc, server any) {
 }
 
 // Invoke runs method's server handler with a copy of args and sets reply's fields to its
-// response's (shared, read-only: see InProcessConn). Call options are ignored (there is no message size to bound, no retry to make).
+// response's (shared, read-only: see InProcessConn). Call options are ignored (there is
+// no message size to bound, no retry to make).
 func (c *InProcessConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
 	m, ok := c.methods[method]
 	if !ok {
