@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -106,7 +107,11 @@ func TestStatusWriteStartsFromTheKubeletsCopy(t *testing.T) {
 			t.Errorf("%s: requests %v, want %d GET and %d PUT", what, got, gets, puts)
 		}
 	}
+	before := created.DeepCopy()
 	writeStatus("10.0.0.4", 0, 1, "with a current copy")
+	if !reflect.DeepEqual(created, before) {
+		t.Errorf("the status write changed the kubelet's copy of the pod:\n%+v\nwas\n%+v", created, before)
+	}
 	// The copy now lags the manager's own write (which changed the resourceVersion):
 	// the next write starts from the copy at the written version, still one PUT.
 	writeStatus("10.0.0.5", 0, 1, "with a copy lagging the kubelet's own write")

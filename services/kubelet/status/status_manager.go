@@ -522,9 +522,11 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID, s versionedPodStat
 				pod = current
 				return nil
 			}
-			update := current.DeepCopy()
+			// The pod as read with the merged status. A shallow copy: the client only
+			// encodes it, and current (often the informer's pod) is never written to.
+			update := *current
 			update.Status = merged
-			updated, err := pods.UpdateStatus(ctx, update, metav1.UpdateOptions{})
+			updated, err := pods.UpdateStatus(ctx, &update, metav1.UpdateOptions{})
 			if err != nil {
 				return err
 			}
