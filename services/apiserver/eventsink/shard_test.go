@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestRepeatsOfAnEventShareAWorker pins what lets the sink fold repeats in order: every
@@ -17,7 +18,7 @@ func TestRepeatsOfAnEventShareAWorker(t *testing.T) {
 		at := metav1.NewTime(time.Unix(int64(1000+i), 0))
 		return &corev1.Event{
 			ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", pod, i), Namespace: "default"},
-			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: pod, UID: "u-" + "pod"},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: pod, UID: types.UID("u-" + pod)},
 			Reason:         reason, Message: "Back-off restarting failed container", Type: corev1.EventTypeWarning,
 			Source: corev1.EventSource{Component: "kubelet", Host: "node-a"}, Count: int32(i + 1),
 			FirstTimestamp: at, LastTimestamp: at,
