@@ -23,8 +23,9 @@ func TestForComponentReportsAsThatComponent(t *testing.T) {
 		t.Fatalf("pending = %d, want both events in the one buffer", r.Pending())
 	}
 	for _, want := range []string{"replicaset-controller", "kube-controller-manager"} {
-		ev := r.peekN(1)[0]
-		r.done(ev)
+		evs := r.take(1)
+		r.finish(evs, 1)
+		ev := evs[0]
 		if ev.Source.Component != want || ev.ReportingController != want || ev.ReportingInstance != want+"-cm-1" || ev.Source.Host != "cm-1" {
 			t.Errorf("event %s: source %+v, reportingController %q, instance %q; want component %q", ev.Reason, ev.Source, ev.ReportingController, ev.ReportingInstance, want)
 		}

@@ -7,8 +7,8 @@
 // and aggregates repeats itself, as client-go's EventCorrelator does.
 //
 // Recording never blocks the caller: events wait in a bounded buffer while NATS or the
-// apiserver is unreachable; when it is full the oldest event is dropped and counted in
-// skiff_events_dropped_total.
+// apiserver is unreachable; when it is full the oldest event not being delivered at that
+// moment is dropped and counted in skiff_events_dropped_total.
 package eventrecorder
 
 import (
@@ -76,11 +76,14 @@ type Recorder struct {
 	droppedN atomic.Int64
 	sent     prometheus.Counter
 
-	mu     sync.Mutex
-	buf    []*corev1.Event // FIFO, oldest first
-	wake   chan struct{}
-	clock  func() time.Time
-	posted *correlator // POST mode only
+	mu  sync.Mutex
+	buf []*corev1.Event // FIFO, oldest first
+	// inFlight is how many of buf's oldest events the delivery under way is sending;
+	// they are never dropped, so an event is counted either sent or dropped, not both.
+	inFlight int
+	wake     chan struct{}
+	clock    func() time.Time
+	posted   *correlator // POST mode only
 }
 
 var _ record.EventRecorder = (*Recorder)(nil)
@@ -268,16 +271,23 @@ func eventName(object string, now time.Time) string {
 	return prefix + suffix
 }
 
-// enqueue appends ev, dropping the oldest buffered event when the buffer is full.
+// enqueue appends ev. When the buffer is full it drops the oldest event not in flight,
+// or ev itself when a delivery is sending every buffered one.
 func (r *Recorder) enqueue(ev *corev1.Event) {
 	r.mu.Lock()
 	if len(r.buf) >= r.cfg.BufferSize {
-		old := r.buf[0]
+		i := r.inFlight
+		if i >= len(r.buf) {
+			r.mu.Unlock()
+			r.drop(ev)
+			return
+		}
+		old := r.buf[i]
+		// Close the gap at i by moving the events in flight (at most a batch) one on.
+		copy(r.buf[1:i+1], r.buf[:i])
 		r.buf[0] = nil
 		r.buf = r.buf[1:]
-		r.dropped.Inc()
-		r.droppedN.Add(1)
-		r.log.Warn("event buffer full; dropped the oldest event", "size", r.cfg.BufferSize, "dropped", old.Namespace+"/"+old.Name, "reason", old.Reason)
+		r.drop(old)
 	}
 	r.buf = append(r.buf, ev)
 	r.mu.Unlock()
@@ -287,22 +297,37 @@ func (r *Recorder) enqueue(ev *corev1.Event) {
 	}
 }
 
-// peekN returns up to n of the oldest buffered events, oldest first, in a slice of
-// its own.
-func (r *Recorder) peekN(n int) []*corev1.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]*corev1.Event(nil), r.buf[:min(n, len(r.buf))]...)
+// drop counts ev as dropped.
+func (r *Recorder) drop(ev *corev1.Event) {
+	r.dropped.Inc()
+	r.droppedN.Add(1)
+	r.log.Warn("event buffer full; dropped an event", "size", r.cfg.BufferSize, "dropped", ev.Namespace+"/"+ev.Name, "reason", ev.Reason)
 }
 
-// done removes ev from the head of the buffer unless it was dropped meanwhile.
-func (r *Recorder) done(ev *corev1.Event) {
+// take returns up to n of the oldest buffered events, oldest first, in a slice of its
+// own, and marks them in flight until finish.
+func (r *Recorder) take(n int) []*corev1.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.buf) > 0 && r.buf[0] == ev {
-		r.buf[0] = nil
-		r.buf = r.buf[1:]
+	evs := append([]*corev1.Event(nil), r.buf[:min(n, len(r.buf))]...)
+	r.inFlight = len(evs)
+	return evs
+}
+
+// finish ends the delivery of evs, from take: the first n were delivered, so they are
+// counted as sent and leave the buffer; the rest stay at its head, no longer in flight.
+func (r *Recorder) finish(evs []*corev1.Event, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ev := range evs[:n] {
+		r.sent.Inc()
+		// Events in flight are never dropped, so ev is at the head.
+		if len(r.buf) > 0 && r.buf[0] == ev {
+			r.buf[0] = nil
+			r.buf = r.buf[1:]
+		}
 	}
+	r.inFlight = 0
 }
 
 // deliverFunc delivers evs, the oldest buffered events, in order, and returns how many
@@ -333,7 +358,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 	defer r.drain(deliver, batch)
 	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Second}
 	for {
-		evs := r.peekN(batch)
+		evs := r.take(batch)
 		if len(evs) == 0 {
 			select {
 			case <-ctx.Done():
@@ -343,7 +368,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 			continue
 		}
 		n, err := deliver(ctx, evs)
-		r.delivered(evs[:n])
+		r.finish(evs, n)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -359,14 +384,6 @@ func (r *Recorder) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Second}
-	}
-}
-
-// delivered counts evs as sent and removes them from the buffer.
-func (r *Recorder) delivered(evs []*corev1.Event) {
-	for _, ev := range evs {
-		r.sent.Inc()
-		r.done(ev)
 	}
 }
 
@@ -394,9 +411,9 @@ const DrainTimeout = 2 * time.Second
 func (r *Recorder) drain(deliver deliverFunc, batch int) {
 	ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 	defer cancel()
-	for evs := r.peekN(batch); len(evs) > 0; evs = r.peekN(batch) {
+	for evs := r.take(batch); len(evs) > 0; evs = r.take(batch) {
 		n, err := deliver(ctx, evs)
-		r.delivered(evs[:n])
+		r.finish(evs, n)
 		if err != nil {
 			r.log.Warn("stopping with undelivered events", "pending", r.Pending(), "err", err)
 			return
