@@ -2,6 +2,7 @@ package eventrecorder
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,10 +20,44 @@ import (
 )
 
 // TestFullBufferKeepsTheEventsInFlight pins that a full buffer drops the oldest event
-// that is not being delivered: an event whose delivery is under way is counted sent
-// once it arrives, never also dropped. The apiserver is an HTTP server on loopback that
-// holds the first event's POST until the buffer has overflowed.
+// that is not being delivered, or the new one when every buffered event is: an event
+// whose delivery is under way is counted sent once it arrives, never also dropped. The
+// apiserver is an HTTP server on loopback that holds the first event's POST until the
+// buffer has overflowed.
 func TestFullBufferKeepsTheEventsInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		bufferSize int
+		dropped    int64
+		pending    int // while First is in flight
+		posted     []string
+	}{
+		// First (in flight) and Second fill it; Third drops Second.
+		{bufferSize: 2, dropped: 1, pending: 2, posted: []string{"first", "third"}},
+		// First (in flight) fills it; Second and Third are dropped as they come.
+		{bufferSize: 1, dropped: 2, pending: 1, posted: []string{"first"}},
+	} {
+		t.Run(fmt.Sprintf("buffer of %d", tc.bufferSize), func(t *testing.T) {
+			got, sent := overflowWhileDelivering(t, tc.bufferSize, tc.dropped, tc.pending)
+			if len(got) != len(tc.posted) {
+				t.Fatalf("posted %d events %q; want %q", len(got), got, tc.posted)
+			}
+			for i, msg := range tc.posted {
+				if !strings.Contains(got[i], msg) {
+					t.Fatalf("posted %q; want %q in that order", got, tc.posted)
+				}
+			}
+			if want := float64(len(tc.posted)); sent != want {
+				t.Fatalf("sent %v; want %v (three recorded, %d dropped)", sent, want, tc.dropped)
+			}
+		})
+	}
+}
+
+// overflowWhileDelivering records First, Second and Third on a recorder of bufferSize
+// while First's POST is held, checks the dropped and pending counts at that moment, lets
+// the POSTs through and returns the bodies posted, in order, and the sent counter.
+func overflowWhileDelivering(t *testing.T, bufferSize int, dropped int64, pending int) ([]string, float64) {
+	t.Helper()
 	arrived, release := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var got []string
@@ -46,23 +81,19 @@ func TestFullBufferKeepsTheEventsInFlight(t *testing.T) {
 		_, _ = w.Write(body)
 	}))
 	t.Cleanup(srv.Close)
-	t.Cleanup(func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	})
+	var releaseOnce sync.Once
 	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(Config{Component: "kubelet", Client: client, BufferSize: 2})
+	r, err := New(Config{Component: "kubelet", Client: client, BufferSize: bufferSize})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := r.Start()
-	t.Cleanup(stop)
+	t.Cleanup(r.Start())
+	// Cleanups run last first: a test that fails while First is held lets it through
+	// before the recorder stops.
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}}
 	r.Event(pod, corev1.EventTypeNormal, "First", "first")
@@ -71,13 +102,12 @@ func TestFullBufferKeepsTheEventsInFlight(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the first event was never posted")
 	}
-	// The buffer holds First (in flight) and Second; Third overflows it.
 	r.Event(pod, corev1.EventTypeNormal, "Second", "second")
 	r.Event(pod, corev1.EventTypeNormal, "Third", "third")
-	if r.Dropped() != 1 || r.Pending() != 2 {
-		t.Fatalf("dropped %d, pending %d; want 1 and 2", r.Dropped(), r.Pending())
+	if r.Dropped() != dropped || r.Pending() != pending {
+		t.Fatalf("dropped %d, pending %d; want %d and %d", r.Dropped(), r.Pending(), dropped, pending)
 	}
-	close(release)
+	releaseOnce.Do(func() { close(release) })
 	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return r.Pending() == 0, nil
 	}); err != nil {
@@ -85,10 +115,5 @@ func TestFullBufferKeepsTheEventsInFlight(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(got) != 2 || !strings.Contains(got[0], "first") || !strings.Contains(got[1], "third") {
-		t.Fatalf("posted %d events %q; want First then Third", len(got), got)
-	}
-	if sent := testutil.ToFloat64(r.sent); sent != 2 {
-		t.Fatalf("sent %v; want 2 (three recorded, one dropped)", sent)
-	}
+	return append([]string(nil), got...), testutil.ToFloat64(r.sent)
 }
