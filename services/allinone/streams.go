@@ -56,7 +56,12 @@ func (s *streams) execProxy(client kubernetes.Interface) (func(context.Context) 
 	if err != nil {
 		return nil, err
 	}
-	servingTLS := &tls.Config{Certificates: []tls.Certificate{serving}, ClientCAs: s.ca.CertPool()}
+	// Only the apiserver's front-proxy-client, of the front-proxy CA, may call it.
+	frontProxyCA, err := pki.AuthorityPool(s.pkiDir, pki.FrontProxyCA)
+	if err != nil {
+		return nil, fmt.Errorf("exec-proxy: %w", err)
+	}
+	servingTLS := &tls.Config{Certificates: []tls.Certificate{serving}, ClientCAs: frontProxyCA}
 	return func(ctx context.Context) error { return p.Serve(ctx, s.listener, servingTLS) }, nil
 }
 

@@ -82,8 +82,9 @@ type Config struct {
 	// ExecProxyURL is exec-proxy's base URL, e.g. "https://127.0.0.1:10443": pods/exec,
 	// attach, portforward and log are proxied there. "" answers them 503.
 	ExecProxyURL string
-	// ProxyClientTLS dials exec-proxy: the front-proxy-client certificate and the
-	// cluster CA as RootCAs (kube's --proxy-client-cert-file); required with ExecProxyURL.
+	// ProxyClientTLS dials exec-proxy: the front-proxy-client certificate (issued by the
+	// front-proxy CA) and the cluster CA as RootCAs (kube's --proxy-client-cert-file);
+	// required with ExecProxyURL.
 	ProxyClientTLS *tls.Config
 	// ServiceAccountSigningKeyFile is the PEM private key that signs service-account
 	// tokens (pki: sa.key; kube's --service-account-signing-key-file); required.
@@ -144,10 +145,12 @@ func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("apiserver serving certificate: %w", err)
 	}
-	ca, err := pki.LoadCA(dir)
+	clusterCA, err := pki.AuthorityPool(dir, pki.ClusterCA)
 	if err != nil {
 		return Config{}, fmt.Errorf("cluster CA: %w", err)
 	}
+	// Toward exec-proxy the apiserver is front-proxy-client, of the front-proxy CA;
+	// exec-proxy serves a cluster-CA certificate.
 	proxyCertFile, proxyKeyFile := pki.KeyPairFiles(dir, pki.FrontProxyClient.Name)
 	proxyCert, err := tls.LoadX509KeyPair(proxyCertFile, proxyKeyFile)
 	if err != nil {
@@ -158,9 +161,9 @@ func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 		return Config{}, fmt.Errorf("NATS client certificate: %w", err)
 	}
 	return Config{
-		Etcd: etcd, ServingCert: cert, ClientCA: ca.CertPool(),
+		Etcd: etcd, ServingCert: cert, ClientCA: clusterCA,
 		BootstrapTokenFile: filepath.Join(dir, pki.BootstrapTokenFile),
-		ProxyClientTLS:     &tls.Config{Certificates: []tls.Certificate{proxyCert}, RootCAs: ca.CertPool(), MinVersion: tls.VersionTLS12},
+		ProxyClientTLS:     &tls.Config{Certificates: []tls.Certificate{proxyCert}, RootCAs: clusterCA, MinVersion: tls.VersionTLS12},
 		NATSTLS:            natsTLS,
 
 		ServiceAccountSigningKeyFile: filepath.Join(dir, pki.ServiceAccountKeyFile),

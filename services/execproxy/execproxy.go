@@ -4,8 +4,11 @@
 // requests. The apiserver authenticates and authorizes the caller and
 // forwards the request — upgrade included — with the caller in the
 // front-proxy headers X-Remote-User and X-Remote-Group, over a connection
-// made with its front-proxy-client certificate. exec-proxy trusts those
-// headers from that certificate only, finds the pod's node and its kubelet
+// made with its front-proxy-client certificate, which the front-proxy CA issues
+// (kube-apiserver's --proxy-client-cert-file). exec-proxy verifies client
+// certificates against that CA alone and trusts the headers only from the names
+// it allows (--requestheader-client-ca-file, --requestheader-allowed-names),
+// so no certificate of the cluster CA, a node's included, gets in. It finds the pod's node and its kubelet
 // endpoint (Node status.addresses and
 // status.daemonEndpoints.kubeletEndpoint.port), and dials the kubelet over
 // HTTPS with its own client certificate (system:skiff:exec-proxy), verifying
@@ -34,6 +37,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -87,6 +91,11 @@ type Config struct {
 	// Tunnels reaches the kubelets of nodes that hold a tunnel (a
 	// *tunnel.Server); nil means every kubelet is dialed directly.
 	Tunnels TunnelDialer
+	// AllowedNames are the client certificate CNs whose identity headers are
+	// trusted (kube's --requestheader-allowed-names); nil means
+	// []string{FrontProxyUser}. The certificate itself must verify against the
+	// serving TLS's ClientCAs, the front-proxy CA.
+	AllowedNames []string
 }
 
 // TunnelDialer opens connections to a node's kubelet API through the node's
@@ -107,6 +116,7 @@ type Proxy struct {
 	logger     *slog.Logger
 	tracer     trace.TracerProvider
 	tunnels    TunnelDialer
+	allowed    []string
 	mux        *http.ServeMux
 }
 
@@ -115,7 +125,11 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Client == nil || cfg.KubeletTLS == nil {
 		return nil, errors.New("exec-proxy: Client and KubeletTLS are required")
 	}
-	p := &Proxy{client: cfg.Client, kubeletTLS: cfg.KubeletTLS.Clone(), logger: cfg.Logger, tracer: cfg.TracerProvider, tunnels: cfg.Tunnels}
+	p := &Proxy{client: cfg.Client, kubeletTLS: cfg.KubeletTLS.Clone(), logger: cfg.Logger, tracer: cfg.TracerProvider, tunnels: cfg.Tunnels,
+		allowed: cfg.AllowedNames}
+	if len(p.allowed) == 0 {
+		p.allowed = []string{FrontProxyUser}
+	}
 	if p.logger == nil {
 		p.logger = slog.Default()
 	}
@@ -138,21 +152,21 @@ func New(cfg Config) (*Proxy, error) {
 }
 
 // ServeHTTP serves the proxy. Every request but /healthz must come from the
-// apiserver (a verified client certificate with CN front-proxy-client: 401
-// without a certificate, 403 for any other) and name its caller in
-// X-Remote-User (401 without).
+// apiserver (a client certificate verified against the front-proxy CA, whose
+// CN is one of AllowedNames: 401 without a certificate, 403 for another name)
+// and name its caller in X-Remote-User (401 without).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/healthz" {
 		p.mux.ServeHTTP(w, r)
 		return
 	}
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
-		httpstatus.Write(w, apierrors.NewUnauthorized("a client certificate from the cluster CA is required"))
+		httpstatus.Write(w, apierrors.NewUnauthorized("a client certificate from the front-proxy CA is required"))
 		return
 	}
-	if cn := r.TLS.VerifiedChains[0][0].Subject.CommonName; cn != FrontProxyUser {
+	if cn := r.TLS.VerifiedChains[0][0].Subject.CommonName; !slices.Contains(p.allowed, cn) {
 		httpstatus.Write(w, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "",
-			fmt.Errorf("user %q may not call exec-proxy: only the apiserver (%s) may", cn, FrontProxyUser)))
+			fmt.Errorf("user %q may not call exec-proxy: only the apiserver (%s) may", cn, strings.Join(p.allowed, ", "))))
 		return
 	}
 	if r.Header.Get(RemoteUserHeader) == "" {
@@ -166,7 +180,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Serve serves the proxy on lis over TLS until ctx ends, then closes it and
 // every open stream. tlsConfig holds exec-proxy's serving certificate and the
-// cluster CA as ClientCAs (client certificates are verified when given, so
+// front-proxy CA as ClientCAs (client certificates are verified when given, so
 // /healthz answers without one). Errors: no ClientCAs, or serving failed.
 func (p *Proxy) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config) error {
 	defer p.transport.CloseIdleConnections()

@@ -57,6 +57,9 @@ type cluster struct {
 	client    kubernetes.Interface
 	proxyAddr string
 	spans     *tracetest.InMemoryExporter // exec-proxy's
+	// frontProxyCA issued the apiserver's front-proxy-client certificate; exec-proxy
+	// verifies client certificates against it alone.
+	frontProxyCA *pki.CA
 }
 
 func keyPair(t *testing.T, certPEM, keyPEM []byte) tls.Certificate {
@@ -105,7 +108,10 @@ func startCluster(t *testing.T, opts ...clusterOptions) *cluster {
 	ca := c.api.CA
 	// The apiserver's options were read at start; give it its client certificate
 	// by restarting with it (the CA only exists once the test server has made it).
-	fp, err := ca.IssueClient(execproxy.FrontProxyUser, nil, time.Hour)
+	if c.frontProxyCA, err = pki.NewCA("front-proxy-ca"); err != nil {
+		t.Fatal(err)
+	}
+	fp, err := c.frontProxyCA.IssueClient(execproxy.FrontProxyUser, nil, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +181,7 @@ func startCluster(t *testing.T, opts ...clusterOptions) *cluster {
 		t.Fatal(err)
 	}
 	run(t, func(ctx context.Context) error {
-		return p.Serve(ctx, proxyLis, &tls.Config{Certificates: []tls.Certificate{keyPair(t, epServing.CertPEM, epServing.KeyPEM)}, ClientCAs: ca.CertPool()})
+		return p.Serve(ctx, proxyLis, &tls.Config{Certificates: []tls.Certificate{keyPair(t, epServing.CertPEM, epServing.KeyPEM)}, ClientCAs: c.frontProxyCA.CertPool()})
 	})
 	return c
 }
@@ -441,28 +447,47 @@ func withQuery(u *url.URL, k, v string) *url.URL {
 	return &u2
 }
 
-// TestOnlyTheAPIServerMayCallExecProxy: a node's certificate, valid as it is,
-// does not let it use exec-proxy (403), and the identity headers it sends are
-// not believed.
+// TestOnlyTheAPIServerMayCallExecProxy: exec-proxy believes the identity headers
+// only of the apiserver's front-proxy-client certificate, issued by the front-proxy
+// CA. A node's certificate, valid as it is at the API, does not get through the TLS
+// handshake as a client certificate (the TLS client sends none that the server's CA
+// list does not name, and the request is 401), nor does a cluster-CA certificate that
+// names itself front-proxy-client; another name from the front-proxy CA is forbidden.
 func TestOnlyTheAPIServerMayCallExecProxy(t *testing.T) {
 	c := startCluster(t)
-	node, err := c.api.CA.IssueClient("system:node:"+nodeName, []string{"system:nodes"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
+	issue := func(ca *pki.CA, cn string, orgs ...string) tls.Certificate {
+		t.Helper()
+		kp, err := ca.IssueClient(cn, orgs, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keyPair(t, kp.CertPEM, kp.KeyPEM)
 	}
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		Certificates: []tls.Certificate{keyPair(t, node.CertPEM, node.KeyPEM)}, RootCAs: c.api.CA.CertPool(),
-	}}}
-	req, _ := http.NewRequest(http.MethodGet, "https://"+c.proxyAddr+"/api/v1/namespaces/default/pods/shell/log", nil)
-	req.Header.Set(execproxy.RemoteUserHeader, "admin")
-	req.Header.Set(execproxy.RemoteGroupHeader, "system:masters")
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Errorf("node calling exec-proxy: %d, want 403", resp.StatusCode)
+	for _, tc := range []struct {
+		name string
+		cert tls.Certificate
+		want int
+	}{
+		{"a node's certificate", issue(c.api.CA, "system:node:"+nodeName, "system:nodes"), http.StatusUnauthorized},
+		{"a cluster-CA certificate named front-proxy-client", issue(c.api.CA, execproxy.FrontProxyUser), http.StatusUnauthorized},
+		{"a front-proxy CA certificate of another name", issue(c.frontProxyCA, "someone"), http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+				Certificates: []tls.Certificate{tc.cert}, RootCAs: c.api.CA.CertPool(),
+			}}}
+			req, _ := http.NewRequest(http.MethodGet, "https://"+c.proxyAddr+"/api/v1/namespaces/default/pods/shell/log", nil)
+			req.Header.Set(execproxy.RemoteUserHeader, "admin")
+			req.Header.Set(execproxy.RemoteGroupHeader, "system:masters")
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("got %d, want %d", resp.StatusCode, tc.want)
+			}
+		})
 	}
 }
 

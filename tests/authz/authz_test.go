@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -424,11 +425,11 @@ func TestBootstrapTokenSecrets(t *testing.T) {
 }
 
 // TestEtcdRequiresClientCertificate: etcd, under the apiserver, accepts only clients
-// with a certificate from the cluster CA, as kubeadm's etcd does.
+// with a certificate from the etcd CA, as kubeadm's etcd does; the cluster CA, which
+// vouches for every node, is worth nothing there.
 func TestEtcdRequiresClientCertificate(t *testing.T) {
 	srv := apiservertest.StartServer(t)
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(srv.CA.CertPEM)
+	roots := srv.EtcdCA.CertPool()
 	addr := strings.TrimPrefix(srv.Etcd.Endpoint(), "https://")
 	handshake := func(cert *tls.Certificate) error {
 		cfg := &tls.Config{RootCAs: roots, ServerName: "localhost"}
@@ -441,11 +442,27 @@ func TestEtcdRequiresClientCertificate(t *testing.T) {
 		}
 		defer conn.Close()
 		// TLS 1.3: the server's verdict on the client certificate arrives with the
-		// first read.
-		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		// first read; an accepted client hears nothing until it speaks.
+		_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 		_, err = conn.Read(make([]byte, 1))
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			return nil
+		}
 		return err
 	}
+	t.Run("the apiserver's etcd client certificate: accepted", func(t *testing.T) {
+		kp, err := srv.EtcdCA.IssueClient("kube-apiserver-etcd-client", nil, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := handshake(&cert); err != nil {
+			t.Fatalf("etcd refused the apiserver's own name from its CA: %v", err)
+		}
+	})
 	t.Run("etcd speaks only TLS", func(t *testing.T) {
 		if !strings.HasPrefix(srv.Etcd.Endpoint(), "https://") {
 			t.Fatalf("etcd endpoint %s", srv.Etcd.Endpoint())
@@ -460,6 +477,40 @@ func TestEtcdRequiresClientCertificate(t *testing.T) {
 		cert := foreignClientCert(t, "kube-apiserver-etcd-client", "")
 		if err := handshake(&cert); err == nil || !strings.Contains(err.Error(), "certificate") {
 			t.Fatalf("handshake with a foreign client certificate: %v", err)
+		}
+	})
+	pair := func(certPEM, keyPEM []byte, err error) tls.Certificate {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cert
+	}
+	for _, tc := range []struct{ name, cn, org string }{
+		{"a node's certificate from the cluster CA: refused", "system:node:node-a", "system:nodes"},
+		{"the apiserver's etcd client name from the cluster CA: refused", "kube-apiserver-etcd-client", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var orgs []string
+			if tc.org != "" {
+				orgs = []string{tc.org}
+			}
+			kp, err := srv.CA.IssueClient(tc.cn, orgs, time.Hour)
+			cert := pair(kp.CertPEM, kp.KeyPEM, err)
+			if err := handshake(&cert); err == nil {
+				t.Fatal("etcd accepted a certificate of the cluster CA")
+			}
+		})
+	}
+	t.Run("another name from the etcd CA: refused (allowed-cn)", func(t *testing.T) {
+		kp, err := srv.EtcdCA.IssueClient("someone-else", nil, time.Hour)
+		cert := pair(kp.CertPEM, kp.KeyPEM, err)
+		if err := handshake(&cert); err == nil {
+			t.Fatal("etcd accepted a client name outside its allowed CNs")
 		}
 	})
 }

@@ -46,6 +46,8 @@ type Server struct {
 	PKIDir string
 	// CA is the cluster CA; ClientConfig issues client certificates from it.
 	CA *pki.CA
+	// EtcdCA is the etcd CA (pki.EtcdCA) of PKIDir: etcd trusts its certificates only.
+	EtcdCA *pki.CA
 	// BootstrapToken is a valid bootstrap token from PKIDir's token file.
 	BootstrapToken pki.BootstrapToken
 
@@ -117,6 +119,9 @@ func StartServerWithoutControllers(t testing.TB, configure ...func(*apiserver.Co
 	s.PKIDir = pkiDir
 	if s.CA, err = pki.LoadCA(s.PKIDir); err != nil {
 		t.Fatalf("load CA: %v", err)
+	}
+	if s.EtcdCA, err = pki.LoadAuthority(s.PKIDir, pki.EtcdCA); err != nil {
+		t.Fatalf("load etcd CA: %v", err)
 	}
 	tokens, err := pki.ReadBootstrapTokens(filepath.Join(s.PKIDir, pki.BootstrapTokenFile))
 	if err != nil || len(tokens) == 0 {

@@ -29,7 +29,7 @@ import (
 
 func main() {
 	etcdServers := flag.String("etcd-servers", "https://127.0.0.1:2379", "comma-separated etcd client URLs; https ones are dialed with mutual TLS")
-	etcdCAFile := flag.String("etcd-cafile", "", "CA verifying etcd's serving certificate (default: <pki-dir>/ca.crt)")
+	etcdCAFile := flag.String("etcd-cafile", "", "CA verifying etcd's serving certificate (default: <pki-dir>/etcd/ca.crt, the etcd CA)")
 	etcdCertFile := flag.String("etcd-certfile", "", "client certificate toward etcd (default: <pki-dir>/apiserver-etcd-client.crt)")
 	etcdKeyFile := flag.String("etcd-keyfile", "", "client key toward etcd (default: <pki-dir>/apiserver-etcd-client.key)")
 	bindAddress := flag.String("bind-address", "0.0.0.0", "address the API listens on")
@@ -59,7 +59,7 @@ func main() {
 	var etcdTLS *tls.Config
 	if strings.Contains(*etcdServers, "https://") {
 		var err error
-		if etcdTLS, err = pki.ClientTLSFromFiles(*pkiDir, pki.APIServerEtcdClient.Name, *etcdCAFile, *etcdCertFile, *etcdKeyFile); err != nil {
+		if etcdTLS, err = pki.ClientTLSFromFiles(*pkiDir, pki.APIServerEtcdClient.Name, pki.EtcdCA, *etcdCAFile, *etcdCertFile, *etcdKeyFile); err != nil {
 			logger.Error("etcd client TLS", "err", err)
 			os.Exit(1)
 		}
@@ -68,7 +68,7 @@ func main() {
 	var natsTLS *tls.Config
 	if *natsCAFile != "" || *natsCertFile != "" || *natsKeyFile != "" {
 		var err error
-		if natsTLS, err = pki.ClientTLSFromFiles(*pkiDir, pki.APIServerNATSClient.Name, *natsCAFile, *natsCertFile, *natsKeyFile); err != nil {
+		if natsTLS, err = pki.ClientTLSFromFiles(*pkiDir, pki.APIServerNATSClient.Name, pki.ClusterCA, *natsCAFile, *natsCertFile, *natsKeyFile); err != nil {
 			logger.Error("NATS client TLS", "err", err)
 			os.Exit(1)
 		}

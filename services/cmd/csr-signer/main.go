@@ -71,7 +71,7 @@ func main() {
 	}
 	var natsTLS *tls.Config
 	if *natsURL != "" {
-		if natsTLS, err = pki.ClientTLSFromFiles(*pkiDir, pki.CSRSigner.Name, *natsCAFile, *natsCertFile, *natsKeyFile); err != nil {
+		if natsTLS, err = pki.ClientTLSFromFiles(*pkiDir, pki.CSRSigner.Name, pki.ClusterCA, *natsCAFile, *natsCertFile, *natsKeyFile); err != nil {
 			fail("NATS client TLS", err)
 		}
 	}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"k8s.io/client-go/kubernetes"
@@ -29,7 +31,9 @@ func main() {
 	port := flag.Int("port", execproxy.DefaultPort, "HTTPS port the apiserver proxies to")
 	certFile := flag.String("tls-cert-file", "", "serving certificate (pki: exec-proxy-serving.crt)")
 	keyFile := flag.String("tls-private-key-file", "", "serving key (pki: exec-proxy-serving.key)")
-	caFile := flag.String("client-ca-file", "", "cluster CA: verifies the apiserver's front-proxy-client certificate and the kubelets' serving certificates")
+	caFile := flag.String("client-ca-file", "", "cluster CA: verifies the kubelets' serving certificates and their tunnels' client certificates")
+	requestHeaderCAFile := flag.String("requestheader-client-ca-file", "", "front-proxy CA (pki: front-proxy-ca.crt): the only CA whose client certificates may call exec-proxy; required")
+	allowedNames := flag.String("requestheader-allowed-names", execproxy.FrontProxyUser, "comma-separated client certificate CNs whose X-Remote-User/X-Remote-Group headers are trusted")
 	kubeletCert := flag.String("kubelet-client-certificate", "", "client certificate toward kubelets (pki: exec-proxy.crt)")
 	kubeletKey := flag.String("kubelet-client-key", "", "client key toward kubelets (pki: exec-proxy.key)")
 	// /healthz is also on the HTTPS port.
@@ -41,29 +45,50 @@ func main() {
 	logger := srv.Logger("exec-proxy")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, logger, srv, *kubeconfig, net.JoinHostPort(*bindAddress, strconv.Itoa(*port)), tunnelAddress(*bindAddress, *tunnelPort), *certFile, *keyFile, *caFile, *kubeletCert, *kubeletKey); err != nil {
+	files := tlsFiles{cert: *certFile, key: *keyFile, clusterCA: *caFile, frontProxyCA: *requestHeaderCAFile, kubeletCert: *kubeletCert, kubeletKey: *kubeletKey}
+	if err := run(ctx, logger, srv, *kubeconfig, net.JoinHostPort(*bindAddress, strconv.Itoa(*port)), tunnelAddress(*bindAddress, *tunnelPort), files,
+		strings.Split(*allowedNames, ",")); err != nil {
 		logger.Error("exec-proxy stopped", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, logger *slog.Logger, srv *serving.Options, kubeconfig, addr, tunnelAddr, certFile, keyFile, caFile, kubeletCertFile, kubeletKeyFile string) error {
+// tlsFiles are exec-proxy's certificate flags.
+type tlsFiles struct {
+	cert, key               string // serving pair
+	clusterCA, frontProxyCA string // --client-ca-file, --requestheader-client-ca-file
+	kubeletCert, kubeletKey string // client pair toward kubelets
+}
+
+func run(ctx context.Context, logger *slog.Logger, srv *serving.Options, kubeconfig, addr, tunnelAddr string, files tlsFiles, allowedNames []string) error {
 	// OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; a no-op otherwise.
 	tp, err := tracing.NewProvider(ctx, tracing.Config{Service: "exec-proxy"})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tp.Shutdown(context.Background()) }()
-	caPEM, err := pki.ReadCA("", caFile)
+	caPEM, err := pki.ReadCA("", files.clusterCA)
 	if err != nil {
 		return fmt.Errorf("--client-ca-file: %w", err)
 	}
-	servingTLS, err := pki.ServingTLS(certFile, keyFile, caPEM)
+	if files.frontProxyCA == "" {
+		return errors.New("--requestheader-client-ca-file is required: the front-proxy CA that issued the apiserver's front-proxy-client certificate")
+	}
+	frontProxyCAPEM, err := pki.ReadCA("", files.frontProxyCA)
+	if err != nil {
+		return fmt.Errorf("--requestheader-client-ca-file: %w", err)
+	}
+	// The HTTPS port takes client certificates of the front-proxy CA only; the tunnel
+	// port, nodes' certificates of the cluster CA.
+	servingTLS, err := pki.ServingTLS(files.cert, files.key, frontProxyCAPEM)
 	if err != nil {
 		return err
 	}
-	// The cluster CA verifies the kubelets' serving certificates too.
-	kubeletTLS, err := pki.ReloadingClientTLS(caPEM, kubeletCertFile, kubeletKeyFile)
+	clusterCAs, err := pki.CertPool(caPEM)
+	if err != nil {
+		return fmt.Errorf("--client-ca-file: %w", err)
+	}
+	kubeletTLS, err := pki.ReloadingClientTLS(caPEM, files.kubeletCert, files.kubeletKey)
 	if err != nil {
 		return fmt.Errorf("kubelet client certificate: %w", err)
 	}
@@ -76,7 +101,7 @@ func run(ctx context.Context, logger *slog.Logger, srv *serving.Options, kubecon
 	if err != nil {
 		return err
 	}
-	cfgProxy := execproxy.Config{Client: client, KubeletTLS: kubeletTLS, Logger: logger, TracerProvider: tp}
+	cfgProxy := execproxy.Config{Client: client, KubeletTLS: kubeletTLS, Logger: logger, TracerProvider: tp, AllowedNames: allowedNames}
 	if tunnelAddr != "" {
 		tl, err := net.Listen("tcp", tunnelAddr)
 		if err != nil {
@@ -89,7 +114,7 @@ func run(ctx context.Context, logger *slog.Logger, srv *serving.Options, kubecon
 		defer stopTunnels(nil)
 		ctx = tunnelCtx
 		go func() {
-			if err := tunnels.Serve(ctx, tl, tunnel.ServerTLS(servingTLS.Certificates[0], servingTLS.ClientCAs)); err != nil {
+			if err := tunnels.Serve(ctx, tl, tunnel.ServerTLS(servingTLS.Certificates[0], clusterCAs)); err != nil {
 				logger.Error("tunnel server stopped", "err", err)
 				stopTunnels(err)
 			}

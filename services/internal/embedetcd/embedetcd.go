@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -42,9 +41,10 @@ type Config struct {
 	// PKIDir).
 	PeerURL string
 	// PKIDir, when set, makes etcd require mutual TLS as kubeadm's etcd does: it serves
-	// pki's etcd-server key pair, accepts only clients with a certificate from the
-	// cluster CA, and Client presents the apiserver-etcd-client pair. The URLs must then
-	// be https. "" serves plain HTTP (the storage layer's own tests).
+	// pki's etcd/server key pair (etcd/peer toward peers), accepts only clients whose
+	// certificate the etcd CA issued and whose CN is one of pki.EtcdClientCommonNames
+	// (etcd's allowed-cn), and Client presents the apiserver-etcd-client pair. The URLs
+	// must then be https. "" serves plain HTTP (the storage layer's own tests).
 	PKIDir string
 }
 
@@ -110,16 +110,21 @@ func Start(ctx context.Context, cfg Config) (*Etcd, error) {
 	ec.AdvertisePeerUrls = []url.URL{*peerURL}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
 	ec.ListenMetricsUrls = nil
+	// etcd's HTTP gateway to its gRPC API is a second client of the server, dialing it
+	// with the serving certificate; nothing here speaks it, so it is not served.
+	ec.EnableGRPCGateway = false
 	var clientTLS *tls.Config
 	if cfg.PKIDir != "" {
 		if clientURL.Scheme != "https" || peerURL.Scheme != "https" {
 			return nil, fmt.Errorf("etcd with TLS needs https URLs, not %s and %s", clientURL, peerURL)
 		}
+		etcdCA, _ := pki.EtcdCA.Files(cfg.PKIDir)
 		certFile, keyFile := pki.KeyPairFiles(cfg.PKIDir, pki.EtcdServerName)
-		serving := transport.TLSInfo{CertFile: certFile, KeyFile: keyFile,
-			TrustedCAFile: filepath.Join(cfg.PKIDir, pki.CACertFile), ClientCertAuth: true}
-		ec.ClientTLSInfo, ec.PeerTLSInfo = serving, serving
-		if clientTLS, err = pki.ClientTLS(cfg.PKIDir, pki.APIServerEtcdClient.Name); err != nil {
+		ec.ClientTLSInfo = transport.TLSInfo{CertFile: certFile, KeyFile: keyFile, TrustedCAFile: etcdCA, ClientCertAuth: true,
+			AllowedCNs: pki.EtcdClientCommonNames}
+		peerCert, peerKey := pki.KeyPairFiles(cfg.PKIDir, pki.EtcdPeerName)
+		ec.PeerTLSInfo = transport.TLSInfo{CertFile: peerCert, KeyFile: peerKey, TrustedCAFile: etcdCA, ClientCertAuth: true}
+		if clientTLS, err = pki.ClientTLSOf(cfg.PKIDir, pki.APIServerEtcdClient.Name, pki.EtcdCA); err != nil {
 			return nil, fmt.Errorf("etcd client identity: %w", err)
 		}
 		// Client dials from this process, whatever address etcd binds (0.0.0.0, a LAN

@@ -14,7 +14,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// Files in a PKI directory. Each identity's key pair is <name>.crt and <name>.key.
+// Files in a PKI directory, laid out as kubeadm's /etc/kubernetes/pki. Each key pair is
+// <name>.crt and <name>.key; names under etcd/ are in the etcd subdirectory.
 const (
 	CACertFile = "ca.crt"
 	CAKeyFile  = "ca.key"
@@ -30,9 +31,12 @@ const (
 	APIServerName = "apiserver"
 	// ExecProxyServingName is exec-proxy's serving key pair (port 10443).
 	ExecProxyServingName = "exec-proxy-serving"
-	// EtcdServerName is etcd's serving key pair (port 2379); etcd verifies its clients
-	// against the cluster CA.
-	EtcdServerName = "etcd-server"
+	// EtcdServerName is etcd's serving key pair (port 2379), issued by the etcd CA
+	// (kubeadm's etcd/server); etcd verifies its clients against the etcd CA only.
+	EtcdServerName = "etcd/server"
+	// EtcdPeerName is etcd's peer key pair (port 2380), issued by the etcd CA (kubeadm's
+	// etcd/peer).
+	EtcdPeerName = "etcd/peer"
 	// NATSServerName is NATS's serving key pair (port 4222); NATS verifies its clients
 	// against the cluster CA.
 	NATSServerName = "nats-server"
@@ -44,7 +48,34 @@ const (
 	ServiceAccountPublicKeyFile = "sa.pub"
 )
 
-// Identity is a client certificate Init issues: the apiserver sees CommonName as the user
+// Authority names a certificate authority of a PKI directory: its files are <Name>.crt
+// and <Name>.key.
+type Authority struct {
+	// Name is the file stem, e.g. "ca" or "etcd/ca".
+	Name string
+	// CommonName is the CA certificate's subject.
+	CommonName string
+}
+
+// The three authorities of kubeadm's trust model: each vouches for one kind of peer, so
+// a certificate of one is worth nothing at another's doors.
+var (
+	// ClusterCA issues the apiserver's serving certificate and every identity toward the
+	// API (components, kubelets through their CSRs, NATS clients).
+	ClusterCA = Authority{Name: "ca", CommonName: "skiff-ca"}
+	// EtcdCA issues etcd's serving and peer certificates and the two clients etcd
+	// accepts: the apiserver's (apiserver-etcd-client) and the health check's. Nothing
+	// else chains to it.
+	EtcdCA = Authority{Name: "etcd/ca", CommonName: "skiff-etcd-ca"}
+	// FrontProxyCA issues front-proxy-client, the apiserver's identity toward exec-proxy
+	// (kube-apiserver's --requestheader-client-ca-file and --proxy-client-cert-file).
+	FrontProxyCA = Authority{Name: "front-proxy-ca", CommonName: "skiff-front-proxy-ca"}
+)
+
+// Files are the authority's certificate and key paths in dir.
+func (a Authority) Files(dir string) (certFile, keyFile string) { return KeyPairFiles(dir, a.Name) }
+
+// Identity is a client certificate Init issues: the peer sees CommonName as the user
 // and Organizations as the groups.
 type Identity struct {
 	// Name is the file stem (<Name>.crt, <Name>.key, <Name>.kubeconfig).
@@ -62,25 +93,36 @@ var (
 	ControllerManager = Identity{Name: "controller-manager", CommonName: "system:kube-controller-manager"}
 	CSRSigner         = Identity{Name: "csr-signer", CommonName: "system:skiff:csr-signer"}
 	ExecProxy         = Identity{Name: "exec-proxy", CommonName: "system:skiff:exec-proxy"}
-	// KubeProxy is the proxy's identity on every node, kube's system:kube-proxy user
-	// (bound to the system:node-proxier ClusterRole), as kube-up gives each node's
-	// kube-proxy one shared kubeconfig.
+	// KubeProxy is the proxy's identity, kube's system:kube-proxy user (bound to the
+	// system:node-proxier ClusterRole), for a proxy run beside the control plane (the
+	// all-in-one's). A node's proxy elsewhere runs as its node.
 	KubeProxy = Identity{Name: "kube-proxy", CommonName: "system:kube-proxy"}
-	// FrontProxyClient is the apiserver's identity toward exec-proxy: exec-proxy trusts
-	// X-Remote-User/X-Remote-Group only from it (kube's --requestheader-allowed-names
-	// default, front-proxy-client).
-	FrontProxyClient = Identity{Name: "front-proxy-client", CommonName: "front-proxy-client"}
 	// CoreDNS is cluster DNS's identity toward the apiserver (CoreDNS's kubernetes
 	// plugin reads coredns.kubeconfig), bound to kubeadm's system:coredns ClusterRole.
 	CoreDNS = Identity{Name: "coredns", CommonName: "system:coredns"}
 )
 
-// Identities are the client identities Init issues, each with a kubeconfig.
-var Identities = []Identity{Admin, Scheduler, ControllerManager, CSRSigner, ExecProxy, KubeProxy, FrontProxyClient, CoreDNS}
+// Identities are the client identities of the cluster CA that Init issues, each with a
+// kubeconfig.
+var Identities = []Identity{Admin, Scheduler, ControllerManager, CSRSigner, ExecProxy, KubeProxy, CoreDNS}
+
+// FrontProxyClient is the apiserver's identity toward exec-proxy, issued by the front-proxy
+// CA: exec-proxy trusts X-Remote-User/X-Remote-Group only from it (kube's
+// --requestheader-allowed-names default, front-proxy-client). It has no kubeconfig: it
+// is nobody toward the API.
+var FrontProxyClient = Identity{Name: "front-proxy-client", CommonName: "front-proxy-client"}
 
 // APIServerEtcdClient is the apiserver's identity toward etcd (kubeadm's
-// apiserver-etcd-client); it has no kubeconfig, etcd is not the API.
+// apiserver-etcd-client), issued by the etcd CA; it has no kubeconfig, etcd is not the API.
 var APIServerEtcdClient = Identity{Name: "apiserver-etcd-client", CommonName: "kube-apiserver-etcd-client"}
+
+// EtcdHealthcheckClient is the identity etcd's own health check uses (kubeadm's
+// etcd/healthcheck-client), issued by the etcd CA; it lives beside etcd only.
+var EtcdHealthcheckClient = Identity{Name: "etcd/healthcheck-client", CommonName: "kube-etcd-healthcheck-client"}
+
+// EtcdClientCommonNames are the client certificate CNs etcd accepts (etcd's
+// client-transport-security allowed-cn), on top of the etcd CA's signature.
+var EtcdClientCommonNames = []string{APIServerEtcdClient.CommonName, EtcdHealthcheckClient.CommonName}
 
 // APIServerNATSClient is the apiserver's identity toward NATS, where its event sink
 // consumes the EVENTS stream.
@@ -103,6 +145,11 @@ var (
 	DefaultNATSHosts = []string{"localhost", "127.0.0.1", "::1", "nats"}
 )
 
+// obsoleteFiles are what earlier layouts wrote and nothing reads any more: etcd's
+// serving pair from the cluster CA, and a kubeconfig for front-proxy-client, which is no
+// API identity. Init removes them.
+var obsoleteFiles = []string{"etcd-server.crt", "etcd-server.key", "front-proxy-client.kubeconfig"}
+
 // InitOptions says what Init makes.
 type InitOptions struct {
 	// Dir is the PKI directory; created (0700) if missing.
@@ -116,13 +163,17 @@ type InitOptions struct {
 	TokenTTL time.Duration
 }
 
-// Init creates what is missing in opts.Dir: the CA, the apiserver's and exec-proxy's
-// serving certificates, a client certificate and kubeconfig for every Identity, a
-// bootstrap token, the kubelet bootstrap kubeconfig and the service-account signing key
-// (sa.key, sa.pub). Existing files are kept, never
-// overwritten, so Init is idempotent and safe to run at every start. It returns the
-// names of the files it wrote. Errors: an unwritable directory, an existing CA that does
-// not load.
+// Init creates what is missing in opts.Dir, as kubeadm's `init phase certs` and
+// `kubeconfig` do: the cluster, etcd and front-proxy CAs; the apiserver's, exec-proxy's,
+// etcd's (serving and peer) and NATS's serving certificates; the apiserver's clients of
+// etcd (etcd CA), NATS (cluster CA) and exec-proxy (front-proxy CA); etcd's health-check
+// client; a client certificate and kubeconfig for every Identity; a bootstrap token, the
+// kubelet bootstrap kubeconfig and the service-account signing key (sa.key, sa.pub).
+// Existing files are kept, so Init is idempotent and safe to run at every start, except a
+// key pair that does not chain to the authority that must issue it (a directory from an
+// older layout, where the cluster CA issued everything): that one is issued again, and
+// the files the old layout alone used are removed. It returns the names of the files it
+// wrote. Errors: an unwritable directory, an existing CA that does not load.
 func Init(opts InitOptions) (written []string, err error) {
 	if opts.Dir == "" {
 		return nil, errors.New("pki: a directory is required")
@@ -133,90 +184,63 @@ func Init(opts InitOptions) (written []string, err error) {
 	if u, err := url.Parse(opts.APIServerURL); err != nil || u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("pki: apiserver URL %q must be https://host[:port]", opts.APIServerURL)
 	}
-	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
-		return nil, err
-	}
 	dir := opts.Dir
-	write := func(name string, data []byte, mode os.FileMode) error {
-		if err := writeNew(join(dir, name), data, mode); err != nil {
-			return err
-		}
-		written = append(written, name)
-		return nil
-	}
-
-	var ca *CA
-	if exists(join(dir, CACertFile)) {
-		if ca, err = LoadCA(dir); err != nil {
-			return nil, fmt.Errorf("pki: existing CA: %w", err)
-		}
-	} else {
-		if ca, err = NewCA("skiff-ca"); err != nil {
-			return nil, err
-		}
-		keyPEM, err := EncodeKeyPEM(ca.Key)
-		if err != nil {
-			return nil, err
-		}
-		if err := write(CAKeyFile, keyPEM, 0o600); err != nil {
-			return nil, err
-		}
-		if err := write(CACertFile, ca.CertPEM, 0o644); err != nil {
+	for _, sub := range []string{dir, filepath.Join(dir, "etcd")} {
+		if err := os.MkdirAll(sub, 0o700); err != nil {
 			return nil, err
 		}
 	}
-
-	keyPair := func(name string, issue func() (KeyPair, error)) (KeyPair, error) {
-		certPath, keyPath := join(dir, name+".crt"), join(dir, name+".key")
-		if exists(certPath) && exists(keyPath) {
-			certPEM, err := os.ReadFile(certPath)
-			if err != nil {
-				return KeyPair{}, err
-			}
-			keyPEM, err := os.ReadFile(keyPath)
-			return KeyPair{CertPEM: certPEM, KeyPEM: keyPEM}, err
+	w := &writer{dir: dir}
+	cas := map[Authority]*CA{}
+	for _, a := range []Authority{ClusterCA, EtcdCA, FrontProxyCA} {
+		if cas[a], err = w.authority(a); err != nil {
+			return nil, err
 		}
-		kp, err := issue()
-		if err != nil {
-			return KeyPair{}, err
-		}
-		if err := write(name+".key", kp.KeyPEM, 0o600); err != nil {
-			return KeyPair{}, err
-		}
-		return kp, write(name+".crt", kp.CertPEM, 0o644)
 	}
+	ca := cas[ClusterCA]
 
 	apiHosts := append(append([]string{}, DefaultAPIServerHosts...), opts.APIServerHosts...)
 	if u, _ := url.Parse(opts.APIServerURL); u.Hostname() != "" {
 		apiHosts = append(apiHosts, u.Hostname())
 	}
-	if _, err := keyPair(APIServerName, func() (KeyPair, error) { return ca.IssueServing("skiff-apiserver", apiHosts, 0) }); err != nil {
-		return nil, err
+	serving := func(cn string, hosts []string) func(*CA) (KeyPair, error) {
+		return func(ca *CA) (KeyPair, error) { return ca.IssueServing(cn, hosts, 0) }
 	}
-	for _, serving := range []struct {
-		name, cn string
-		hosts    []string
+	client := func(id Identity) func(*CA) (KeyPair, error) {
+		return func(ca *CA) (KeyPair, error) { return ca.IssueClient(id.CommonName, id.Organizations, 0) }
+	}
+	// etcd's serving and peer certificates are also its clients' (a member dials its
+	// peers, and etcd's gRPC gateway dials etcd itself), as kubeadm issues them.
+	etcdMember := func(cn string) func(*CA) (KeyPair, error) {
+		return func(ca *CA) (KeyPair, error) { return ca.IssueServingAndClient(cn, DefaultEtcdHosts, 0) }
+	}
+	pairs := []struct {
+		name   string
+		issuer Authority
+		issue  func(*CA) (KeyPair, error)
 	}{
-		{ExecProxyServingName, "skiff-exec-proxy", DefaultExecProxyHosts},
-		{EtcdServerName, "skiff-etcd", DefaultEtcdHosts},
-		{NATSServerName, "skiff-nats", DefaultNATSHosts},
-	} {
-		if _, err := keyPair(serving.name, func() (KeyPair, error) { return ca.IssueServing(serving.cn, serving.hosts, 0) }); err != nil {
-			return nil, err
-		}
+		{APIServerName, ClusterCA, serving("skiff-apiserver", apiHosts)},
+		{ExecProxyServingName, ClusterCA, serving("skiff-exec-proxy", DefaultExecProxyHosts)},
+		{NATSServerName, ClusterCA, serving("skiff-nats", DefaultNATSHosts)},
+		{APIServerNATSClient.Name, ClusterCA, client(APIServerNATSClient)},
+		{EtcdServerName, EtcdCA, etcdMember("skiff-etcd")},
+		{EtcdPeerName, EtcdCA, etcdMember("skiff-etcd-peer")},
+		{APIServerEtcdClient.Name, EtcdCA, client(APIServerEtcdClient)},
+		{EtcdHealthcheckClient.Name, EtcdCA, client(EtcdHealthcheckClient)},
+		{FrontProxyClient.Name, FrontProxyCA, client(FrontProxyClient)},
 	}
-	for _, id := range []Identity{APIServerEtcdClient, APIServerNATSClient} {
-		if _, err := keyPair(id.Name, func() (KeyPair, error) { return ca.IssueClient(id.CommonName, nil, 0) }); err != nil {
+	for _, p := range pairs {
+		if _, err := w.keyPair(p.name, cas[p.issuer], p.issue); err != nil {
 			return nil, err
 		}
 	}
 	for _, id := range Identities {
-		kp, err := keyPair(id.Name, func() (KeyPair, error) { return ca.IssueClient(id.CommonName, id.Organizations, 0) })
+		kp, err := w.keyPair(id.Name, ca, client(id))
 		if err != nil {
 			return nil, err
 		}
 		name := id.Name + ".kubeconfig"
-		if exists(join(dir, name)) {
+		if exists(join(dir, name)) && !kp.fresh {
 			continue
 		}
 		data, err := Kubeconfig(opts.APIServerURL, ca.CertPEM, id.CommonName, &clientcmdapi.AuthInfo{
@@ -225,39 +249,18 @@ func Init(opts InitOptions) (written []string, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := write(name, data, 0o600); err != nil {
+		if err := w.write(name, data, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range obsoleteFiles {
+		if err := os.Remove(join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
 	}
 
-	if !exists(join(dir, ServiceAccountKeyFile)) {
-		keyPEM, pubPEM, err := newServiceAccountKey()
-		if err != nil {
-			return nil, err
-		}
-		if err := write(ServiceAccountKeyFile, keyPEM, 0o600); err != nil {
-			return nil, err
-		}
-		if err := write(ServiceAccountPublicKeyFile, pubPEM, 0o644); err != nil {
-			return nil, err
-		}
-	} else if !exists(join(dir, ServiceAccountPublicKeyFile)) {
-		// The public half is derived from the key that exists, never a new one.
-		keyPEM, err := os.ReadFile(join(dir, ServiceAccountKeyFile))
-		if err != nil {
-			return nil, err
-		}
-		key, err := ParseKeyPEM(keyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("pki: existing %s: %w", ServiceAccountKeyFile, err)
-		}
-		pubPEM, err := EncodePublicKeyPEM(key.Public())
-		if err != nil {
-			return nil, err
-		}
-		if err := write(ServiceAccountPublicKeyFile, pubPEM, 0o644); err != nil {
-			return nil, err
-		}
+	if err := w.serviceAccountKey(); err != nil {
+		return nil, err
 	}
 
 	tokenPath := join(dir, BootstrapTokenFile)
@@ -266,7 +269,7 @@ func Init(opts InitOptions) (written []string, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := write(BootstrapTokenFile, FormatBootstrapTokens([]BootstrapToken{tok}), 0o600); err != nil {
+		if err := w.write(BootstrapTokenFile, FormatBootstrapTokens([]BootstrapToken{tok}), 0o600); err != nil {
 			return nil, err
 		}
 	}
@@ -282,11 +285,114 @@ func Init(opts InitOptions) (written []string, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := write(BootstrapKubeconfigFile, data, 0o600); err != nil {
+		if err := w.write(BootstrapKubeconfigFile, data, 0o600); err != nil {
 			return nil, err
 		}
 	}
-	return written, nil
+	return w.written, nil
+}
+
+// writer writes Init's files into dir and remembers their names.
+type writer struct {
+	dir     string
+	written []string
+}
+
+// write replaces the file name (relative to dir) with data, atomically.
+func (w *writer) write(name string, data []byte, mode os.FileMode) error {
+	if err := WriteFileAtomic(join(w.dir, name), data, mode); err != nil {
+		return err
+	}
+	w.written = append(w.written, name)
+	return nil
+}
+
+// authority loads the CA a, or makes it when its certificate is missing.
+func (w *writer) authority(a Authority) (*CA, error) {
+	certFile, keyFile := a.Files(w.dir)
+	if exists(certFile) {
+		ca, err := LoadCAFiles(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("pki: existing %s: %w", a.Name, err)
+		}
+		return ca, nil
+	}
+	ca, err := NewCA(a.CommonName)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := EncodeKeyPEM(ca.Key)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.write(a.Name+".key", keyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	return ca, w.write(a.Name+".crt", ca.CertPEM, 0o644)
+}
+
+// initPair is a key pair Init keeps or wrote; fresh when written now.
+type initPair struct {
+	KeyPair
+	fresh bool
+}
+
+// keyPair returns the key pair name of dir when it exists and chains to ca, or issues it
+// with issue and writes it.
+func (w *writer) keyPair(name string, ca *CA, issue func(*CA) (KeyPair, error)) (initPair, error) {
+	certPath, keyPath := KeyPairFiles(w.dir, name)
+	if exists(certPath) && exists(keyPath) {
+		certPEM, err := os.ReadFile(certPath)
+		if err != nil {
+			return initPair{}, err
+		}
+		keyPEM, err := os.ReadFile(keyPath)
+		if err != nil {
+			return initPair{}, err
+		}
+		if cert, err := ParseCertPEM(certPEM); err == nil && cert.CheckSignatureFrom(ca.Cert) == nil {
+			return initPair{KeyPair: KeyPair{CertPEM: certPEM, KeyPEM: keyPEM}}, nil
+		}
+	}
+	kp, err := issue(ca)
+	if err != nil {
+		return initPair{}, err
+	}
+	if err := w.write(name+".key", kp.KeyPEM, 0o600); err != nil {
+		return initPair{}, err
+	}
+	return initPair{KeyPair: kp, fresh: true}, w.write(name+".crt", kp.CertPEM, 0o644)
+}
+
+// serviceAccountKey makes sa.key and sa.pub when missing; a missing sa.pub is derived
+// from the sa.key that exists, never from a new key.
+func (w *writer) serviceAccountKey() error {
+	if !exists(join(w.dir, ServiceAccountKeyFile)) {
+		keyPEM, pubPEM, err := newServiceAccountKey()
+		if err != nil {
+			return err
+		}
+		if err := w.write(ServiceAccountKeyFile, keyPEM, 0o600); err != nil {
+			return err
+		}
+		return w.write(ServiceAccountPublicKeyFile, pubPEM, 0o644)
+	}
+	if exists(join(w.dir, ServiceAccountPublicKeyFile)) {
+		return nil
+	}
+	keyPEM, err := os.ReadFile(join(w.dir, ServiceAccountKeyFile))
+	if err != nil {
+		return err
+	}
+	key, err := ParseKeyPEM(keyPEM)
+	if err != nil {
+		return fmt.Errorf("pki: existing %s: %w", ServiceAccountKeyFile, err)
+	}
+	pubPEM, err := EncodePublicKeyPEM(key.Public())
+	if err != nil {
+		return err
+	}
+	return w.write(ServiceAccountPublicKeyFile, pubPEM, 0o644)
 }
 
 // Kubeconfig is a kubeconfig with one cluster ("skiff", server, the CA embedded), one
@@ -321,14 +427,6 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
-}
-
-// writeNew writes a file that must not exist yet.
-func writeNew(path string, data []byte, mode os.FileMode) error {
-	if exists(path) {
-		return fmt.Errorf("pki: %s exists", path)
-	}
-	return WriteFileAtomic(path, data, mode)
 }
 
 func exists(path string) bool {

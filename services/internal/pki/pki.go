@@ -18,6 +18,7 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -74,29 +75,61 @@ func NewCA(commonName string) (*CA, error) {
 	return &CA{Cert: cert, Key: key, CertPEM: EncodeCertPEM(cert)}, nil
 }
 
-// LoadCA reads ca.crt and ca.key from dir. Errors: missing files, PEM that does not
-// hold a certificate or a private key, a certificate that is not a CA.
-func LoadCA(dir string) (*CA, error) {
-	certPEM, err := os.ReadFile(join(dir, CACertFile))
+// LoadCA reads the cluster CA, ca.crt and ca.key, from dir. Errors: LoadCAFiles'.
+func LoadCA(dir string) (*CA, error) { return LoadAuthority(dir, ClusterCA) }
+
+// LoadAuthority reads the CA a (its certificate and key) from dir. Errors: LoadCAFiles'.
+func LoadAuthority(dir string, a Authority) (*CA, error) {
+	certFile, keyFile := a.Files(dir)
+	return LoadCAFiles(certFile, keyFile)
+}
+
+// LoadCAFiles reads a CA's certificate and private key. Errors: missing files, PEM that
+// does not hold a certificate or a private key, a certificate that is not a CA.
+func LoadCAFiles(certFile, keyFile string) (*CA, error) {
+	certPEM, cert, err := readCACert(certFile)
 	if err != nil {
 		return nil, err
 	}
-	cert, err := ParseCertPEM(certPEM)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", CACertFile, err)
-	}
-	if !cert.IsCA {
-		return nil, fmt.Errorf("%s: not a CA certificate", CACertFile)
-	}
-	keyPEM, err := os.ReadFile(join(dir, CAKeyFile))
+	keyPEM, err := os.ReadFile(keyFile)
 	if err != nil {
 		return nil, err
 	}
 	key, err := ParseKeyPEM(keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", CAKeyFile, err)
+		return nil, fmt.Errorf("%s: %w", filepath.Base(keyFile), err)
 	}
 	return &CA{Cert: cert, Key: key, CertPEM: certPEM}, nil
+}
+
+// AuthorityPool is a pool holding only the certificate of the CA a in dir, read without
+// its key: what a peer that verifies, and never signs, needs. Errors: a missing or
+// unparsable certificate, or one that is not a CA.
+func AuthorityPool(dir string, a Authority) (*x509.CertPool, error) {
+	certFile, _ := a.Files(dir)
+	_, cert, err := readCACert(certFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return pool, nil
+}
+
+// readCACert reads and parses a CA certificate file.
+func readCACert(certFile string) ([]byte, *x509.Certificate, error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := ParseCertPEM(certPEM)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", filepath.Base(certFile), err)
+	}
+	if !cert.IsCA {
+		return nil, nil, fmt.Errorf("%s: not a CA certificate", filepath.Base(certFile))
+	}
+	return certPEM, cert, nil
 }
 
 // CertPool is a pool holding only the CA, for verifying peers.
@@ -157,6 +190,11 @@ func (ca *CA) IssueClient(cn string, orgs []string, validity time.Duration) (Key
 // the DNS names and IP addresses in hosts, usage server auth, valid for validity (0 means
 // CertValidity). An entry of hosts that parses as an IP is an IP SAN.
 func (ca *CA) IssueServing(cn string, hosts []string, validity time.Duration) (KeyPair, error) {
+	return ca.issue(servingTemplate(cn, hosts), validity)
+}
+
+// servingTemplate is a serving certificate for cn valid for hosts (IPs as IP SANs).
+func servingTemplate(cn string, hosts []string) *x509.Certificate {
 	tmpl := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: cn},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
@@ -169,6 +207,14 @@ func (ca *CA) IssueServing(cn string, hosts []string, validity time.Duration) (K
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
+	return tmpl
+}
+
+// IssueServingAndClient is IssueServing with client auth too: a member that both serves
+// and dials its peers with one certificate (kubeadm's etcd server and peer certificates).
+func (ca *CA) IssueServingAndClient(cn string, hosts []string, validity time.Duration) (KeyPair, error) {
+	tmpl := servingTemplate(cn, hosts)
+	tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
 	return ca.issue(tmpl, validity)
 }
 

@@ -38,11 +38,16 @@ func TestInitIsIdempotentAndIssuesIdentities(t *testing.T) {
 		t.Fatal("second Init replaced the CA key")
 	}
 
-	ca, err := LoadCA(dir)
-	if err != nil {
-		t.Fatal(err)
+	pools := map[Authority]*x509.CertPool{}
+	for _, a := range []Authority{ClusterCA, EtcdCA, FrontProxyCA} {
+		ca, err := LoadAuthority(dir, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pools[a] = ca.CertPool()
 	}
-	verify := func(name string, usage x509.ExtKeyUsage) *x509.Certificate {
+	// verify checks that the pair name chains to the authority a, and to no other.
+	verify := func(name string, a Authority, usage x509.ExtKeyUsage) *x509.Certificate {
 		t.Helper()
 		certFile, keyFile := KeyPairFiles(dir, name)
 		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
@@ -50,27 +55,42 @@ func TestInitIsIdempotentAndIssuesIdentities(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		cert, _ := x509.ParseCertificate(pair.Certificate[0])
-		if _, err := cert.Verify(x509.VerifyOptions{Roots: ca.CertPool(), KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
-			t.Fatalf("%s does not verify against the CA: %v", name, err)
+		for other, pool := range pools {
+			_, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{usage}})
+			if other == a && err != nil {
+				t.Fatalf("%s does not verify against %s: %v", name, a.Name, err)
+			}
+			if other != a && err == nil {
+				t.Fatalf("%s verifies against %s; want %s only", name, other.Name, a.Name)
+			}
 		}
 		return cert
 	}
-	api := verify(APIServerName, x509.ExtKeyUsageServerAuth)
+	api := verify(APIServerName, ClusterCA, x509.ExtKeyUsageServerAuth)
 	for _, host := range []string{"localhost", "apiserver", "skiff.example", "127.0.0.1", "10.1.2.3"} {
 		if err := api.VerifyHostname(host); err != nil {
 			t.Errorf("apiserver certificate: %v", err)
 		}
 	}
-	for name, host := range map[string]string{EtcdServerName: "etcd", NATSServerName: "nats", ExecProxyServingName: "exec-proxy"} {
-		if err := verify(name, x509.ExtKeyUsageServerAuth).VerifyHostname(host); err != nil {
-			t.Errorf("%s: %v", name, err)
+	for _, s := range []struct {
+		name string
+		a    Authority
+		host string
+	}{{EtcdServerName, EtcdCA, "etcd"}, {EtcdPeerName, EtcdCA, "etcd"}, {NATSServerName, ClusterCA, "nats"}, {ExecProxyServingName, ClusterCA, "exec-proxy"}} {
+		if err := verify(s.name, s.a, x509.ExtKeyUsageServerAuth).VerifyHostname(s.host); err != nil {
+			t.Errorf("%s: %v", s.name, err)
 		}
 	}
-	if cn := verify(APIServerEtcdClient.Name, x509.ExtKeyUsageClientAuth).Subject.CommonName; cn != APIServerEtcdClient.CommonName {
-		t.Errorf("etcd client CN %q", cn)
+	for _, c := range []struct {
+		id Identity
+		a  Authority
+	}{{APIServerEtcdClient, EtcdCA}, {EtcdHealthcheckClient, EtcdCA}, {FrontProxyClient, FrontProxyCA}, {APIServerNATSClient, ClusterCA}} {
+		if cn := verify(c.id.Name, c.a, x509.ExtKeyUsageClientAuth).Subject.CommonName; cn != c.id.CommonName {
+			t.Errorf("%s: CN %q", c.id.Name, cn)
+		}
 	}
 	for _, id := range Identities {
-		cert := verify(id.Name, x509.ExtKeyUsageClientAuth)
+		cert := verify(id.Name, ClusterCA, x509.ExtKeyUsageClientAuth)
 		if cert.Subject.CommonName != id.CommonName || !slices.Equal(cert.Subject.Organization, id.Organizations) {
 			t.Errorf("%s: subject %v, want CN=%s O=%v", id.Name, cert.Subject, id.CommonName, id.Organizations)
 		}
@@ -166,5 +186,68 @@ func TestInitMakesServiceAccountKeyAndKeepsIt(t *testing.T) {
 	kept, _ := os.ReadFile(filepath.Join(dir, ServiceAccountKeyFile))
 	if string(again) != string(pubPEM) || string(kept) != string(keyPEM) {
 		t.Fatal("Init replaced the service-account key instead of keeping it")
+	}
+}
+
+// TestInitMovesAnOlderLayoutToItsAuthorities: a directory where the cluster CA issued
+// the apiserver's etcd and front-proxy clients (the layout before etcd and the
+// front-proxy had CAs of their own) gets those pairs issued again by their own
+// authorities, and the files only that layout used are removed.
+func TestInitMovesAnOlderLayoutToItsAuthorities(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	if _, err := Init(InitOptions{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := LoadCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []Identity{APIServerEtcdClient, FrontProxyClient} {
+		kp, err := ca.IssueClient(id.CommonName, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certFile, keyFile := KeyPairFiles(dir, id.Name)
+		if err := os.WriteFile(certFile, kp.CertPEM, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(keyFile, kp.KeyPEM, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range obsoleteFiles {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("old"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	written, err := Init(InitOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id Identity
+		a  Authority
+	}{{APIServerEtcdClient, EtcdCA}, {FrontProxyClient, FrontProxyCA}} {
+		if !slices.Contains(written, c.id.Name+".crt") {
+			t.Errorf("Init kept the cluster-CA %s; wrote %v", c.id.Name, written)
+		}
+		authority, err := LoadAuthority(dir, c.a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certFile, _ := KeyPairFiles(dir, c.id.Name)
+		data, _ := os.ReadFile(certFile)
+		cert, err := ParseCertPEM(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cert.CheckSignatureFrom(authority.Cert); err != nil {
+			t.Errorf("%s is not %s's: %v", c.id.Name, c.a.Name, err)
+		}
+	}
+	for _, name := range obsoleteFiles {
+		if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
+			t.Errorf("%s is still there (%v)", name, err)
+		}
 	}
 }

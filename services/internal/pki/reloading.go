@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -53,12 +52,14 @@ func ReloadingClientTLS(caPEM []byte, certFile, keyFile string) (*tls.Config, er
 // ClientTLSFromFiles is a component's mutual TLS toward a peer from its
 // --*-ca-file/--*-cert-file/--*-key-file flags (kube-apiserver's --etcd-cafile,
 // --etcd-certfile, --etcd-keyfile), each "" falling back to the `skiff pki init` directory
-// dir: its ca.crt and the key pair name. The pair is read at every handshake, as
-// ReloadingClientTLS. Errors: files that do not load.
-func ClientTLSFromFiles(dir, name, caFile, certFile, keyFile string) (*tls.Config, error) {
+// dir: the certificate of its authority a (EtcdCA toward etcd, ClusterCA toward NATS) and
+// the key pair name. The pair is read at every handshake, as ReloadingClientTLS. Errors:
+// files that do not load.
+func ClientTLSFromFiles(dir, name string, a Authority, caFile, certFile, keyFile string) (*tls.Config, error) {
 	defCert, defKey := KeyPairFiles(dir, name)
 	certFile, keyFile = orDefault(certFile, defCert), orDefault(keyFile, defKey)
-	caPEM, err := ReadCA("", caFile, filepath.Join(dir, CACertFile))
+	defCA, _ := a.Files(dir)
+	caPEM, err := ReadCA("", caFile, defCA)
 	if err != nil {
 		return nil, err
 	}

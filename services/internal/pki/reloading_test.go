@@ -106,7 +106,7 @@ func TestClientTLSErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := pki.ClientTLSFromFiles(dir, pki.Scheduler.Name, filepath.Join(dir, "missing-ca.crt"), cert, key); err == nil {
+	if _, err := pki.ClientTLSFromFiles(dir, pki.Scheduler.Name, pki.ClusterCA, filepath.Join(dir, "missing-ca.crt"), cert, key); err == nil {
 		t.Fatal("ClientTLSFromFiles: no error for a missing CA file")
 	}
 }
@@ -194,7 +194,7 @@ func TestClientTLSFromFilesFallsBackToTheDirectory(t *testing.T) {
 	}
 	t.Cleanup(ns.Shutdown)
 	for _, caFile := range []string{"", filepath.Join(dir, pki.CACertFile)} {
-		clientTLS, err := pki.ClientTLSFromFiles(dir, pki.CSRSigner.Name, caFile, "", "")
+		clientTLS, err := pki.ClientTLSFromFiles(dir, pki.CSRSigner.Name, pki.ClusterCA, caFile, "", "")
 		if err != nil {
 			t.Fatal(err)
 		}

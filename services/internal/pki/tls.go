@@ -14,29 +14,33 @@ func ServerTLS(dir, name string) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s key pair: %w", name, err)
 	}
-	ca, err := LoadCA(dir)
+	pool, err := AuthorityPool(dir, ClusterCA)
 	if err != nil {
 		return nil, err
 	}
 	return &tls.Config{
 		Certificates: []tls.Certificate{cert},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    ca.CertPool(),
+		ClientCAs:    pool,
 		MinVersion:   tls.VersionTLS12,
 	}, nil
 }
 
 // ClientTLS is the TLS configuration of a client that presents the key pair name of dir
-// and trusts only dir's CA.
-func ClientTLS(dir, name string) (*tls.Config, error) {
+// and trusts only dir's cluster CA.
+func ClientTLS(dir, name string) (*tls.Config, error) { return ClientTLSOf(dir, name, ClusterCA) }
+
+// ClientTLSOf is the TLS configuration of a client that presents the key pair name of dir
+// and trusts only the authority a of dir (EtcdCA toward etcd).
+func ClientTLSOf(dir, name string, a Authority) (*tls.Config, error) {
 	certFile, keyFile := KeyPairFiles(dir, name)
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("%s key pair: %w", name, err)
 	}
-	ca, err := LoadCA(dir)
+	pool, err := AuthorityPool(dir, a)
 	if err != nil {
 		return nil, err
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: ca.CertPool(), MinVersion: tls.VersionTLS12}, nil
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }

@@ -28,7 +28,8 @@ const (
 
 // ExecProxy is where the streaming pod subresources go: exec-proxy's base URL
 // (https://host:10443) and the TLS config the apiserver dials it with (its
-// front-proxy-client certificate and the cluster CA).
+// front-proxy-client certificate, of the front-proxy CA, and the cluster CA that
+// verifies exec-proxy).
 type ExecProxy struct {
 	URL *url.URL
 	TLS *tls.Config
