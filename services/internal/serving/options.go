@@ -15,10 +15,12 @@ import (
 )
 
 // Options are the flags every skiff service shares: logging, the plain-HTTP health and
-// metrics endpoint, and profiling. They mirror kube's component-base options
-// (--v/--logging-format of logs.Options, --healthz-bind-address/--metrics-bind-address,
-// --profiling), folded into one listener as DESIGN.md's "Every service" asks. A main
-// builds them with NewOptions, registers them with AddFlags, then calls Logger and Start.
+// metrics endpoint, profiling, and for a control-plane component its secure port. They
+// mirror kube's component-base options (--v/--logging-format of logs.Options,
+// --healthz-bind-address/--metrics-bind-address, --profiling) and, in SecureServing,
+// kube-scheduler's and kube-controller-manager's secure serving, folded into one set
+// as DESIGN.md's "Every service" asks. A main builds them with NewOptions (and
+// NewSecureServingOptions), registers them with AddFlags, then calls Logger and Start.
 type Options struct {
 	// LogLevel is slog's level name: debug, info, warn or error (--log-level).
 	LogLevel string
@@ -28,8 +30,13 @@ type Options struct {
 	// HealthAddress is host:port where /healthz, /livez, /readyz and /metrics are served
 	// over plain HTTP; "" serves none (--health-address).
 	HealthAddress string
-	// Profiling adds Go's /debug/pprof to the HealthAddress listener (--profiling).
+	// Profiling adds Go's /debug/pprof to the HealthAddress listener and the secure
+	// port (--profiling).
 	Profiling bool
+	// SecureServing, when set, is the component's secure port, which serves the same
+	// endpoints over HTTPS to callers the apiserver authenticates and authorizes; nil
+	// for a service without one.
+	SecureServing *SecureServingOptions
 }
 
 // Log formats of --log-format.
@@ -46,16 +53,26 @@ func NewOptions(healthAddress string) *Options {
 }
 
 // AddFlags registers --log-level, --log-format, --health-address and --profiling on fs,
-// defaulting to o's values.
+// and SecureServing's flags when set, defaulting to o's values.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: debug, info, warn or error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json (one object per line) or text (key=value)")
-	fs.StringVar(&o.HealthAddress, "health-address", o.HealthAddress, "host:port where /healthz, /livez, /readyz and /metrics are served over plain HTTP (\"\" = off)")
-	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's /debug/pprof on --health-address")
+	fs.StringVar(&o.HealthAddress, "health-address", o.HealthAddress, "host:port where /healthz, /livez, /readyz and /metrics are served over plain HTTP, without authentication (\"\" = off)")
+	where := "--health-address"
+	if o.SecureServing != nil {
+		where = "--secure-port and --health-address"
+		o.SecureServing.AddFlags(fs)
+	}
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's /debug/pprof on "+where)
 }
 
-// Validate reports the first invalid option: an unknown level or format, or --profiling
-// without --health-address to serve it on.
+// secure reports whether o serves a secure port.
+func (o *Options) secure() bool {
+	return o.SecureServing != nil && (o.SecureServing.BindPort != 0 || o.SecureServing.Listener != nil)
+}
+
+// Validate reports the first invalid option: an unknown level or format, --profiling
+// with no listener to serve it on, or SecureServing's.
 func (o *Options) Validate() error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.LogLevel)); err != nil {
@@ -64,8 +81,11 @@ func (o *Options) Validate() error {
 	if o.LogFormat != LogFormatJSON && o.LogFormat != LogFormatText {
 		return fmt.Errorf("--log-format %q: want json or text", o.LogFormat)
 	}
-	if o.Profiling && o.HealthAddress == "" {
-		return errors.New("--profiling needs --health-address to serve /debug/pprof on")
+	if o.Profiling && o.HealthAddress == "" && !o.secure() {
+		return errors.New("--profiling needs --health-address or --secure-port to serve /debug/pprof on")
+	}
+	if o.SecureServing != nil {
+		return o.SecureServing.Validate()
 	}
 	return nil
 }
@@ -106,26 +126,52 @@ func NewRegistry(cs ...prometheus.Collector) *prometheus.Registry {
 	return reg
 }
 
-// Start listens on HealthAddress now, so a taken port fails the start, and serves the
-// endpoints of Serve there until ctx ends: /metrics from gatherer (nil = none),
-// /debug/pprof with Profiling, and opts (WithReadiness, WithLiveness). It returns the
-// bound address, nil when HealthAddress is "". A serving error after the start is
-// logged with slog's default logger. Errors: the listen failed.
-func (o *Options) Start(ctx context.Context, gatherer prometheus.Gatherer, opts ...Option) (net.Addr, error) {
-	if o.HealthAddress == "" {
-		return nil, nil
-	}
-	l, err := net.Listen("tcp", o.HealthAddress)
-	if err != nil {
-		return nil, fmt.Errorf("--health-address: %w", err)
-	}
+// Addresses are where Start serves: the bound address of each listener, nil for one
+// not served.
+type Addresses struct {
+	// Health is HealthAddress's plain-HTTP listener.
+	Health net.Addr
+	// Secure is SecureServing's HTTPS listener.
+	Secure net.Addr
+}
+
+// Start listens now, so a taken port fails the start, and serves the endpoints of Serve
+// until ctx ends: /metrics from gatherer (nil = none), /debug/pprof with Profiling, and
+// opts (WithReadiness, WithLiveness). They are served over plain HTTP on HealthAddress
+// when set, and over HTTPS on SecureServing's port when set, there only to callers the
+// apiserver (reached with WithDelegatedAuth's client) authenticates and authorizes. A
+// serving error after the start is logged with slog's default logger. Errors: a listen
+// failed, the secure port's certificate or CA could not be read, or it has no
+// WithDelegatedAuth; nothing is served then.
+func (o *Options) Start(ctx context.Context, gatherer prometheus.Gatherer, opts ...Option) (Addresses, error) {
 	if o.Profiling {
 		opts = append(opts, WithProfiling())
 	}
-	go func() {
-		if err := Serve(ctx, l, nil, gatherer, opts...); err != nil {
-			slog.Error("health endpoints stopped", "address", l.Addr().String(), "err", err)
+	var addrs Addresses
+	var plain net.Listener
+	if o.HealthAddress != "" {
+		l, err := net.Listen("tcp", o.HealthAddress)
+		if err != nil {
+			return Addresses{}, fmt.Errorf("--health-address: %w", err)
 		}
-	}()
-	return l.Addr(), nil
+		plain, addrs.Health = l, l.Addr()
+	}
+	if o.secure() {
+		addr, err := o.SecureServing.start(ctx, newEndpoints(opts).delegation, Handler(gatherer, opts...))
+		if err != nil {
+			if plain != nil {
+				plain.Close()
+			}
+			return Addresses{}, err
+		}
+		addrs.Secure = addr
+	}
+	if plain != nil {
+		go func() {
+			if err := Serve(ctx, plain, nil, gatherer, opts...); err != nil {
+				slog.Error("health endpoints stopped", "address", plain.Addr().String(), "err", err)
+			}
+		}()
+	}
+	return addrs, nil
 }

@@ -46,7 +46,7 @@ func TestOptionsFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addr.String() + path)
+		resp, err := http.Get("http://" + addr.Health.String() + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +95,7 @@ func TestOptionsDefaultsAndValidate(t *testing.T) {
 			t.Errorf("%s: no error", c.name)
 		}
 	}
-	if addr, err := (&Options{}).Start(context.Background(), nil); addr != nil || err != nil {
+	if addr, err := (&Options{}).Start(context.Background(), nil); addr != (Addresses{}) || err != nil {
 		t.Errorf("Start without an address: %v, %v; want nothing served", addr, err)
 	}
 }
