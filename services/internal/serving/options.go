@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -30,8 +32,13 @@ type Options struct {
 	// HealthAddress is host:port where /healthz, /livez, /readyz and /metrics are served
 	// over plain HTTP; "" serves none (--health-address).
 	HealthAddress string
-	// Profiling adds Go's /debug/pprof to the HealthAddress listener and the secure
-	// port (--profiling).
+	// MetricsAddress, when set, is host:port where /metrics (and with Profiling
+	// /debug/pprof) are served over plain HTTP instead of on HealthAddress, which then
+	// answers the probes only, as kube-proxy's --metrics-bind-address beside its
+	// --healthz-bind-address (--metrics-bind-address).
+	MetricsAddress string
+	// Profiling adds Go's /debug/pprof to the listener that serves /metrics
+	// (MetricsAddress, else HealthAddress) and to the secure port (--profiling).
 	Profiling bool
 	// SecureServing, when set, is the component's secure port, which serves the same
 	// endpoints over HTTPS to callers the apiserver authenticates and authorizes; nil
@@ -58,9 +65,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: debug, info, warn or error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json (one object per line) or text (key=value)")
 	fs.StringVar(&o.HealthAddress, "health-address", o.HealthAddress, "host:port where /healthz, /livez, /readyz and /metrics are served over plain HTTP, without authentication (\"\" = off)")
-	where := "--health-address"
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "host:port where /metrics and, with --profiling, /debug/pprof are served over plain HTTP, without authentication, instead of on --health-address (\"\" = on --health-address)")
+	where := "--metrics-bind-address or --health-address"
 	if o.SecureServing != nil {
-		where = "--secure-port and --health-address"
+		where = "--secure-port, and on --metrics-bind-address or --health-address"
 		o.SecureServing.AddFlags(fs)
 	}
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's /debug/pprof on "+where)
@@ -81,8 +89,8 @@ func (o *Options) Validate() error {
 	if o.LogFormat != LogFormatJSON && o.LogFormat != LogFormatText {
 		return fmt.Errorf("--log-format %q: want json or text", o.LogFormat)
 	}
-	if o.Profiling && o.HealthAddress == "" && !o.secure() {
-		return errors.New("--profiling needs --health-address or --secure-port to serve /debug/pprof on")
+	if o.Profiling && o.HealthAddress == "" && o.MetricsAddress == "" && !o.secure() {
+		return errors.New("--profiling needs --health-address, --metrics-bind-address or --secure-port to serve /debug/pprof on")
 	}
 	if o.SecureServing != nil {
 		return o.SecureServing.Validate()
@@ -131,6 +139,8 @@ func NewRegistry(cs ...prometheus.Collector) *prometheus.Registry {
 type Addresses struct {
 	// Health is HealthAddress's plain-HTTP listener.
 	Health net.Addr
+	// Metrics is MetricsAddress's plain-HTTP listener.
+	Metrics net.Addr
 	// Secure is SecureServing's HTTPS listener.
 	Secure net.Addr
 }
@@ -138,40 +148,82 @@ type Addresses struct {
 // Start listens now, so a taken port fails the start, and serves the endpoints of Serve
 // until ctx ends: /metrics from gatherer (nil = none), /debug/pprof with Profiling, and
 // opts (WithReadiness, WithLiveness). They are served over plain HTTP on HealthAddress
-// when set, and over HTTPS on SecureServing's port when set, there only to callers the
-// apiserver (reached with WithDelegatedAuth's client) authenticates and authorizes. A
-// serving error after the start is logged with slog's default logger. Errors: a listen
-// failed, the secure port's certificate or CA could not be read, or it has no
-// WithDelegatedAuth; nothing is served then.
+// (the probes only, when MetricsAddress takes /metrics and /debug/pprof), and over
+// HTTPS on SecureServing's port when set, there only to callers the apiserver (reached
+// with WithDelegatedAuth's client) authenticates and authorizes. A serving error after
+// the start is logged with slog's default logger. Errors: a listen failed, the secure
+// port's certificate or CA could not be read, or it has no WithDelegatedAuth; nothing
+// is served then.
 func (o *Options) Start(ctx context.Context, gatherer prometheus.Gatherer, opts ...Option) (Addresses, error) {
+	all := opts
 	if o.Profiling {
-		opts = append(opts, WithProfiling())
+		all = append(append([]Option(nil), opts...), WithProfiling())
 	}
 	var addrs Addresses
-	var plain net.Listener
-	if o.HealthAddress != "" {
-		l, err := net.Listen("tcp", o.HealthAddress)
-		if err != nil {
-			return Addresses{}, fmt.Errorf("--health-address: %w", err)
+	plain := []*plainListener{{flag: "--health-address", address: o.HealthAddress, bound: &addrs.Health, handler: Handler(gatherer, all...)}}
+	if o.MetricsAddress != "" {
+		plain = []*plainListener{
+			{flag: "--health-address", address: o.HealthAddress, bound: &addrs.Health, handler: Handler(nil, opts...)},
+			{flag: "--metrics-bind-address", address: o.MetricsAddress, bound: &addrs.Metrics, handler: Handler(gatherer, all...)},
 		}
-		plain, addrs.Health = l, l.Addr()
+	}
+	closeAll := func() {
+		for _, p := range plain {
+			if p.l != nil {
+				p.l.Close()
+			}
+		}
+	}
+	for _, p := range plain {
+		if err := p.listen(); err != nil {
+			closeAll()
+			return Addresses{}, err
+		}
 	}
 	if o.secure() {
-		addr, err := o.SecureServing.start(ctx, newEndpoints(opts).delegation, Handler(gatherer, opts...))
+		addr, err := o.SecureServing.start(ctx, newEndpoints(all).delegation, Handler(gatherer, all...))
 		if err != nil {
-			if plain != nil {
-				plain.Close()
-			}
+			closeAll()
 			return Addresses{}, err
 		}
 		addrs.Secure = addr
 	}
-	if plain != nil {
-		go func() {
-			if err := Serve(ctx, plain, nil, gatherer, opts...); err != nil {
-				slog.Error("health endpoints stopped", "address", plain.Addr().String(), "err", err)
-			}
-		}()
+	for _, p := range plain {
+		p.serve(ctx)
 	}
 	return addrs, nil
+}
+
+// plainListener is one of Start's plain-HTTP listeners.
+type plainListener struct {
+	flag, address string // "" serves none
+	bound         *net.Addr
+	handler       http.Handler
+	l             net.Listener
+}
+
+// listen binds address, when set. Errors: the listen failed, named by flag.
+func (p *plainListener) listen() error {
+	if p.address == "" {
+		return nil
+	}
+	l, err := net.Listen("tcp", p.address)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.flag, err)
+	}
+	p.l, *p.bound = l, l.Addr()
+	return nil
+}
+
+// serve answers handler on the bound listener, if any, until ctx ends.
+func (p *plainListener) serve(ctx context.Context) {
+	if p.l == nil {
+		return
+	}
+	srv := &http.Server{Handler: p.handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := serve(ctx, srv, func() error { return srv.Serve(p.l) }); err != nil {
+			slog.Error("health endpoints stopped", "address", p.l.Addr().String(), "err", err)
+		}
+	}()
 }
