@@ -193,6 +193,8 @@ func TestSecurePort(t *testing.T) {
 		saBound    = caller{name: "a service account bound to system:monitoring", token: monitoringToken}
 		saUnbound  = caller{name: "an unbound service account", token: unboundToken}
 		forged     = caller{name: "a forged token", token: monitoringToken[:len(monitoringToken)-4] + "AAAA"}
+		// As kube's union: one credential that proves a user is enough.
+		certAndForged = caller{name: "a certificate of system:monitoring with a forged token", cert: monitoring.cert, token: forged.token}
 	)
 	forbidden := func(user, path string) string {
 		return `forbidden: User "` + user + `" cannot get path "` + path + `"`
@@ -213,6 +215,7 @@ func TestSecurePort(t *testing.T) {
 		{forged, "/metrics", http.StatusUnauthorized, "Unauthorized"},
 		{forged, "/healthz", http.StatusUnauthorized, "Unauthorized"},
 		{foreign, "/metrics", http.StatusUnauthorized, "Unauthorized"},
+		{certAndForged, "/metrics", http.StatusOK, ""},
 		{jane, "/metrics", http.StatusForbidden, forbidden("jane", "/metrics")},
 		{jane, "/healthz", http.StatusOK, ""},
 		{monitoring, "/metrics", http.StatusOK, ""},

@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -185,7 +186,7 @@ func (t *tokenReviewer) AuthenticateToken(ctx context.Context, token string) (*a
 		}
 		answer.user = &user.DefaultInfo{Name: st.User.Username, UID: st.User.UID, Groups: st.User.Groups, Extra: extra}
 	} else if st.Error != "" {
-		answer.err = fmt.Errorf("%s", st.Error)
+		answer.err = errors.New(st.Error)
 	}
 	if answer.err == nil {
 		t.cache.Add(key, answer, t.ttl)

@@ -1,6 +1,7 @@
 package delegating
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -42,7 +43,7 @@ func WithAuth(next http.Handler, authn authenticator.Request, authz authorizer.A
 			http.Error(w, fmt.Sprintf("Internal Server Error: %q: %v", r.URL.RequestURI(), err), http.StatusInternalServerError)
 			return
 		}
-		httpstatus.Write(w, apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("%s", forbiddenMessage(attrs, reason))))
+		httpstatus.Write(w, apierrors.NewForbidden(schema.GroupResource{}, "", errors.New(forbiddenMessage(attrs, reason))))
 	})
 }
 
