@@ -39,6 +39,7 @@ import (
 	"skiff.dev/services/apiserver/eventsink"
 	"skiff.dev/services/apiserver/openapi"
 	"skiff.dev/services/apiserver/registry"
+	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
 	"skiff.dev/services/apiserver/registry/core/namespace"
 	"skiff.dev/services/apiserver/registry/core/pod"
 	"skiff.dev/services/apiserver/registry/core/service"
@@ -280,7 +281,9 @@ func New(cfg Config) (_ *APIServer, err error) {
 	s.rbac = newRBACAuthorization(stores)
 	authorizer := authorization.New(storageLookup{stores: stores}, s.rbac.authorizer)
 	s.rbac.guard.Authorizer = authorizer
-	descriptors := resources(execProxy, authorizer, tokens, s.rbac.guard, serviceAllocators)
+	// Answers with the authenticator built below, once the stores it reads exist.
+	tokenReviews := &authenticationregistry.TokenReviewREST{APIAudiences: tokens.Audiences}
+	descriptors := resources(execProxy, authorizer, tokens, tokenReviews, s.rbac.guard, serviceAllocators)
 	for i := range descriptors {
 		d := &descriptors[i]
 		if d.NewListFunc == nil {
@@ -313,6 +316,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 	}
 	authenticator = append(authenticator, &authentication.SecretTokens{Secrets: secrets},
 		&authentication.ServiceAccountTokens{Verifier: tokens.Verifier, ServiceAccounts: serviceAccounts, Pods: pods, Secrets: secrets})
+	tokenReviews.Authenticator = authenticator
 	namespaceLifecycle := admission.NewNamespaceLifecycle(s.namespaces)
 	s.handler = endpoints.NewHandler(endpoints.Config{
 		Authenticator: authenticator,

@@ -30,7 +30,7 @@ import (
 
 // resources lists every resource the apiserver serves: the one place a new resource is
 // registered. Its order is discovery's order within a group version.
-func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer, tokens serviceaccount.TokenConfig, rbacGuard *rbacregistry.Guard, serviceAllocators service.Allocators) []registry.Descriptor {
+func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer, tokens serviceaccount.TokenConfig, tokenReviews *authenticationregistry.TokenReviewREST, rbacGuard *rbacregistry.Guard, serviceAllocators service.Allocators) []registry.Descriptor {
 	return []registry.Descriptor{
 		configmap.Descriptor,
 		endpoint.Descriptor,
@@ -45,6 +45,7 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		certificatesigningrequest.Descriptor,
 		endpointslice.Descriptor,
 		authenticationregistry.Descriptor,
+		authenticationregistry.NewTokenReviewDescriptor(tokenReviews),
 		authorizationregistry.NewSelfSubjectAccessReviewDescriptor(authorizer),
 		authorizationregistry.NewSelfSubjectRulesReviewDescriptor(authorizer),
 		authorizationregistry.NewSubjectAccessReviewDescriptor(authorizer),

@@ -36,7 +36,11 @@ func main() {
 	options.AddFlags(flag.CommandLine)
 	election := leaderelection.DefaultOptions(controllermanager.LeaseName)
 	election.AddFlags(flag.CommandLine)
-	srv := serving.NewOptions(":10257") // kube-controller-manager's port
+	// As kube-controller-manager: /metrics and /debug/pprof only on the secure port
+	// 10257, to callers the apiserver authenticates and authorizes; plain HTTP is off
+	// unless --health-address asks for it.
+	srv := serving.NewOptions("")
+	srv.SecureServing = serving.NewSecureServingOptions(10257)
 	srv.AddFlags(flag.CommandLine)
 	contentType := kubeclient.AddContentTypeFlag(flag.CommandLine)
 	flag.Parse()
@@ -95,7 +99,7 @@ func main() {
 	if err != nil {
 		failAfterEvents("controller manager", err)
 	}
-	if _, err := srv.Start(ctx, registry, serving.WithLiveness(cm.Healthz)); err != nil {
+	if _, err := srv.Start(ctx, registry, serving.WithLiveness(cm.Healthz), serving.WithDelegatedAuth(client, cfg)); err != nil {
 		failAfterEvents("health endpoints", err)
 	}
 	if err := cm.Run(ctx); err != nil {

@@ -31,7 +31,11 @@ func main() {
 	natsCAFile := flag.String("nats-ca-file", "", "CA verifying NATS's serving certificate (default: <pki-dir>/ca.crt)")
 	natsCertFile := flag.String("nats-cert-file", "", "client certificate toward NATS, which requires mutual TLS (default: <pki-dir>/csr-signer.crt)")
 	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: <pki-dir>/csr-signer.key)")
-	srv := serving.NewOptions(":10260")
+	// As kube-controller-manager, whose job csr-signer does: /metrics and /debug/pprof
+	// only on the secure port 10260, to callers the apiserver authenticates and
+	// authorizes; plain HTTP is off unless --health-address asks for it.
+	srv := serving.NewOptions("")
+	srv.SecureServing = serving.NewSecureServingOptions(10260)
 	srv.AddFlags(flag.CommandLine)
 	flag.Parse()
 
@@ -85,7 +89,7 @@ func main() {
 		fail("building csr-signer", err)
 	}
 
-	if _, err := srv.Start(ctx, serving.NewRegistry(controller.Metrics(), recorder.Metrics()), serving.WithReadiness(controller.Ready)); err != nil {
+	if _, err := srv.Start(ctx, serving.NewRegistry(controller.Metrics(), recorder.Metrics()), serving.WithReadiness(controller.Ready), serving.WithDelegatedAuth(client, cfg)); err != nil {
 		fail("health endpoints", err)
 	}
 	if err := controller.Run(ctx); err != nil && ctx.Err() == nil {

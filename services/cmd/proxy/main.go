@@ -30,7 +30,10 @@ func main() {
 	syncPeriod := flag.Duration("sync-period", 30*time.Second, "longest time between two rule syncs")
 	cleanup := flag.Bool("cleanup", false, "delete the proxy's table and exit")
 	cleanupOnExit := flag.Bool("cleanup-on-exit", false, "delete the table when stopped (kube-proxy keeps its rules across restarts)")
-	srv := serving.NewOptions(":10256") // kube-proxy's healthz port
+	// kube-proxy's listeners: the probes on every interface at 10256, /metrics (and
+	// /debug/pprof) on loopback only at 10249, neither authenticated.
+	srv := serving.NewOptions(":10256")
+	srv.MetricsAddress = "127.0.0.1:10249"
 	contentType := kubeclient.AddContentTypeFlag(flag.CommandLine)
 	srv.AddFlags(flag.CommandLine)
 	flag.Parse()

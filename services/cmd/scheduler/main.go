@@ -32,7 +32,11 @@ func main() {
 	// only the holder binds.
 	election := leaderelection.DefaultOptions("kube-scheduler")
 	election.AddFlags(flag.CommandLine)
-	srv := serving.NewOptions(":10259") // kube-scheduler's port
+	// As kube-scheduler: /metrics and /debug/pprof only on the secure port 10259, to
+	// callers the apiserver authenticates and authorizes; plain HTTP is off unless
+	// --health-address asks for it.
+	srv := serving.NewOptions("")
+	srv.SecureServing = serving.NewSecureServingOptions(10259)
 	srv.AddFlags(flag.CommandLine)
 	// kube-scheduler's defaults: client-go's own (5 QPS, burst 10) cap binding at ~5 pods/s,
 	// which is how long a backlog takes to drain after a fault.
@@ -84,7 +88,7 @@ func main() {
 		failAfterEvents("building scheduler", err)
 	}
 	elector := leaderelection.New(client, election, "")
-	if _, err := srv.Start(ctx, serving.NewRegistry(sched.Metrics(), recorder.Metrics()), serving.WithLiveness(elector.Check)); err != nil {
+	if _, err := srv.Start(ctx, serving.NewRegistry(sched.Metrics(), recorder.Metrics()), serving.WithLiveness(elector.Check), serving.WithDelegatedAuth(client, cfg)); err != nil {
 		failAfterEvents("health endpoints", err)
 	}
 	// A leader that lost its Lease exits (ErrLeaderElectionLost) so it never binds beside

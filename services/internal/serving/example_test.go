@@ -22,11 +22,11 @@ func Example() {
 	defer stop()
 	// The service's collectors go into the registry; checks into /healthz or /readyz.
 	ready := func() error { return nil }
-	addr, err := srv.Start(ctx, serving.NewRegistry(), serving.WithReadiness(ready))
+	addrs, err := srv.Start(ctx, serving.NewRegistry(), serving.WithReadiness(ready))
 	if err != nil {
 		logger.Error("health endpoints", "err", err)
 		os.Exit(1)
 	}
-	fmt.Println(addr != nil)
+	fmt.Println(addrs.Health != nil)
 	// Output: true
 }

@@ -8,17 +8,21 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Options are the flags every skiff service shares: logging, the plain-HTTP health and
-// metrics endpoint, and profiling. They mirror kube's component-base options
-// (--v/--logging-format of logs.Options, --healthz-bind-address/--metrics-bind-address,
-// --profiling), folded into one listener as DESIGN.md's "Every service" asks. A main
-// builds them with NewOptions, registers them with AddFlags, then calls Logger and Start.
+// metrics endpoint, profiling, and for a control-plane component its secure port. They
+// mirror kube's component-base options (--v/--logging-format of logs.Options,
+// --healthz-bind-address/--metrics-bind-address, --profiling) and, in SecureServing,
+// kube-scheduler's and kube-controller-manager's secure serving, folded into one set
+// as DESIGN.md's "Every service" asks. A main builds them with NewOptions (and
+// NewSecureServingOptions), registers them with AddFlags, then calls Logger and Start.
 type Options struct {
 	// LogLevel is slog's level name: debug, info, warn or error (--log-level).
 	LogLevel string
@@ -28,8 +32,18 @@ type Options struct {
 	// HealthAddress is host:port where /healthz, /livez, /readyz and /metrics are served
 	// over plain HTTP; "" serves none (--health-address).
 	HealthAddress string
-	// Profiling adds Go's /debug/pprof to the HealthAddress listener (--profiling).
+	// MetricsAddress, when set, is host:port where /metrics (and with Profiling
+	// /debug/pprof) are served over plain HTTP instead of on HealthAddress, which then
+	// answers the probes only, as kube-proxy's --metrics-bind-address beside its
+	// --healthz-bind-address (--metrics-bind-address).
+	MetricsAddress string
+	// Profiling adds Go's /debug/pprof to the listener that serves /metrics
+	// (MetricsAddress, else HealthAddress) and to the secure port (--profiling).
 	Profiling bool
+	// SecureServing, when set, is the component's secure port, which serves the same
+	// endpoints over HTTPS to callers the apiserver authenticates and authorizes; nil
+	// for a service without one.
+	SecureServing *SecureServingOptions
 }
 
 // Log formats of --log-format.
@@ -46,16 +60,27 @@ func NewOptions(healthAddress string) *Options {
 }
 
 // AddFlags registers --log-level, --log-format, --health-address and --profiling on fs,
-// defaulting to o's values.
+// and SecureServing's flags when set, defaulting to o's values.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: debug, info, warn or error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json (one object per line) or text (key=value)")
-	fs.StringVar(&o.HealthAddress, "health-address", o.HealthAddress, "host:port where /healthz, /livez, /readyz and /metrics are served over plain HTTP (\"\" = off)")
-	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's /debug/pprof on --health-address")
+	fs.StringVar(&o.HealthAddress, "health-address", o.HealthAddress, "host:port where /healthz, /livez, /readyz and /metrics are served over plain HTTP, without authentication (\"\" = off)")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "host:port where /metrics and, with --profiling, /debug/pprof are served over plain HTTP, without authentication, instead of on --health-address (\"\" = on --health-address)")
+	where := "--metrics-bind-address or --health-address"
+	if o.SecureServing != nil {
+		where = "--secure-port, and on --metrics-bind-address or --health-address"
+		o.SecureServing.AddFlags(fs)
+	}
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's /debug/pprof on "+where)
 }
 
-// Validate reports the first invalid option: an unknown level or format, or --profiling
-// without --health-address to serve it on.
+// secure reports whether o serves a secure port.
+func (o *Options) secure() bool {
+	return o.SecureServing != nil && (o.SecureServing.BindPort != 0 || o.SecureServing.Listener != nil)
+}
+
+// Validate reports the first invalid option: an unknown level or format, --profiling
+// with no listener to serve it on, or SecureServing's.
 func (o *Options) Validate() error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.LogLevel)); err != nil {
@@ -64,8 +89,11 @@ func (o *Options) Validate() error {
 	if o.LogFormat != LogFormatJSON && o.LogFormat != LogFormatText {
 		return fmt.Errorf("--log-format %q: want json or text", o.LogFormat)
 	}
-	if o.Profiling && o.HealthAddress == "" {
-		return errors.New("--profiling needs --health-address to serve /debug/pprof on")
+	if o.Profiling && o.HealthAddress == "" && o.MetricsAddress == "" && !o.secure() {
+		return errors.New("--profiling needs --health-address, --metrics-bind-address or --secure-port to serve /debug/pprof on")
+	}
+	if o.SecureServing != nil {
+		return o.SecureServing.Validate()
 	}
 	return nil
 }
@@ -106,26 +134,96 @@ func NewRegistry(cs ...prometheus.Collector) *prometheus.Registry {
 	return reg
 }
 
-// Start listens on HealthAddress now, so a taken port fails the start, and serves the
-// endpoints of Serve there until ctx ends: /metrics from gatherer (nil = none),
-// /debug/pprof with Profiling, and opts (WithReadiness, WithLiveness). It returns the
-// bound address, nil when HealthAddress is "". A serving error after the start is
-// logged with slog's default logger. Errors: the listen failed.
-func (o *Options) Start(ctx context.Context, gatherer prometheus.Gatherer, opts ...Option) (net.Addr, error) {
-	if o.HealthAddress == "" {
-		return nil, nil
-	}
-	l, err := net.Listen("tcp", o.HealthAddress)
-	if err != nil {
-		return nil, fmt.Errorf("--health-address: %w", err)
-	}
+// Addresses are where Start serves: the bound address of each listener, nil for one
+// not served.
+type Addresses struct {
+	// Health is HealthAddress's plain-HTTP listener.
+	Health net.Addr
+	// Metrics is MetricsAddress's plain-HTTP listener.
+	Metrics net.Addr
+	// Secure is SecureServing's HTTPS listener.
+	Secure net.Addr
+}
+
+// Start listens now, so a taken port fails the start, and serves the endpoints of Serve
+// until ctx ends: /metrics from gatherer (nil = none), /debug/pprof with Profiling, and
+// opts (WithReadiness, WithLiveness). They are served over plain HTTP on HealthAddress
+// (the probes only, when MetricsAddress takes /metrics and /debug/pprof), and over
+// HTTPS on SecureServing's port when set, there only to callers the apiserver (reached
+// with WithDelegatedAuth's client) authenticates and authorizes. A serving error after
+// the start is logged with slog's default logger. Errors: a listen failed, the secure
+// port's certificate or CA could not be read, or it has no WithDelegatedAuth; nothing
+// is served then.
+func (o *Options) Start(ctx context.Context, gatherer prometheus.Gatherer, opts ...Option) (Addresses, error) {
+	all := opts
 	if o.Profiling {
-		opts = append(opts, WithProfiling())
+		all = append(append([]Option(nil), opts...), WithProfiling())
 	}
+	var addrs Addresses
+	plain := []*plainListener{{flag: "--health-address", address: o.HealthAddress, bound: &addrs.Health, handler: Handler(gatherer, all...)}}
+	if o.MetricsAddress != "" {
+		plain = []*plainListener{
+			{flag: "--health-address", address: o.HealthAddress, bound: &addrs.Health, handler: Handler(nil, opts...)},
+			{flag: "--metrics-bind-address", address: o.MetricsAddress, bound: &addrs.Metrics, handler: Handler(gatherer, all...)},
+		}
+	}
+	closeAll := func() {
+		for _, p := range plain {
+			if p.l != nil {
+				p.l.Close()
+			}
+		}
+	}
+	for _, p := range plain {
+		if err := p.listen(); err != nil {
+			closeAll()
+			return Addresses{}, err
+		}
+	}
+	if o.secure() {
+		addr, err := o.SecureServing.start(ctx, newEndpoints(all).delegation, Handler(gatherer, all...))
+		if err != nil {
+			closeAll()
+			return Addresses{}, err
+		}
+		addrs.Secure = addr
+	}
+	for _, p := range plain {
+		p.serve(ctx)
+	}
+	return addrs, nil
+}
+
+// plainListener is one of Start's plain-HTTP listeners.
+type plainListener struct {
+	flag, address string // "" serves none
+	bound         *net.Addr
+	handler       http.Handler
+	l             net.Listener
+}
+
+// listen binds address, when set. Errors: the listen failed, named by flag.
+func (p *plainListener) listen() error {
+	if p.address == "" {
+		return nil
+	}
+	l, err := net.Listen("tcp", p.address)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.flag, err)
+	}
+	p.l, *p.bound = l, l.Addr()
+	return nil
+}
+
+// serve answers handler on the bound listener, if any, until ctx ends.
+func (p *plainListener) serve(ctx context.Context) {
+	if p.l == nil {
+		return
+	}
+	srv := &http.Server{Handler: p.handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
-		if err := Serve(ctx, l, nil, gatherer, opts...); err != nil {
-			slog.Error("health endpoints stopped", "address", l.Addr().String(), "err", err)
+		if err := serve(ctx, srv, func() error { return srv.Serve(p.l) }); err != nil {
+			slog.Error("health endpoints stopped", "address", p.l.Addr().String(), "err", err)
 		}
 	}()
-	return l.Addr(), nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -46,7 +47,7 @@ func TestOptionsFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addr.String() + path)
+		resp, err := http.Get("http://" + addr.Health.String() + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +96,51 @@ func TestOptionsDefaultsAndValidate(t *testing.T) {
 			t.Errorf("%s: no error", c.name)
 		}
 	}
-	if addr, err := (&Options{}).Start(context.Background(), nil); addr != nil || err != nil {
+	if addr, err := (&Options{}).Start(context.Background(), nil); addr != (Addresses{}) || err != nil {
 		t.Errorf("Start without an address: %v, %v; want nothing served", addr, err)
+	}
+}
+
+// TestMetricsAddress: with --metrics-bind-address, /metrics and /debug/pprof leave the
+// health port, which answers the probes only, as kube-proxy's two listeners.
+func TestMetricsAddress(t *testing.T) {
+	o := NewOptions("127.0.0.1:0")
+	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--metrics-bind-address=127.0.0.1:0", "--profiling"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrs, err := o.Start(ctx, NewRegistry(), WithReadiness(func() error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addrs.Health == nil || addrs.Metrics == nil || addrs.Secure != nil {
+		t.Fatalf("Start served %+v, want the health and metrics listeners", addrs)
+	}
+	get := func(addr net.Addr, path string) int {
+		resp, err := http.Get("http://" + addr.String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		addr net.Addr
+		path string
+		want int
+	}{
+		{addrs.Health, "/healthz", http.StatusOK},
+		{addrs.Health, "/readyz", http.StatusOK},
+		{addrs.Health, "/metrics", http.StatusNotFound},
+		{addrs.Health, "/debug/pprof/cmdline", http.StatusNotFound},
+		{addrs.Metrics, "/metrics", http.StatusOK},
+		{addrs.Metrics, "/debug/pprof/cmdline", http.StatusOK},
+	} {
+		if got := get(c.addr, c.path); got != c.want {
+			t.Errorf("GET %s on %s: %d, want %d", c.path, c.addr, got, c.want)
+		}
 	}
 }

@@ -1,7 +1,10 @@
 // Package serving runs the endpoints every skiff service exposes besides its own API
 // (DESIGN.md, "Every service"): /healthz and /livez (the process is up), /readyz (it can do
 // its work), Prometheus /metrics and, with WithProfiling, Go's /debug/pprof; and the
-// flags every service shares for them and for logging (Options).
+// flags every service shares for them and for logging (Options). A control-plane
+// component serves them on its secure port (SecureServingOptions): HTTPS, every caller
+// authenticated and authorized by the apiserver, as kube's components do; plain HTTP
+// (--health-address) is for what only the host reaches.
 package serving
 
 import (
@@ -20,9 +23,10 @@ import (
 type endpoints struct {
 	mux         *http.ServeMux
 	live, ready []func() error
+	delegation  *delegation // WithDelegatedAuth's; read by Options.Start only
 }
 
-// Option changes what Handler and Serve expose.
+// Option changes what Handler and Serve expose, or how Options.Start protects it.
 type Option func(*endpoints)
 
 // WithProfiling serves Go's profiles under /debug/pprof/ (index, cmdline, profile,
@@ -58,10 +62,7 @@ func RegisterProfiling(mux *http.ServeMux) {
 // passes, else 500 with the first error), /readyz (the liveness and WithReadiness
 // checks), /metrics from gatherer when not nil, and what opts add.
 func Handler(gatherer prometheus.Gatherer, opts ...Option) http.Handler {
-	e := &endpoints{mux: http.NewServeMux()}
-	for _, opt := range opts {
-		opt(e)
-	}
+	e := newEndpoints(opts)
 	answer := func(checks []func() error, what string) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) {
 			for _, check := range checks {
@@ -84,6 +85,15 @@ func Handler(gatherer prometheus.Gatherer, opts ...Option) http.Handler {
 	return e.mux
 }
 
+// newEndpoints are the endpoints opts describe.
+func newEndpoints(opts []Option) *endpoints {
+	e := &endpoints{mux: http.NewServeMux()}
+	for _, opt := range opts {
+		opt(e)
+	}
+	return e
+}
+
 // Serve answers Handler's endpoints on l until ctx ends, then shuts down within 5 s.
 // ready, if not nil, is a WithReadiness check. Returns the listener's error, or nil after
 // a clean stop.
@@ -92,8 +102,14 @@ func Serve(ctx context.Context, l net.Listener, ready func() error, gatherer pro
 		opts = append(opts, WithReadiness(ready))
 	}
 	srv := &http.Server{Handler: Handler(gatherer, opts...), ReadHeaderTimeout: 10 * time.Second}
+	return serve(ctx, srv, func() error { return srv.Serve(l) })
+}
+
+// serve runs srv with run (its Serve or ServeTLS) until ctx ends, then shuts it down
+// within 5 s. Returns run's error, or nil after a clean stop.
+func serve(ctx context.Context, srv *http.Server, run func() error) error {
 	errCh := make(chan error, 1)
-	go func() { errCh <- srv.Serve(l) }()
+	go func() { errCh <- run() }()
 	select {
 	case err := <-errCh:
 		return err

@@ -1,6 +1,7 @@
-// Package authentication serves authentication.k8s.io/v1 SelfSubjectReview: the
-// apiserver tells a user who it authenticated them as (`kubectl auth whoami`). Mirrors
-// k8s.io/kubernetes/pkg/registry/authentication/selfsubjectreview.
+// Package authentication serves authentication.k8s.io/v1 SelfSubjectReview, where the
+// apiserver tells a user who it authenticated them as (`kubectl auth whoami`), and
+// TokenReview, where it tells a component who a bearer token belongs to. Mirrors
+// k8s.io/kubernetes/pkg/registry/authentication/selfsubjectreview and tokenreview.
 package authentication
 
 import (
@@ -46,12 +47,6 @@ func (SelfSubjectReviewREST) Create(ctx context.Context, _ string, obj runtime.O
 		return nil, apierrors.NewInternalError(fmt.Errorf("no user in the request"))
 	}
 	out := review.DeepCopy()
-	out.Status.UserInfo = authenticationv1.UserInfo{Username: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups()}
-	if extra := u.GetExtra(); len(extra) > 0 {
-		out.Status.UserInfo.Extra = make(map[string]authenticationv1.ExtraValue, len(extra))
-		for k, v := range extra {
-			out.Status.UserInfo.Extra[k] = v
-		}
-	}
+	out.Status.UserInfo = userInfo(u)
 	return out, nil
 }

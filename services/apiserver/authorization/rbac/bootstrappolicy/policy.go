@@ -229,13 +229,17 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule("list", "watch").groups("*").resources("*").done(),
 			rule("create").groups(legacyGroup).resources("serviceaccounts/token").done()),
 		// skiff's csr-signer approves and signs kubelet certificates (kube's
-		// certificate-controller's job) and reports events.
+		// certificate-controller's job), reports events, and asks the apiserver who
+		// calls its secure port and whether they may (TokenReview, SubjectAccessReview),
+		// as kube-controller-manager, where that job lives, does.
 		clusterRole(CSRSignerUser, nil,
 			rule(Read...).groups(certificatesGroup).resources("certificatesigningrequests").done(),
 			rule("update", "patch").groups(certificatesGroup).resources("certificatesigningrequests/approval", "certificatesigningrequests/status").done(),
 			rule(Read...).groups(legacyGroup).resources("nodes").done(),
 			eventsRule(),
-			rule("get", "list", "watch", "create", "update", "patch").groups(coordinationGroup).resources("leases").done()),
+			rule("get", "list", "watch", "create", "update", "patch").groups(coordinationGroup).resources("leases").done(),
+			rule("create").groups(authenticationGroup).resources("tokenreviews").done(),
+			rule("create").groups(authorizationGroup).resources("subjectaccessreviews").done()),
 		// skiff's exec-proxy finds a pod's node and that node's kubelet.
 		clusterRole(ExecProxyUser, nil,
 			rule(Read...).groups(legacyGroup).resources("pods", "nodes").done()),

@@ -61,6 +61,7 @@ func TestKubeRoles(t *testing.T) {
 			{Verbs: []string{"list", "watch"}, APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}},
 			{Verbs: []string{"list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
 		}},
+		{"system:monitoring", []rbacv1.PolicyRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/metrics", "/metrics/slis", "/livez", "/readyz", "/healthz", "/livez/*", "/readyz/*", "/healthz/*"}}}},
 		{"system:public-info-viewer", []rbacv1.PolicyRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/livez", "/readyz", "/healthz", "/version", "/version/"}}}},
 	}
 	for _, tc := range cases {
@@ -70,6 +71,15 @@ func TestKubeRoles(t *testing.T) {
 			}
 		})
 	}
+	t.Run("system:monitoring is bound to the group system:monitoring", func(t *testing.T) {
+		want := []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:monitoring"}}
+		for _, b := range ClusterRoleBindings() {
+			if b.RoleRef.Name == "system:monitoring" && b.Name == "system:monitoring" && reflect.DeepEqual(b.Subjects, want) {
+				return
+			}
+		}
+		t.Fatal("no ClusterRoleBinding system:monitoring of the group system:monitoring")
+	})
 	t.Run("admin, edit and view aggregate by label", func(t *testing.T) {
 		for role, label := range map[string]string{"admin": AggregateToAdmin, "edit": AggregateToEdit, "view": AggregateToView} {
 			r := find(role)
