@@ -343,6 +343,11 @@ func ClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		binding("system:node", "system:node"),
 		binding("system:service-account-issuer-discovery", "system:service-account-issuer-discovery", group(serviceaccount.AllServiceAccountsGroup)),
 		binding("system:node-proxier", "system:node-proxier", usr(KubeProxyUser)),
+		// A node's proxy runs as its node, with the kubelet's own rotating certificate,
+		// instead of one system:kube-proxy key copied onto every node (kubeadm gives
+		// kube-proxy a ServiceAccount; skiff's proxy is no pod). What it adds to a node's
+		// rights is system:node-proxier's reads of Services, Endpoints and EndpointSlices.
+		binding("system:skiff:node-proxier", "system:node-proxier", group(user.NodesGroup)),
 		binding("system:kube-controller-manager", "system:kube-controller-manager", usr(ControllerManagerUser)),
 		binding("system:kube-scheduler", "system:kube-scheduler", usr(SchedulerUser)),
 		binding(CSRSignerUser, CSRSignerUser, usr(CSRSignerUser)),
