@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"flag"
 	"os"
 	"os/signal"
@@ -28,9 +27,9 @@ func main() {
 	autoApprove := flag.Bool("auto-approve", true, "auto-approve kubelet client and serving requests that fit Kubernetes' rules; false leaves every request to kubectl certificate approve|deny")
 	maxDuration := flag.Duration("max-duration", csrsigner.DefaultMaxDuration, "longest lifetime of an issued certificate; a request's spec.expirationSeconds may ask for less (not under 10m)")
 	natsURL := flag.String("nats-url", "", "NATS URL events are published to (JetStream stream EVENTS); \"\" POSTs them to the apiserver")
-	natsCAFile := flag.String("nats-ca-file", "", "CA verifying NATS's serving certificate (default: <pki-dir>/ca.crt)")
-	natsCertFile := flag.String("nats-cert-file", "", "client certificate toward NATS, which requires mutual TLS (default: <pki-dir>/csr-signer.crt)")
-	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: <pki-dir>/csr-signer.key)")
+	natsCAFile := flag.String("nats-ca-file", "", "CA verifying NATS's serving certificate (default: the CA of --kubeconfig)")
+	natsCertFile := flag.String("nats-cert-file", "", "client certificate toward NATS, which requires mutual TLS (default: the client certificate of --kubeconfig)")
+	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: the key of --kubeconfig)")
 	// As kube-controller-manager, whose job csr-signer does: /metrics and /debug/pprof
 	// only on the secure port 10260, to callers the apiserver authenticates and
 	// authorizes; plain HTTP is off unless --health-address asks for it.
@@ -73,11 +72,9 @@ func main() {
 	if err != nil {
 		fail("building clientset", err)
 	}
-	var natsTLS *tls.Config
-	if *natsURL != "" {
-		if natsTLS, err = pki.ClientTLSFromFiles(*pkiDir, pki.CSRSigner.Name, pki.ClusterCA, *natsCAFile, *natsCertFile, *natsKeyFile); err != nil {
-			fail("NATS client TLS", err)
-		}
+	natsTLS, err := pki.NATSClientTLS(cfg, *natsURL, *natsCAFile, *natsCertFile, *natsKeyFile)
+	if err != nil {
+		fail("NATS client TLS", err)
 	}
 	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "csr-signer", NATSURL: *natsURL, TLS: natsTLS, Client: client})
 	if err != nil {
