@@ -286,7 +286,7 @@ func Init(opts InitOptions) (written []string, err error) {
 			return nil, err
 		}
 	}
-	return written, nil
+	return initNATSAuthCallout(dir, written)
 }
 
 // Kubeconfig is a kubeconfig with one cluster ("skiff", server, the CA embedded), one
