@@ -18,7 +18,7 @@ import (
 // is held.
 func TestMaxInFlightRejectsBeyondTheLimitAndExemptsTheControlPlane(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := newMaxInFlight(1, 1, reg)
+	m := NewMaxInFlight(1, 1, reg)
 	entered, release := make(chan struct{}), make(chan struct{})
 	h := m.filter(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("hold") == "true" {
@@ -121,7 +121,7 @@ func TestIsLongRunning(t *testing.T) {
 // TestMaxInFlightUserShare: with a read-only limit of 8, one user may hold 2 seats; while
 // alice holds them her next read is refused and bob's is served.
 func TestMaxInFlightUserShare(t *testing.T) {
-	m := newMaxInFlight(8, 8, prometheus.NewRegistry())
+	m := NewMaxInFlight(8, 8, prometheus.NewRegistry())
 	entered, release := make(chan struct{}), make(chan struct{})
 	h := m.filter(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("hold") == "true" {
