@@ -340,7 +340,7 @@ func (s *Sink) receive(msg jetstream.Msg) (delivery, bool) {
 		s.refuse(msg, RefusedNamespace, name, ev, fmt.Errorf("event in namespace %q published on subject %s", ev.Namespace, msg.Subject()))
 		return delivery{}, false
 	}
-	publisher := Publisher(name)
+	publisher := publisherUser(name)
 	if node, ok := authorization.NodeName(publisher); ok {
 		if err := admission.NodeEventSource(node, ev); err != nil {
 			s.refuse(msg, RefusedNodeRestriction, name, ev, err)
@@ -350,12 +350,12 @@ func (s *Sink) receive(msg jetstream.Msg) (delivery, bool) {
 	return delivery{ev: ev, msg: msg, publisher: publisher}, true
 }
 
-// Publisher is the user an event published by the NATS user name arrives as: name, in
+// publisherUser is the user an event published by the NATS user name arrives as: name, in
 // system:nodes when it is a node's (system:node:<node>), and in system:authenticated, as
 // the x509 authenticator sees the same certificate. The auth callout grants event
 // subjects only to nodes in exactly system:nodes and to identities with no groups
 // (natsauth.Authorize), so the name tells the groups.
-func Publisher(name string) user.Info {
+func publisherUser(name string) user.Info {
 	groups := []string{user.AllAuthenticated}
 	if node, isNode := strings.CutPrefix(name, authorization.NodeUserPrefix); isNode && node != "" {
 		groups = []string{user.NodesGroup, user.AllAuthenticated}
