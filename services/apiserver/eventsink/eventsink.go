@@ -197,6 +197,9 @@ func (s *Sink) Run(ctx context.Context) error {
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		// A NATS whose configuration does not know the apiserver yet refuses it as any
+		// other: keep trying rather than give up after two refusals.
+		nats.IgnoreAuthErrorAbort(),
 	}, s.cfg.NATSOptions...)
 	if s.cfg.TLS != nil {
 		opts = append(opts, nats.Secure(s.cfg.TLS))

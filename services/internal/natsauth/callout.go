@@ -51,6 +51,9 @@ func (r *Responder) Run(ctx context.Context, url string, opts ...nats.Option) er
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		// A NATS whose configuration does not know the apiserver yet refuses it as any
+		// other: keep trying rather than give up after two refusals.
+		nats.IgnoreAuthErrorAbort(),
 	}, opts...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
