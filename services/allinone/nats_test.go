@@ -19,14 +19,15 @@ import (
 )
 
 // TestEventsTravelOverMutualTLS: the embedded NATS admits only certificates from the
-// cluster CA, and still every component's events arrive through it — the scheduler's,
-// csr-signer's and the kubelet's (whose certificate came from its own CSR) — since
-// with NATS on nothing POSTs them.
+// cluster CA, each only to its own subjects, and still every component's events arrive
+// through it — the scheduler's, csr-signer's, the kubelet's and a hollow node's (whose
+// certificates came from their own CSRs), each reported as its own node — since with
+// NATS on nothing POSTs them.
 func TestEventsTravelOverMutualTLS(t *testing.T) {
 	dataDir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	cluster, stopped, err := allinone.Start(ctx, allinone.Config{
-		DataDir: dataDir, BindAddress: "127.0.0.1", Runtime: allinone.RuntimeSim, NodeName: "nats-node", NATSPort: 0,
+		DataDir: dataDir, BindAddress: "127.0.0.1", Runtime: allinone.RuntimeSim, NodeName: "nats-node", NATSPort: 0, HollowNodes: 1,
 	})
 	if err != nil {
 		cancel()
@@ -66,19 +67,31 @@ func TestEventsTravelOverMutualTLS(t *testing.T) {
 	if _, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"default-scheduler": false, "kubelet": false, "csr-signer": false}
+	want := map[string]bool{"default-scheduler": false, "kubelet nats-node": false, "kubelet hollow-0": false, "csr-signer": false}
 	var lastErr error
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := client.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if lastErr = err; err == nil {
 			for _, ev := range list.Items {
-				if _, ok := want[ev.Source.Component]; ok {
-					want[ev.Source.Component] = true
+				source := ev.Source.Component
+				if source == "kubelet" {
+					if ev.ReportingInstance != ev.Source.Host {
+						t.Errorf("kubelet event %s/%s: reportingInstance %q, source.host %q; want both the node", ev.Namespace, ev.Name, ev.ReportingInstance, ev.Source.Host)
+					}
+					source += " " + ev.Source.Host
+				}
+				if _, ok := want[source]; ok {
+					want[source] = true
 				}
 			}
 		}
-		return want["default-scheduler"] && want["kubelet"] && want["csr-signer"], nil
+		for _, arrived := range want {
+			if !arrived {
+				return false, nil
+			}
+		}
+		return true, nil
 	}); err != nil {
-		t.Fatalf("events arrived from %v (last error %v); want all three", want, lastErr)
+		t.Fatalf("events arrived from %v (last error %v); want all", want, lastErr)
 	}
 }

@@ -21,8 +21,9 @@ import (
 
 // observability is what the all-in-one adds for tracing and events: one tracer provider
 // per service (so each hop shows under its own service.name even in one process) and
-// the embedded NATS server events travel through, which requires mutual TLS as the
-// compose stack's does.
+// the embedded NATS server events travel through, which runs the configuration the
+// compose stack's does: mutual TLS, and per-identity permissions granted by the
+// apiserver's auth callout.
 type observability struct {
 	apiserver, scheduler, controllerManager, kubelet, runtime *tracing.Provider
 	// natsURL is the embedded NATS server's URL (tls://host:port), "" when NATS is off.
@@ -38,9 +39,10 @@ type observability struct {
 const natsServerName = "localhost"
 
 // startObservability builds the tracer providers and starts NATS with JetStream data
-// under dataDir/nats, serving pkiDir's nats-server key pair to clients with a
-// certificate from pkiDir's CA only. The runtime's provider becomes the global one: the
-// built-in CRI servers trace with it.
+// under dataDir/nats from pkiDir (natsserver.Config.PKIDir): it serves pkiDir's
+// nats-server key pair to clients with a certificate from pkiDir's CA only, and trusts
+// the auth callout signed with pkiDir's nats-auth-callout.nk. The runtime's provider
+// becomes the global one: the built-in CRI servers trace with it.
 func startObservability(ctx context.Context, cfg Config, dataDir, pkiDir string) (_ *observability, err error) {
 	o := &observability{}
 	defer func() {
@@ -66,16 +68,12 @@ func startObservability(ctx context.Context, cfg Config, dataDir, pkiDir string)
 	otel.SetTracerProvider(o.runtime)
 
 	if cfg.NATSPort >= 0 {
-		serverTLS, err := pki.ServerTLS(pkiDir, pki.NATSServerName)
-		if err != nil {
-			return nil, fmt.Errorf("NATS TLS: %w", err)
-		}
 		ca, err := pki.LoadCA(pkiDir)
 		if err != nil {
 			return nil, err
 		}
 		o.caPEM = ca.CertPEM
-		ns, err := natsserver.Start(natsserver.Config{StoreDir: filepath.Join(dataDir, "nats"), Host: cfg.BindAddress, Port: cfg.NATSPort, TLS: serverTLS})
+		ns, err := natsserver.Start(natsserver.Config{StoreDir: filepath.Join(dataDir, "nats"), Host: cfg.BindAddress, Port: cfg.NATSPort, PKIDir: pkiDir})
 		if err != nil {
 			return nil, err
 		}
@@ -105,8 +103,9 @@ func (o *observability) natsTLS(c *tls.Config) *tls.Config {
 
 // recorder builds an event recorder for component that publishes to NATS, presenting
 // the client key pair certFile/keyFile (read at every connect, so a kubelet's rotated
-// certificate is used), or POSTs through client when NATS is off. Run it with the
-// services.
+// certificate is used), or POSTs through client when NATS is off. Toward NATS it is the
+// node host (system:node:<host>) when host is set, else its certificate's user. Run it
+// with the services.
 func (o *observability) recorder(component, host string, client kubernetes.Interface, certFile, keyFile string) (*eventrecorder.Recorder, error) {
 	if client == nil {
 		return nil, errors.New("allinone: recorder needs a client")
@@ -118,6 +117,11 @@ func (o *observability) recorder(component, host string, client kubernetes.Inter
 			return nil, fmt.Errorf("%s: %w", component, err)
 		}
 		cfg.TLS = o.natsTLS(tlsConfig)
+		if host != "" {
+			cfg.User = "system:node:" + host
+		} else if cfg.User, err = pki.NATSUser(tlsConfig); err != nil {
+			return nil, fmt.Errorf("%s: %w", component, err)
+		}
 	}
 	return eventrecorder.New(cfg)
 }

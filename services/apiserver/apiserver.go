@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
@@ -53,6 +55,7 @@ import (
 	"skiff.dev/services/apiserver/storage/cacher"
 	"skiff.dev/services/apiserver/storage/etcd3"
 	"skiff.dev/services/apiserver/storage/leasekv"
+	"skiff.dev/services/internal/natsauth"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/tracing"
 )
@@ -77,6 +80,13 @@ type Config struct {
 	// cluster CA as RootCAs (ConfigFromPKI sets it). nil dials plain TCP, which skiff's
 	// NATS refuses.
 	NATSTLS *tls.Config
+	// NATSAuthCalloutSeedFile, with NATSURL, holds the account nkey seed (pki:
+	// nats-auth-callout.nk) that signs NATS's auth callout answers: the apiserver answers
+	// them (natsauth.Responder, a queue group every replica joins), granting each client
+	// certificate other than its own its event subjects and inbox, after verifying it
+	// again against NATSTLS.RootCAs (ClientCA without NATSTLS). "" answers none, for a
+	// NATS without auth callout. ConfigFromPKI sets it.
+	NATSAuthCalloutSeedFile string
 	// TracerProvider traces every request (otelhttp) and its etcd calls; nil means the
 	// global provider.
 	TracerProvider trace.TracerProvider
@@ -138,8 +148,9 @@ const (
 
 // ConfigFromPKI is a Config over etcd with the serving certificate, client CA, bootstrap
 // tokens, front-proxy client certificate (for exec-proxy), NATS client certificate
-// (apiserver-nats-client, for the event sink) and service-account key (sa.key, sa.pub)
-// of a `skiff pki init` directory.
+// (apiserver-nats-client, for the event sink and the auth callout), NATS auth callout
+// key (nats-auth-callout.nk) and service-account key (sa.key, sa.pub) of a `skiff pki
+// init` directory.
 func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 	certFile, keyFile := pki.KeyPairFiles(dir, pki.APIServerName)
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
@@ -167,6 +178,8 @@ func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 		ProxyClientTLS:     &tls.Config{Certificates: []tls.Certificate{proxyCert}, RootCAs: clusterCA, MinVersion: tls.VersionTLS12},
 		NATSTLS:            natsTLS,
 
+		NATSAuthCalloutSeedFile: filepath.Join(dir, pki.NATSAuthCalloutSeedFile),
+
 		ServiceAccountSigningKeyFile: filepath.Join(dir, pki.ServiceAccountKeyFile),
 		ServiceAccountKeyFile:        filepath.Join(dir, pki.ServiceAccountPublicKeyFile),
 
@@ -184,6 +197,9 @@ type APIServer struct {
 	caches            []*cacher.Cacher
 	tlsConfig         *tls.Config
 	eventSink         *eventsink.Sink
+	authCallout       *natsauth.Responder // nil: no callout answered
+	natsURL           string
+	natsTLS           *tls.Config
 	rbac              *rbacAuthorization
 	services          *service.REST
 	kubernetesService *kubernetesservice.Controller
@@ -317,32 +333,57 @@ func New(cfg Config) (_ *APIServer, err error) {
 	authenticator = append(authenticator, &authentication.SecretTokens{Secrets: secrets},
 		&authentication.ServiceAccountTokens{Verifier: tokens.Verifier, ServiceAccounts: serviceAccounts, Pods: pods, Secrets: secrets})
 	tokenReviews.Authenticator = authenticator
-	namespaceLifecycle := admission.NewNamespaceLifecycle(s.namespaces)
+	admissionChain := admission.Chain{
+		admission.NewNamespaceLifecycle(s.namespaces),
+		admission.ServiceAccount{ServiceAccounts: serviceAccounts},
+		admission.NodeRestriction{Pods: pods},
+		admission.DefaultTolerationSecondsPlugin{},
+	}
+	// Requests and the events the sink takes from NATS share one registry of metrics and
+	// one max-in-flight limit.
+	metrics := prometheus.NewRegistry()
+	inFlight := endpoints.NewMaxInFlight(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, metrics)
 	s.handler = endpoints.NewHandler(endpoints.Config{
 		Authenticator: authenticator,
 		Authorizer:    authorizer,
 		Core:          groups[0],
 		Groups:        groups[1:],
-		Admission: admission.Chain{
-			namespaceLifecycle,
-			admission.ServiceAccount{ServiceAccounts: serviceAccounts},
-			admission.NodeRestriction{Pods: pods},
-			admission.DefaultTolerationSecondsPlugin{},
-		},
-		Ready:                       s.ready,
-		MaxRequestsInFlight:         cfg.MaxRequestsInFlight,
-		MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
+		Admission:     admissionChain,
+		Ready:         s.ready,
+		Metrics:       metrics,
+		InFlight:      inFlight,
 		// Schemas of every served kind, for /openapi/v3 and server-side apply.
 		OpenAPIDefinitions: openapi.GetOpenAPIDefinitions,
 	})
 	s.handler = tracing.Handler(s.handler, cfg.TracerProvider, "apiserver")
 	if cfg.NATSURL != "" {
 		if s.eventSink, err = eventsink.New(eventsink.Config{NATSURL: cfg.NATSURL, TLS: cfg.NATSTLS, Events: events,
-			Admission: namespaceLifecycle}); err != nil {
+			Authorizer: authorizer, Admission: admissionChain, Seats: inFlight, Registerer: metrics}); err != nil {
 			return nil, err
 		}
+		if s.authCallout, err = newAuthCallout(cfg); err != nil {
+			return nil, err
+		}
+		s.natsURL, s.natsTLS = cfg.NATSURL, cfg.NATSTLS
 	}
 	return s, nil
+}
+
+// newAuthCallout is the responder to NATS's auth callout of cfg, nil without a seed
+// file. Errors: the seed does not load.
+func newAuthCallout(cfg Config) (*natsauth.Responder, error) {
+	if cfg.NATSAuthCalloutSeedFile == "" {
+		return nil, nil
+	}
+	issuer, err := pki.LoadNATSAuthCalloutKey(cfg.NATSAuthCalloutSeedFile)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
+	clientCAs := cfg.ClientCA
+	if cfg.NATSTLS != nil && cfg.NATSTLS.RootCAs != nil {
+		clientCAs = cfg.NATSTLS.RootCAs
+	}
+	return &natsauth.Responder{Issuer: issuer, ClientCAs: clientCAs, Log: slog.Default().With("component", "nats-auth-callout")}, nil
 }
 
 // newServiceAllocators builds the ClusterIP and NodePort allocators of cfg's ranges over
@@ -576,11 +617,29 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		}()
 		defer func() { <-compactorDone }()
 	}
+	if s.authCallout != nil {
+		calloutDone := make(chan struct{})
+		go func() {
+			defer close(calloutDone)
+			var opts []nats.Option
+			if s.natsTLS != nil {
+				opts = append(opts, nats.Secure(s.natsTLS))
+			}
+			if err := s.authCallout.Run(ctx, s.natsURL, opts...); err != nil {
+				slog.Error("NATS auth callout", "err", err)
+			}
+		}()
+		defer func() { <-calloutDone }()
+	}
 	if s.eventSink != nil {
 		sinkDone := make(chan struct{})
 		go func() {
 			defer close(sinkDone)
-			_ = s.eventSink.Run(ctx)
+			// Events are authorized as they are consumed: not before RBAC is in force,
+			// or every one would be refused as forbidden.
+			if s.WaitForBootstrapPolicy(ctx) == nil {
+				_ = s.eventSink.Run(ctx)
+			}
 		}()
 		defer func() { <-sinkDone }()
 	}

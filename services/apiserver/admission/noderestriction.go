@@ -29,8 +29,10 @@ const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 // update only its own Node, without changing its taints or setting kubernetes.io labels
 // other than the kubelet's own; its own Lease; mirror pods bound to itself, owned (if at
 // all) by its Node as controller, that reference no service account; the status of pods bound to itself, without changing their labels;
-// and tokens only for pods bound to itself. Mirrors the NodeRestriction admission plugin
-// (k8s.io/kubernetes/plugin/pkg/admission/noderestriction).
+// tokens only for pods bound to itself; and events only reported as itself
+// (NodeEventSource). Mirrors the NodeRestriction admission plugin
+// (k8s.io/kubernetes/plugin/pkg/admission/noderestriction); the rule on events is
+// skiff's, the one its event sink applies to the events nodes publish to NATS.
 type NodeRestriction struct {
 	// Pods reads pods, for the pod a token request is bound to.
 	Pods rest.Getter
@@ -95,10 +97,30 @@ func (p NodeRestriction) Admit(ctx context.Context, a Attributes) error {
 		}
 	case gr.Group == "" && gr.Resource == "serviceaccounts" && a.Subresource == "token" && a.Operation == Create:
 		return p.admitToken(ctx, node, a, forbid)
+	case gr.Group == "" && gr.Resource == "events" && a.Subresource == "" && (a.Operation == Create || a.Operation == Update):
+		if ev, ok := a.Object.(*corev1.Event); ok {
+			if err := NodeEventSource(node, ev); err != nil {
+				return forbid("%v", err)
+			}
+		}
 	case gr.Group == coordinationv1.GroupName && gr.Resource == "leases" && (a.Operation == Create || a.Operation == Update):
 		if l, ok := a.Object.(*coordinationv1.Lease); ok && l.Name != node {
 			return forbid("can only access node lease with the same name as the requesting node")
 		}
+	}
+	return nil
+}
+
+// NodeEventSource checks that node reports ev as itself: source.host is node, and
+// reportingInstance, when set, is node too (client-go's recorder sets both to the node
+// name), so a node cannot put its words in another node's mouth. Errors say which field
+// names something else.
+func NodeEventSource(node string, ev *corev1.Event) error {
+	if ev.Source.Host != node {
+		return fmt.Errorf("node %q can only report events with source.host set to itself, not %q", node, ev.Source.Host)
+	}
+	if ev.ReportingInstance != "" && ev.ReportingInstance != node {
+		return fmt.Errorf("node %q can only report events with reportingInstance set to itself, not %q", node, ev.ReportingInstance)
 	}
 	return nil
 }

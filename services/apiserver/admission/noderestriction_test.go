@@ -51,6 +51,11 @@ func TestNodeRestriction(t *testing.T) {
 	podRef := func(name string, uid types.UID) *authenticationv1.BoundObjectReference {
 		return &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: name, UID: uid}
 	}
+	events := corev1.SchemeGroupVersion.WithResource("events")
+	event := func(host, instance string) *corev1.Event {
+		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "nr", Name: "mine.1"}, Reason: "Started",
+			Source: corev1.EventSource{Component: "kubelet", Host: host}, ReportingController: "kubelet", ReportingInstance: instance}
+	}
 
 	for _, tc := range []struct {
 		name     string
@@ -118,6 +123,18 @@ func TestNodeRestriction(t *testing.T) {
 			object: token(podRef("mine", "old-uid")), forbids: "the UID in the bound object reference (old-uid) does not match the UID in record"},
 		{name: "a node may not get a token bound to another node's pod", op: admission.Create, resource: serviceAccounts, sub: "token", ns: "nr", obj: "default",
 			object: token(podRef("theirs", theirs.UID)), forbids: "node requested token bound to a pod scheduled on a different node"},
+		{name: "a node reports an event as itself", op: admission.Create, resource: events, ns: "nr", obj: "mine.1", object: event("n1", "n1")},
+		{name: "a node reports an event without a reporting instance", op: admission.Create, resource: events, ns: "nr", obj: "mine.1", object: event("n1", "")},
+		{name: "a node may not report an event as another node's", op: admission.Create, resource: events, ns: "nr", obj: "mine.1", object: event("n2", "n2"),
+			forbids: `node "n1" can only report events with source.host set to itself, not "n2"`},
+		{name: "a node may not report an event with no source host", op: admission.Create, resource: events, ns: "nr", obj: "mine.1", object: event("", ""),
+			forbids: `node "n1" can only report events with source.host set to itself, not ""`},
+		{name: "a node may not report an event from another node's instance", op: admission.Create, resource: events, ns: "nr", obj: "mine.1", object: event("n1", "n2"),
+			forbids: `node "n1" can only report events with reportingInstance set to itself, not "n2"`},
+		{name: "a node may not patch an event into another node's", op: admission.Update, resource: events, ns: "nr", obj: "mine.1",
+			object: event("n2", ""), old: event("n1", ""), forbids: `node "n1" can only report events with source.host set to itself`},
+		{name: "the scheduler reports events without a host", user: []string{"system:kube-scheduler"}, op: admission.Create, resource: events, ns: "nr", obj: "mine.1",
+			object: event("", "default-scheduler")},
 		{name: "a user that is not a node is not restricted", user: []string{"admin", "system:masters"}, op: admission.Update, resource: nodes, obj: "n1",
 			object: node("n1", nil), old: node("n1", nil, unreachable)},
 		{name: "a user named like a node outside system:nodes is not a node", user: []string{"system:node:n1"}, op: admission.Create, resource: nodes, obj: "n2",

@@ -26,7 +26,7 @@ var (
 	inflightExemptUsers  = map[string]bool{user.KubeScheduler: true, user.KubeControllerManager: true, "system:skiff:csr-signer": true}
 )
 
-// maxInFlight bounds the requests served at once, as kube-apiserver's
+// MaxInFlight bounds the requests served at once, as kube-apiserver's
 // --max-requests-inflight and --max-mutating-requests-inflight do
 // (k8s.io/apiserver/pkg/server/filters/maxinflight.go): one semaphore for the read-only
 // verbs (GET, HEAD: get and list) and one for the mutating ones (everything else).
@@ -40,7 +40,10 @@ var (
 // accounts together the workload-low level, about a sixth of the seats.) This bounds
 // how much of the CPU one user's flood of LISTs takes from the exempt requests, which
 // share the process with it.
-type maxInFlight struct {
+//
+// The apiserver's event sink takes its seats too (TakeSeat): an event arriving over NATS
+// costs what a POST of it would. Build it with NewMaxInFlight.
+type MaxInFlight struct {
 	readOnly, mutating chan struct{} // nil: unlimited
 	current            *prometheus.GaugeVec
 
@@ -51,8 +54,10 @@ type maxInFlight struct {
 // userShareDivisor: one user may hold at most limit/userShareDivisor seats (at least 1).
 const userShareDivisor = 4
 
-func newMaxInFlight(readOnly, mutating int, reg prometheus.Registerer) *maxInFlight {
-	m := &maxInFlight{current: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+// NewMaxInFlight is the limit of readOnly read-only and mutating mutating requests at once
+// (0: unlimited), with its apiserver_current_inflight_requests gauge registered with reg.
+func NewMaxInFlight(readOnly, mutating int, reg prometheus.Registerer) *MaxInFlight {
+	m := &MaxInFlight{current: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "apiserver_current_inflight_requests",
 		Help: "Maximal number of currently used inflight request limit of this apiserver per request kind.",
 	}, []string{"request_kind"})}
@@ -68,44 +73,60 @@ func newMaxInFlight(readOnly, mutating int, reg prometheus.Registerer) *maxInFli
 
 // filter is the middleware; it runs after authentication, which put the user in the
 // request's context.
-func (m *maxInFlight) filter(next http.Handler) http.Handler {
+func (m *MaxInFlight) filter(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isLongRunning(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if u, ok := genericapirequest.UserFrom(r.Context()); ok && inflightExempt(u) {
-			next.ServeHTTP(w, r)
+		u, _ := genericapirequest.UserFrom(r.Context())
+		release, ok := m.TakeSeat(u, r.Method != http.MethodGet && r.Method != http.MethodHead)
+		if !ok {
+			tooManyRequests(w)
 			return
 		}
-		sem, kind := m.mutating, "mutating"
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			sem, kind = m.readOnly, "readOnly"
-		}
-		if sem != nil {
-			u, _ := genericapirequest.UserFrom(r.Context())
-			name := kind + "/"
-			if u != nil {
-				name += u.GetName()
-			}
-			if !m.takeUserSeat(name, max(1, cap(sem)/userShareDivisor)) {
-				tooManyRequests(w)
-				return
-			}
-			defer m.releaseUserSeat(name)
-			select {
-			case sem <- struct{}{}:
-				defer func() { <-sem }()
-			default:
-				tooManyRequests(w)
-				return
-			}
-		}
-		g := m.current.WithLabelValues(kind)
-		g.Inc()
-		defer g.Dec()
+		defer release()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// TakeSeat takes a seat for one request of u (nil: an unauthenticated one), among the
+// mutating requests or the read-only ones, as the request filter does for each request
+// that is not long-running: exempt users take none, and a user holding its share, or a
+// full limit, gets ok false (the filter's 429). release gives the seat back; call it once
+// the request is done.
+func (m *MaxInFlight) TakeSeat(u user.Info, mutating bool) (release func(), ok bool) {
+	if u != nil && inflightExempt(u) {
+		return func() {}, true
+	}
+	sem, kind := m.readOnly, "readOnly"
+	if mutating {
+		sem, kind = m.mutating, "mutating"
+	}
+	g := m.current.WithLabelValues(kind)
+	if sem == nil {
+		g.Inc()
+		return g.Dec, true
+	}
+	name := kind + "/"
+	if u != nil {
+		name += u.GetName()
+	}
+	if !m.takeUserSeat(name, max(1, cap(sem)/userShareDivisor)) {
+		return nil, false
+	}
+	select {
+	case sem <- struct{}{}:
+	default:
+		m.releaseUserSeat(name)
+		return nil, false
+	}
+	g.Inc()
+	return func() {
+		g.Dec()
+		<-sem
+		m.releaseUserSeat(name)
+	}, true
 }
 
 func tooManyRequests(w http.ResponseWriter) {
@@ -114,7 +135,7 @@ func tooManyRequests(w http.ResponseWriter) {
 }
 
 // takeUserSeat counts one more request of user (with its kind) unless it holds limit.
-func (m *maxInFlight) takeUserSeat(user string, limit int) bool {
+func (m *MaxInFlight) takeUserSeat(user string, limit int) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.userShare[user] >= limit {
@@ -127,7 +148,7 @@ func (m *maxInFlight) takeUserSeat(user string, limit int) bool {
 	return true
 }
 
-func (m *maxInFlight) releaseUserSeat(user string) {
+func (m *MaxInFlight) releaseUserSeat(user string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.userShare[user]--; m.userShare[user] <= 0 {

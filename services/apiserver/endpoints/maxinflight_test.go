@@ -18,7 +18,7 @@ import (
 // is held.
 func TestMaxInFlightRejectsBeyondTheLimitAndExemptsTheControlPlane(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := newMaxInFlight(1, 1, reg)
+	m := NewMaxInFlight(1, 1, reg)
 	entered, release := make(chan struct{}), make(chan struct{})
 	h := m.filter(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("hold") == "true" {
@@ -121,7 +121,7 @@ func TestIsLongRunning(t *testing.T) {
 // TestMaxInFlightUserShare: with a read-only limit of 8, one user may hold 2 seats; while
 // alice holds them her next read is refused and bob's is served.
 func TestMaxInFlightUserShare(t *testing.T) {
-	m := newMaxInFlight(8, 8, prometheus.NewRegistry())
+	m := NewMaxInFlight(8, 8, prometheus.NewRegistry())
 	entered, release := make(chan struct{}), make(chan struct{})
 	h := m.filter(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("hold") == "true" {
@@ -156,5 +156,46 @@ func TestMaxInFlightUserShare(t *testing.T) {
 	}
 	if code := send("/api/v1/configmaps", "alice"); code != http.StatusOK {
 		t.Errorf("alice's read after hers finished: %d, want 200", code)
+	}
+}
+
+// TestTakeSeatIsTheFiltersLimit: the event sink takes its seats from the same limit as
+// requests: a user's share is shared between its requests and its events, and the exempt
+// take none.
+func TestTakeSeatIsTheFiltersLimit(t *testing.T) {
+	m := NewMaxInFlight(8, 4, prometheus.NewRegistry()) // a user's share: 1 mutating seat
+	proxy := &user.DefaultInfo{Name: "system:kube-proxy", Groups: []string{user.AllAuthenticated}}
+	release, ok := m.TakeSeat(proxy, true)
+	if !ok {
+		t.Fatal("first seat refused")
+	}
+	if got := testutil.ToFloat64(m.current.WithLabelValues("mutating")); got != 1 {
+		t.Errorf("mutating in flight = %v, want 1", got)
+	}
+	if _, ok := m.TakeSeat(proxy, true); ok {
+		t.Error("a second mutating seat beyond the user's share was given")
+	}
+	h := m.filter(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	r := httptest.NewRequest("POST", "/api/v1/namespaces/default/events", nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r.WithContext(genericapirequest.WithUser(r.Context(), proxy)))
+	if rec.Code != http.StatusTooManyRequests {
+		t.Errorf("the user's POST while its event holds its seat: %d, want 429", rec.Code)
+	}
+	if _, ok := m.TakeSeat(proxy, false); !ok {
+		t.Error("a read-only seat was refused: it has its own limit")
+	}
+	node := &user.DefaultInfo{Name: "system:node:node-a", Groups: []string{user.NodesGroup, user.AllAuthenticated}}
+	for range 8 {
+		if _, ok := m.TakeSeat(node, true); !ok {
+			t.Fatal("a node was refused a seat: nodes are exempt")
+		}
+	}
+	release()
+	if got := testutil.ToFloat64(m.current.WithLabelValues("mutating")); got != 0 {
+		t.Errorf("mutating in flight after release = %v, want 0 (exempt seats are not counted)", got)
+	}
+	if _, ok := m.TakeSeat(proxy, true); !ok {
+		t.Error("the user's seat was not given back")
 	}
 }

@@ -59,9 +59,13 @@ type Config struct {
 	// MaxRequestsInFlight bounds the read-only requests (get, list) served at once and
 	// MaxMutatingRequestsInFlight the others, as kube-apiserver's --max-requests-inflight
 	// (400) and --max-mutating-requests-inflight (200); beyond, 429 with Retry-After: 1.
-	// Watches and streams are not counted; see maxInFlight for who is exempt. 0 means
+	// Watches and streams are not counted; see MaxInFlight for who is exempt. 0 means
 	// unlimited.
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
+	// InFlight, when set, is the limit requests share with the apiserver's other writers
+	// (the event sink), and MaxRequestsInFlight and MaxMutatingRequestsInFlight are not
+	// read; nil builds one of them.
+	InFlight *MaxInFlight
 }
 
 // NewHandler returns the apiserver's HTTP handler: /version, /healthz, /livez, /readyz,
@@ -82,7 +86,10 @@ func NewHandler(cfg Config) http.Handler {
 	if cfg.OpenAPIDefinitions == nil {
 		panic("endpoints: Config.OpenAPIDefinitions is required")
 	}
-	inflight := newMaxInFlight(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, cfg.Metrics)
+	inflight := cfg.InFlight
+	if inflight == nil {
+		inflight = NewMaxInFlight(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, cfg.Metrics)
+	}
 	r.Use(recoverPanics, logRequests, withAuthentication(cfg.Authenticator), withImpersonation(cfg.Authorizer), inflight.filter, withNonResourceAuthorization(cfg.Authorizer))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, notFoundPath(r.URL.Path)) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {

@@ -52,25 +52,32 @@ func natsTLS(t testing.TB, pkiDir, identity string) *tls.Config {
 	return c
 }
 
-// withNATS points the apiserver's event sink at url as pki.APIServerNATSClient.
+// withNATS points the apiserver's event sink at url as pki.APIServerNATSClient, and has
+// it answer NATS's auth callout with pkiDir's key.
 func withNATS(t testing.TB, pkiDir, url string) func(*apiserver.Config) {
 	tlsConfig := natsTLS(t, pkiDir, pki.APIServerNATSClient.Name)
-	return func(c *apiserver.Config) { c.NATSURL, c.NATSTLS = url, tlsConfig }
+	return func(c *apiserver.Config) {
+		c.NATSURL, c.NATSTLS = url, tlsConfig
+		c.NATSAuthCalloutSeedFile = filepath.Join(pkiDir, pki.NATSAuthCalloutSeedFile)
+	}
 }
 
-// startNATS runs an embedded NATS server with JetStream in dir on port (0: any),
-// requiring mutual TLS with pkiDir's CA.
+// startNATS runs an embedded NATS server with JetStream in dir on port (0: any), from
+// pkiDir as the all-in-one runs it: mutual TLS with pkiDir's CA, permissions from the
+// apiserver's auth callout.
 func startNATS(t testing.TB, pkiDir, dir string, port int) *natsserver.Server {
 	t.Helper()
-	serverTLS, err := pki.ServerTLS(pkiDir, pki.NATSServerName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns, err := natsserver.Start(natsserver.Config{StoreDir: dir, Host: "127.0.0.1", Port: port, TLS: serverTLS})
+	ns, err := natsserver.Start(natsserver.Config{StoreDir: dir, Host: "127.0.0.1", Port: port, PKIDir: pkiDir})
 	if err != nil {
 		t.Fatalf("start NATS: %v", err)
 	}
 	return ns
+}
+
+// schedulerRecorder is the Config of a recorder publishing to url as the scheduler, with
+// component as its source.
+func schedulerRecorder(t testing.TB, pkiDir, url, component string) eventrecorder.Config {
+	return eventrecorder.Config{Component: component, NATSURL: url, TLS: natsTLS(t, pkiDir, pki.Scheduler.Name), User: pki.Scheduler.CommonName}
 }
 
 // startRecorder runs a recorder until the test ends and returns it.
@@ -123,7 +130,7 @@ func TestEventsOverJetStreamArePersistedAndAggregated(t *testing.T) {
 	srv := apiservertest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 
-	r := startRecorder(t, eventrecorder.Config{Component: "default-scheduler", NATSURL: ns.ClientURL(), TLS: natsTLS(t, natsDir, pki.Scheduler.Name)})
+	r := startRecorder(t, schedulerRecorder(t, natsDir, ns.ClientURL(), "default-scheduler"))
 	p := pod("web")
 	r.Eventf(p, corev1.EventTypeNormal, "Scheduled", "Successfully assigned default/web to node-a")
 	r.Event(p, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container")
@@ -249,7 +256,9 @@ func TestNATSOutageLosesNoAcceptedEvent(t *testing.T) {
 	url := ns.ClientURL()
 	srv := apiservertest.StartServer(t, withNATS(t, natsDir, url))
 	client := kubernetes.NewForConfigOrDie(srv.Config)
-	r := startRecorder(t, eventrecorder.Config{Component: "kubelet", NATSURL: url, BufferSize: 10000, TLS: natsTLS(t, natsDir, pki.Scheduler.Name)})
+	cfg := schedulerRecorder(t, natsDir, url, "kubelet")
+	cfg.BufferSize = 10000
+	r := startRecorder(t, cfg)
 
 	const total = 300
 	p := pod("outage")
@@ -288,7 +297,7 @@ func TestNATSOutageLosesNoAcceptedEvent(t *testing.T) {
 
 func TestRecorderBufferDropsOldestWhenFull(t *testing.T) {
 	// Nothing listens on the URL and Run is never called: every event stays buffered.
-	r, err := eventrecorder.New(eventrecorder.Config{Component: "kubelet", NATSURL: "nats://127.0.0.1:1", BufferSize: 3})
+	r, err := eventrecorder.New(eventrecorder.Config{Component: "kubelet", User: "system:node:node-a", NATSURL: "nats://127.0.0.1:1", BufferSize: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +357,7 @@ func TestEventsInAMissingNamespaceAreDropped(t *testing.T) {
 	t.Cleanup(ns.Shutdown)
 	srv := apiservertest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
 	client := kubernetes.NewForConfigOrDie(srv.Config)
-	r := startRecorder(t, eventrecorder.Config{Component: "kubelet", NATSURL: ns.ClientURL(), TLS: natsTLS(t, natsDir, pki.Scheduler.Name)})
+	r := startRecorder(t, schedulerRecorder(t, natsDir, ns.ClientURL(), "kubelet"))
 
 	r.Event(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "ghost", Namespace: "nope", UID: "uid-ghost"}}, corev1.EventTypeNormal, "Started", "x")
 	// Events are consumed in order: once this one is stored, the first was handled.
@@ -415,7 +424,7 @@ func TestReplicasShareTheConsumer(t *testing.T) {
 	go func() { defer close(done); _ = second.Serve(ctx, l) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	r := startRecorder(t, eventrecorder.Config{Component: "kubelet", NATSURL: ns.ClientURL(), TLS: natsTLS(t, natsDir, pki.Scheduler.Name)})
+	r := startRecorder(t, schedulerRecorder(t, natsDir, ns.ClientURL(), "kubelet"))
 	const total = 200
 	for i := range total {
 		r.Event(pod("shared"), corev1.EventTypeNormal, "Tick", fmt.Sprintf("tick %d", i))
@@ -423,7 +432,8 @@ func TestReplicasShareTheConsumer(t *testing.T) {
 	waitForEvents(t, client, "shared", total, 30*time.Second)
 	// No duplicate can still come: the shared consumer has delivered every message once,
 	// and every delivery is acknowledged, so none will be redelivered.
-	nc, err := nats.Connect(ns.ClientURL(), nats.Secure(natsTLS(t, natsDir, pki.Scheduler.Name)))
+	// Only the apiserver's identity may use JetStream's API.
+	nc, err := nats.Connect(ns.ClientURL(), nats.Secure(natsTLS(t, natsDir, pki.APIServerNATSClient.Name)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +444,7 @@ func TestReplicasShareTheConsumer(t *testing.T) {
 	}
 	var info *jetstream.ConsumerInfo
 	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		cons, err := js.Consumer(ctx, eventrecorder.StreamName, eventsink.DurableName)
+		cons, err := js.Consumer(ctx, eventsink.StreamName, eventsink.DurableName)
 		if err != nil {
 			return false, err
 		}
@@ -461,8 +471,8 @@ func BenchmarkEventsThroughNATS(b *testing.B) {
 	ns := startNATS(b, natsDir, b.TempDir(), 0)
 	b.Cleanup(ns.Shutdown)
 	apiservertest.StartServer(b, withNATS(b, natsDir, ns.ClientURL()))
-	r := startRecorder(b, eventrecorder.Config{Component: "kubelet", NATSURL: ns.ClientURL(), TLS: natsTLS(b, natsDir, pki.Scheduler.Name)})
-	nc, err := nats.Connect(ns.ClientURL(), nats.Secure(natsTLS(b, natsDir, pki.Scheduler.Name)))
+	r := startRecorder(b, schedulerRecorder(b, natsDir, ns.ClientURL(), "kubelet"))
+	nc, err := nats.Connect(ns.ClientURL(), nats.Secure(natsTLS(b, natsDir, pki.APIServerNATSClient.Name)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -472,7 +482,7 @@ func BenchmarkEventsThroughNATS(b *testing.B) {
 		b.Fatal(err)
 	}
 	drained := func(ctx context.Context) (bool, error) {
-		cons, err := js.Consumer(ctx, eventrecorder.StreamName, eventsink.DurableName)
+		cons, err := js.Consumer(ctx, eventsink.StreamName, eventsink.DurableName)
 		if err != nil {
 			return false, nil // not bound yet
 		}

@@ -39,6 +39,7 @@ func main() {
 	natsCAFile := flag.String("nats-ca-file", "", "CA verifying NATS's serving certificate (default: <pki-dir>/ca.crt)")
 	natsCertFile := flag.String("nats-cert-file", "", "client certificate toward NATS, which requires mutual TLS (default: <pki-dir>/apiserver-nats-client.crt)")
 	natsKeyFile := flag.String("nats-key-file", "", "client key toward NATS (default: <pki-dir>/apiserver-nats-client.key)")
+	natsCalloutKeyFile := flag.String("nats-auth-callout-key-file", "", "account nkey seed signing the answers to NATS's auth callout, whose public key is the issuer in NATS's configuration (skiff nats-config) (default: <pki-dir>/nats-auth-callout.nk)")
 	execProxyURL := flag.String("exec-proxy-url", "", "exec-proxy base URL for pods/exec, attach, portforward and log, e.g. https://exec-proxy:10443 (\"\" = those answer 503)")
 	saIssuer := flag.String("service-account-issuer", "", "iss of the service-account tokens the apiserver issues (default https://kubernetes.default.svc.cluster.local)")
 	apiAudiences := flag.String("api-audiences", "", "comma-separated audiences a service-account token must name one of, and the default of a TokenRequest (default: the issuer)")
@@ -92,6 +93,9 @@ func main() {
 		cfg.ServiceAccountIssuer = *saIssuer
 		cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight = *maxInflight, *maxMutatingInflight
 		cfg.EtcdCompactionInterval = *compactionInterval
+		if *natsCalloutKeyFile != "" {
+			cfg.NATSAuthCalloutSeedFile = *natsCalloutKeyFile
+		}
 		if *apiAudiences != "" {
 			cfg.APIAudiences = strings.Split(*apiAudiences, ",")
 		}

@@ -80,7 +80,14 @@ func main() {
 	}
 	// Each controller reports its events under its own kube component name
 	// (Events.ForComponent) through this one recorder.
-	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "kube-controller-manager", NATSURL: *natsURL, TLS: natsTLS, Client: client})
+	// Toward NATS it is its client certificate's user; it publishes under that name.
+	var natsUser string
+	if natsTLS != nil {
+		if natsUser, err = pki.NATSUser(natsTLS); err != nil {
+			fail("NATS client certificate", err)
+		}
+	}
+	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "kube-controller-manager", User: natsUser, NATSURL: *natsURL, TLS: natsTLS, Client: client})
 	if err != nil {
 		fail("event recorder", err)
 	}

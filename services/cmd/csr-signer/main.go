@@ -76,7 +76,14 @@ func main() {
 	if err != nil {
 		fail("NATS client TLS", err)
 	}
-	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "csr-signer", NATSURL: *natsURL, TLS: natsTLS, Client: client})
+	// Toward NATS it is its client certificate's user; it publishes under that name.
+	var natsUser string
+	if natsTLS != nil {
+		if natsUser, err = pki.NATSUser(natsTLS); err != nil {
+			fail("NATS client certificate", err)
+		}
+	}
+	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "csr-signer", User: natsUser, NATSURL: *natsURL, TLS: natsTLS, Client: client})
 	if err != nil {
 		fail("event recorder", err)
 	}

@@ -172,7 +172,9 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "kubelet", Host: *nodeName, NATSURL: *natsURL, TLS: natsTLS, Client: client})
+	// Toward NATS the kubelet is its node, as its certificate says.
+	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "kubelet", Host: *nodeName, User: "system:node:" + *nodeName,
+		NATSURL: *natsURL, TLS: natsTLS, Client: client})
 	if err != nil {
 		logger.Error("event recorder", "err", err)
 		os.Exit(1)

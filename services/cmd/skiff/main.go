@@ -25,6 +25,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "pki" {
 		os.Exit(pkiMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "nats-config" {
+		os.Exit(natsConfigMain(os.Args[2:], os.Stdout))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "kube-dns" {
 		os.Exit(kubeDNSMain(os.Args[2:]))
 	}

@@ -10,7 +10,8 @@ import (
 
 // TestForComponentReportsAsThatComponent pins that a ForComponent view queues events in
 // the shared buffer with its own source.component, reportingController and
-// reportingInstance, while the recorder itself keeps its own.
+// reportingInstance (the host, as client-go's recorder reports it), while the recorder
+// itself keeps its own.
 func TestForComponentReportsAsThatComponent(t *testing.T) {
 	r, err := New(Config{Component: "kube-controller-manager", Host: "cm-1", Client: fake.NewClientset()})
 	if err != nil {
@@ -26,7 +27,7 @@ func TestForComponentReportsAsThatComponent(t *testing.T) {
 		evs := r.take(1)
 		r.finish(evs, 1)
 		ev := evs[0]
-		if ev.Source.Component != want || ev.ReportingController != want || ev.ReportingInstance != want+"-cm-1" || ev.Source.Host != "cm-1" {
+		if ev.Source.Component != want || ev.ReportingController != want || ev.ReportingInstance != "cm-1" || ev.Source.Host != "cm-1" {
 			t.Errorf("event %s: source %+v, reportingController %q, instance %q; want component %q", ev.Reason, ev.Source, ev.ReportingController, ev.ReportingInstance, want)
 		}
 	}

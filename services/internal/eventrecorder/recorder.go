@@ -2,9 +2,10 @@
 // objects they act on (Scheduled, Pulling, Started, ...), and the recorder delivers them
 // to the apiserver. Mirrors client-go's tools/record (EventRecorder, makeEvent), with
 // the transport of DESIGN.md "Events": each event is published to NATS JetStream
-// (stream EVENTS, subject skiff.events.<namespace>) and the apiserver's consumer
-// persists and aggregates it; with no NATS URL configured, the recorder POSTs the event
-// and aggregates repeats itself, as client-go's EventCorrelator does.
+// (stream EVENTS, subject skiff.events.<namespace>.<publisher>, natsauth.EventSubject)
+// and the apiserver's consumer authorizes, persists and aggregates it; with no NATS URL
+// configured, the recorder POSTs the event and aggregates repeats itself, as client-go's
+// EventCorrelator does.
 //
 // Recording never blocks the caller: events wait in a bounded buffer while NATS or the
 // apiserver is unreachable; when it is full the oldest event not being delivered at that
@@ -37,6 +38,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	ref "k8s.io/client-go/tools/reference"
+
+	"skiff.dev/services/internal/natsauth"
 )
 
 // DefaultBufferSize is how many undelivered events a recorder keeps.
@@ -47,8 +50,17 @@ type Config struct {
 	// Component is the reporting component, e.g. "default-scheduler" or "kubelet"; it
 	// becomes source.component and reportingComponent.
 	Component string
-	// Host is source.host: the node name for kubelets, "" otherwise.
+	// Host is source.host: the node name for kubelets, "" otherwise. When set it is
+	// also reportingInstance, as client-go's recorder sets it; otherwise
+	// reportingInstance is the component.
 	Host string
+	// User is the recorder's user name toward NATS, its client certificate's
+	// CommonName: "system:node:<node>" for a kubelet, e.g. "system:kube-scheduler" for
+	// the scheduler (pki.NATSUser reads it from a TLS configuration). Events are
+	// published on its subjects (natsauth.EventSubject) and replies awaited under its
+	// inbox (natsauth.InboxPrefix), the only ones NATS lets it use; the apiserver
+	// persists them as created by this user. Required with NATSURL.
+	User string
 	// NATSURL is the NATS server to publish to ("nats://127.0.0.1:4222" or
 	// "tls://..."); "" POSTs every event through Client instead.
 	NATSURL string
@@ -88,14 +100,20 @@ type Recorder struct {
 
 var _ record.EventRecorder = (*Recorder)(nil)
 
-// New builds a recorder; it connects nothing until Run. Errors: no Component, or neither
-// a NATS URL nor a Client to deliver with.
+// New builds a recorder; it connects nothing until Run. Errors: no Component, neither
+// a NATS URL nor a Client to deliver with, or a NATS URL without a User that has NATS
+// subjects (natsauth.PublisherToken).
 func New(cfg Config) (*Recorder, error) {
 	if cfg.Component == "" {
 		return nil, errors.New("events: Config.Component is required")
 	}
 	if cfg.NATSURL == "" && cfg.Client == nil {
 		return nil, errors.New("events: Config.NATSURL or Config.Client is required")
+	}
+	if cfg.NATSURL != "" {
+		if _, ok := natsauth.PublisherToken(cfg.User); !ok {
+			return nil, fmt.Errorf("events: Config.User %q names no NATS publisher (the CommonName of the NATS client certificate is required)", cfg.User)
+		}
 	}
 	if cfg.BufferSize <= 0 {
 		cfg.BufferSize = DefaultBufferSize
@@ -221,9 +239,11 @@ func (r *Recorder) makeEvent(component string, objRef *corev1.ObjectReference, a
 	if namespace == "" {
 		namespace = metav1.NamespaceDefault
 	}
+	// client-go's recorder reports the node as the instance; a node may report no other
+	// (admission.NodeRestriction).
 	instance := component
 	if r.cfg.Host != "" {
-		instance += "-" + r.cfg.Host
+		instance = r.cfg.Host
 	}
 	return &corev1.Event{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
@@ -421,20 +441,31 @@ func (r *Recorder) drain(deliver deliverFunc, batch int) {
 	}
 }
 
-// publisher publishes to JetStream over one NATS connection that reconnects forever.
+// publisher publishes to JetStream over one NATS connection that reconnects forever. It
+// never calls JetStream's API, which NATS does not let it: the apiserver's event sink
+// creates the stream, and until it has, events wait in the buffer.
 type publisher struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
-	ensured  bool
 	recorder *Recorder
 }
 
 func (r *Recorder) connect(ctx context.Context) (*publisher, error) {
+	inbox, err := natsauth.InboxPrefix(r.cfg.User)
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
 	opts := append([]nats.Option{
 		nats.Name("skiff-" + r.cfg.Component),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		// Refused while the apiserver's auth callout is not answering yet: keep trying.
+		nats.IgnoreAuthErrorAbort(),
+		nats.CustomInboxPrefix(inbox),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			r.log.Warn("NATS refused an operation; events are retried", "user", r.cfg.User, "err", err)
+		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				r.log.Warn("disconnected from NATS; events are buffered", "err", err)
@@ -468,19 +499,11 @@ const publishTimeout = 5 * time.Second
 // acknowledgements, each meaning that event is stored in the stream; it returns how
 // many from the first were acknowledged before one failed. An event's name is its
 // message id, so events published again after a failure (those after it may have been
-// stored) are de-duplicated by JetStream. An event that cannot be encoded is dropped
-// (logged) and counts as delivered.
+// stored) are de-duplicated by JetStream. An event that cannot be encoded, or whose
+// namespace is no subject token, is dropped (logged) and counts as delivered.
 func (p *publisher) publish(ctx context.Context, evs []*corev1.Event) (int, error) {
 	if !p.nc.IsConnected() {
 		return 0, nats.ErrConnectionClosed
-	}
-	if !p.ensured {
-		ctx, cancel := context.WithTimeout(ctx, publishTimeout)
-		defer cancel()
-		if _, err := EnsureStream(ctx, p.js); err != nil {
-			return 0, err
-		}
-		p.ensured = true
 	}
 	acks := make([]jetstream.PubAckFuture, 0, len(evs))
 	var err error
@@ -491,8 +514,14 @@ func (p *publisher) publish(ctx context.Context, evs []*corev1.Event) (int, erro
 			acks = append(acks, nil)
 			continue
 		}
+		subject, subjErr := natsauth.EventSubject(ev.Namespace, p.recorder.cfg.User)
+		if subjErr != nil {
+			p.recorder.log.Error("event has no subject; dropped", "event", ev.Namespace+"/"+ev.Name, "err", subjErr)
+			acks = append(acks, nil)
+			continue
+		}
 		var ack jetstream.PubAckFuture
-		if ack, err = p.js.PublishAsync(Subject(ev.Namespace), data, jetstream.WithMsgID(ev.Namespace+"/"+ev.Name)); err != nil {
+		if ack, err = p.js.PublishAsync(subject, data, jetstream.WithMsgID(ev.Namespace+"/"+ev.Name)); err != nil {
 			break
 		}
 		acks = append(acks, ack)
@@ -506,9 +535,8 @@ func (p *publisher) publish(ctx context.Context, evs []*corev1.Event) (int, erro
 		select {
 		case <-ack.Ok():
 		case ackErr := <-ack.Err():
-			if errors.Is(ackErr, jetstream.ErrNoStreamResponse) || errors.Is(ackErr, jetstream.ErrStreamNotFound) {
-				p.ensured = false // a new server without the stream: create it on the retry
-			}
+			// No stream yet (a new server before the apiserver's sink made it) fails
+			// here too: Run retries with backoff.
 			return i, ackErr
 		case <-ctx.Done():
 			return i, ctx.Err()

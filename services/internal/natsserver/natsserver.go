@@ -1,7 +1,9 @@
 // Package natsserver runs an embedded NATS server with JetStream
 // (github.com/nats-io/nats-server/v2/server) for the all-in-one and for tests: the same
-// server the compose stack runs as a container, in process, and like it speaking mutual
-// TLS: only clients with a certificate from the cluster CA get in.
+// server the compose stack runs as a container, in process, from the same configuration
+// file (RenderConfig), and like it speaking mutual TLS with per-identity permissions:
+// only clients with a certificate from the cluster CA get in, and each may do only what
+// the apiserver's auth callout grants it (package natsauth).
 package natsserver
 
 import (
@@ -15,7 +17,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// Config is where the server keeps JetStream's data and where it listens.
+// Config is where the server keeps JetStream's data, where it listens, and whom it
+// admits.
 type Config struct {
 	// StoreDir holds JetStream's streams on disk (file storage survives a restart).
 	StoreDir string
@@ -25,11 +28,18 @@ type Config struct {
 	Port int
 	// ReadyTimeout bounds the wait for the server to accept clients; 0 means 10 s.
 	ReadyTimeout time.Duration
-	// TLS, when set, is the server's TLS configuration (pki.ServerTLS(dir,
-	// pki.NATSServerName)): every client must speak TLS and present a certificate that
-	// verifies against TLS.ClientCAs, as nats-server's --tlsverify. Start sets ClientAuth to
-	// tls.RequireAndVerifyClientCert on its own copy whatever the caller set. nil serves
-	// plain TCP.
+	// PKIDir, when set, is a `skiff pki init` directory the server runs from as compose's
+	// nats container does, through the configuration RenderConfig makes of
+	// ConfigFileFromPKI(PKIDir, ""): it serves nats-server.crt/.key, admits only clients
+	// with a certificate from ca.crt, gives the apiserver's every permission and every
+	// other client those the auth callout signed with nats-auth-callout.nk's key grants.
+	PKIDir string
+	// TLS, when set instead of PKIDir, is the server's TLS configuration
+	// (pki.ServerTLS(dir, pki.NATSServerName)): every client must present a certificate
+	// that verifies against TLS.ClientCAs, as nats-server's --tlsverify, and may then
+	// publish and subscribe to anything: authentication without authorization, for tests
+	// of the TLS layer alone. Start sets ClientAuth to tls.RequireAndVerifyClientCert on
+	// its own copy whatever the caller set. With neither, the server speaks plain TCP.
 	TLS *tls.Config
 }
 
@@ -38,8 +48,9 @@ type Server struct {
 	srv *server.Server
 }
 
-// Start starts the server and waits until it accepts connections. Errors: the store
-// directory is unusable, the port is in use, or the server is not ready in time.
+// Start starts the server and waits until it accepts connections. Errors: both PKIDir
+// and TLS set, a PKI directory without the server's key pair or the callout's key, the
+// store directory is unusable, the port is in use, or the server is not ready in time.
 func Start(cfg Config) (*Server, error) {
 	if cfg.StoreDir == "" {
 		return nil, errors.New("natsserver: Config.StoreDir is required")
@@ -48,25 +59,33 @@ func Start(cfg Config) (*Server, error) {
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
-	opts := &server.Options{
-		ServerName:             "skiff",
-		Host:                   cfg.Host,
-		Port:                   port,
-		JetStream:              true,
-		StoreDir:               cfg.StoreDir,
-		NoSigs:                 true,
-		DisableJetStreamBanner: true,
-	}
-	if cfg.TLS != nil {
-		if cfg.TLS.ClientCAs == nil {
-			return nil, errors.New("natsserver: Config.TLS needs ClientCAs to verify clients against")
+	var opts *server.Options
+	switch {
+	case cfg.PKIDir != "" && cfg.TLS != nil:
+		return nil, errors.New("natsserver: Config.PKIDir and Config.TLS are exclusive")
+	case cfg.PKIDir != "":
+		file, err := ConfigFileFromPKI(cfg.PKIDir, "")
+		if err != nil {
+			return nil, err
 		}
-		// nats-server requires verification only when ClientAuth says so (its "verify").
-		opts.TLSConfig = cfg.TLS.Clone()
-		opts.TLSConfig.ClientAuth = tls.RequireAndVerifyClientCert
-		opts.TLS, opts.TLSVerify = true, true
-		opts.TLSTimeout = 2 // seconds, nats-server's default
+		file.Host, file.Port, file.StoreDir = cfg.Host, port, cfg.StoreDir
+		if opts, err = LoadConfig(file); err != nil {
+			return nil, err
+		}
+	default:
+		opts = &server.Options{ServerName: serverName, Host: cfg.Host, Port: port, JetStream: true, StoreDir: cfg.StoreDir}
+		if cfg.TLS != nil {
+			if cfg.TLS.ClientCAs == nil {
+				return nil, errors.New("natsserver: Config.TLS needs ClientCAs to verify clients against")
+			}
+			// nats-server requires verification only when ClientAuth says so (its "verify").
+			opts.TLSConfig = cfg.TLS.Clone()
+			opts.TLSConfig.ClientAuth = tls.RequireAndVerifyClientCert
+			opts.TLS, opts.TLSVerify = true, true
+			opts.TLSTimeout = tlsTimeout
+		}
 	}
+	opts.NoSigs, opts.DisableJetStreamBanner = true, true
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("natsserver: %w", err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,6 +40,27 @@ func startTLS(t *testing.T, dir string) *natsserver.Server {
 	}
 	t.Cleanup(ns.Shutdown)
 	return ns
+}
+
+// startFromPKI runs the server as the all-in-one does, from dir's configuration.
+func startFromPKI(t *testing.T, dir string) *natsserver.Server {
+	t.Helper()
+	ns, err := natsserver.Start(natsserver.Config{StoreDir: t.TempDir(), Host: "127.0.0.1", PKIDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	return ns
+}
+
+// servers are the ways the server runs: authentication alone, and the all-in-one's
+// configuration with authorization.
+var servers = []struct {
+	name  string
+	start func(t *testing.T, dir string) *natsserver.Server
+}{
+	{"TLS", startTLS},
+	{"PKIDir", startFromPKI},
 }
 
 func clientTLS(t *testing.T, dir, identity string) *tls.Config {
@@ -82,9 +104,15 @@ func TestClientWithACertificateFromTheClusterCAConnects(t *testing.T) {
 }
 
 func TestClientsWithoutACertificateFromTheClusterCAAreRefused(t *testing.T) {
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) { clientsWithoutACertificateFromTheClusterCAAreRefused(t, srv.start) })
+	}
+}
+
+func clientsWithoutACertificateFromTheClusterCAAreRefused(t *testing.T, start func(*testing.T, string) *natsserver.Server) {
 	dir := newPKI(t)
 	other := newPKI(t) // another cluster's CA and identities
-	ns := startTLS(t, dir)
+	ns := start(t, dir)
 	ca, err := pki.LoadCA(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +144,13 @@ func TestClientsWithoutACertificateFromTheClusterCAAreRefused(t *testing.T) {
 // port 4222 could: the server must close the connection without ever answering a PING,
 // which it would do for a client whose PUB it accepted.
 func TestPlaintextCannotInject(t *testing.T) {
-	ns := startTLS(t, newPKI(t))
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) { plaintextCannotInject(t, srv.start) })
+	}
+}
+
+func plaintextCannotInject(t *testing.T, start func(*testing.T, string) *natsserver.Server) {
+	ns := start(t, newPKI(t))
 	conn, err := net.Dial("tcp", strings.TrimPrefix(ns.ClientURL(), "tls://"))
 	if err != nil {
 		t.Fatal(err)
@@ -156,5 +190,78 @@ func TestTLSWithoutClientCAsIsAnError(t *testing.T) {
 	if ns, err := natsserver.Start(natsserver.Config{StoreDir: t.TempDir(), Host: "127.0.0.1", TLS: serverTLS}); err == nil {
 		ns.Shutdown()
 		t.Fatal("started without a CA to verify clients against")
+	}
+}
+
+func TestPKIDirAndTLSAreExclusive(t *testing.T) {
+	dir := newPKI(t)
+	serverTLS, err := pki.ServerTLS(dir, pki.NATSServerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns, err := natsserver.Start(natsserver.Config{StoreDir: t.TempDir(), Host: "127.0.0.1", PKIDir: dir, TLS: serverTLS}); err == nil {
+		ns.Shutdown()
+		t.Fatal("started with both a PKI directory and a TLS configuration")
+	}
+}
+
+// TestPKIDirWithoutTheCalloutKeyIsAnError: a PKI directory from before the auth callout
+// existed starts no server that would admit clients nobody can authorize.
+func TestPKIDirWithoutTheCalloutKeyIsAnError(t *testing.T) {
+	dir := newPKI(t)
+	if err := os.Remove(filepath.Join(dir, pki.NATSAuthCalloutSeedFile)); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := natsserver.Start(natsserver.Config{StoreDir: t.TempDir(), Host: "127.0.0.1", PKIDir: dir})
+	if err == nil {
+		ns.Shutdown()
+		t.Fatal("started without the callout's key")
+	}
+	if !strings.Contains(err.Error(), pki.NATSAuthCalloutSeedFile) {
+		t.Errorf("error %q does not name %s", err, pki.NATSAuthCalloutSeedFile)
+	}
+}
+
+// TestAClientOfTheClusterCAWaitsForTheAuthCallout: with the all-in-one's configuration a
+// certificate from the cluster CA is not enough; until the apiserver answers the auth
+// callout, nobody but the apiserver gets in.
+func TestAClientOfTheClusterCAWaitsForTheAuthCallout(t *testing.T) {
+	dir := newPKI(t)
+	ns := startFromPKI(t, dir)
+	if nc, err := nats.Connect(ns.ClientURL(), nats.Secure(clientTLS(t, dir, pki.Scheduler.Name)), nats.NoReconnect()); err == nil {
+		nc.Close()
+		t.Fatal("the scheduler connected with nobody answering the auth callout")
+	}
+	nc, err := nats.Connect(ns.ClientURL(), nats.Secure(clientTLS(t, dir, pki.APIServerNATSClient.Name)), nats.NoReconnect())
+	if err != nil {
+		t.Fatalf("the apiserver's identity: %v", err)
+	}
+	nc.Close()
+}
+
+func TestRenderConfigRefusesWhatItCannotWrite(t *testing.T) {
+	valid := natsserver.ConfigFile{Host: "0.0.0.0", Port: 4222, StoreDir: "/data", CertFile: "/etc/nats/nats-server.crt",
+		KeyFile: "/etc/nats/nats-server.key", CAFile: "/etc/nats/ca.crt", CalloutIssuer: "ABJHLOVMPA4CI6R5KLNGOB4GSLNIY7IOUPAJC4YFNDLQVIOBYQGUWVLA"}
+	if _, err := natsserver.RenderConfig(valid); err != nil {
+		t.Fatalf("valid: %v", err)
+	}
+	for name, change := range map[string]func(*natsserver.ConfigFile){
+		"no issuer":                    func(c *natsserver.ConfigFile) { c.CalloutIssuer = "" },
+		"no certificate":               func(c *natsserver.ConfigFile) { c.CertFile = "" },
+		"a newline in a path":          func(c *natsserver.ConfigFile) { c.StoreDir = "/data\nport: 1" },
+		"a control character in a key": func(c *natsserver.ConfigFile) { c.KeyFile = "/k\x00" },
+	} {
+		c := valid
+		change(&c)
+		if text, err := natsserver.RenderConfig(c); err == nil {
+			t.Errorf("%s: rendered\n%s", name, text)
+		}
+	}
+	// Quotes and backslashes are escaped, not ended on.
+	c := valid
+	c.StoreDir = `/da"ta\x`
+	text, err := natsserver.RenderConfig(c)
+	if err != nil || !strings.Contains(string(text), `store_dir: "/da\"ta\\x"`) {
+		t.Fatalf("quoted store dir: %v\n%s", err, text)
 	}
 }

@@ -289,7 +289,7 @@ func Init(opts InitOptions) (written []string, err error) {
 			return nil, err
 		}
 	}
-	return w.written, nil
+	return initNATSAuthCallout(dir, w.written)
 }
 
 // writer writes Init's files into dir and remembers their names.

@@ -152,7 +152,7 @@ func runNode(ctx context.Context, cfg Config, name string) error {
 		if err != nil {
 			return err
 		}
-		events := eventrecorder.Config{Component: "kubelet", Host: name, Client: client, NATSURL: cfg.NATSURL}
+		events := eventrecorder.Config{Component: "kubelet", Host: name, User: "system:node:" + name, Client: client, NATSURL: cfg.NATSURL}
 		if cfg.NATSURL != "" {
 			certFile := filepath.Join(dir, "pki", certificate.ClientPairName+"-current.pem")
 			if events.TLS, err = pki.ReloadingClientTLS(cfg.NATSCA, certFile, ""); err != nil {
