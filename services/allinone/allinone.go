@@ -7,6 +7,8 @@ package allinone
 
 import (
 	"context"
+	"crypto"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -328,7 +330,7 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		return nil, nil, err
 	}
 	run("csr-signer-events", signerEvents.Run)
-	signer, err := csrsigner.New(csrsigner.Config{Client: signerClient, CA: ca, AutoApprove: !cfg.ManualCSRApproval, Recorder: signerEvents})
+	signer, err := csrsigner.New(csrsigner.Config{Client: signerClient, CA: ca, AutoApprove: !cfg.ManualCSRApproval, ApproveKubeletServing: true, ControlPlaneHosts: []string{cfg.BindAddress}, Recorder: signerEvents})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -384,8 +386,9 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 
 	// The kubelet joins as any other would: with only the bootstrap kubeconfig it asks for
 	// its client certificate (system:node:<name>) through a CertificateSigningRequest, and
-	// for its serving certificate the same way; csr-signer approves and signs both. With
-	// manual approval it waits here, in the background, for `kubectl certificate approve`.
+	// for its serving certificate the same way, unless the all-in-one issued them (below).
+	// With manual approval it waits here, in the background, for `kubectl certificate
+	// approve`.
 	kubeletDir := filepath.Join(dataDir, "kubelet")
 	staticPodPath := filepath.Join(dataDir, "manifests")
 	if err := os.MkdirAll(staticPodPath, 0o755); err != nil {
@@ -406,8 +409,11 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	// With auto-approval the all-in-one, which holds the CA, issues its own kubelet's
 	// client certificate as kubeadm init does for its node (kubelet.conf), instead of a
 	// CertificateSigningRequest round trip through csr-signer on every cold start; renewals
-	// still go through CSRs. With manual approval the kubelet bootstraps, so the request
-	// waits for `kubectl certificate approve` as documented.
+	// still go through CSRs. It issues its serving certificate too: the node's address is
+	// this host's (loopback by default), which csr-signer approves for no node. With manual
+	// approval the kubelet bootstraps, so both requests wait for `kubectl certificate
+	// approve` as documented.
+	addresses := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}, {Type: corev1.NodeHostName, Address: cfg.NodeName}}
 	if !cfg.ManualCSRApproval {
 		if _, err := certificate.WriteIssuedClientCert(filepath.Join(kubeletDir, "kubelet.kubeconfig"),
 			filepath.Join(kubeletDir, "bootstrap-kubelet.kubeconfig"), filepath.Join(kubeletDir, "pki"),
@@ -416,6 +422,13 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 				return pair.CertPEM, pair.KeyPEM, err
 			}); err != nil {
 			return nil, nil, fmt.Errorf("kubelet client certificate: %w", err)
+		}
+		if _, err := certificate.WriteIssuedServingCert(filepath.Join(kubeletDir, "pki"), cfg.NodeName, addresses,
+			func(tmpl *x509.Certificate, pub crypto.PublicKey) ([]byte, error) {
+				_, certPEM, err := ca.Sign(tmpl, pub)
+				return certPEM, err
+			}); err != nil {
+			return nil, nil, fmt.Errorf("kubelet serving certificate: %w", err)
 		}
 	}
 	run("kubelet", func(ctx context.Context) error {
@@ -441,7 +454,6 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 			return err
 		}
 		go func() { _ = kubeletEvents.Run(ctx) }()
-		addresses := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}, {Type: corev1.NodeHostName, Address: cfg.NodeName}}
 		kubeletTLS, err := certificate.StartServing(ctx, nodeClient, cfg.NodeName, filepath.Join(kubeletDir, "pki"), addresses, ca.CertPEM)
 		if err != nil {
 			return err
