@@ -320,6 +320,8 @@ func New(cfg Config) (_ *APIServer, err error) {
 			namespaceLifecycle,
 			admission.ServiceAccount{ServiceAccounts: serviceAccounts},
 			admission.NodeRestriction{Pods: pods},
+			admission.CertificateApproval{Authorizer: authorizer},
+			admission.CertificateSigning{Authorizer: authorizer},
 			admission.DefaultTolerationSecondsPlugin{},
 		},
 		Ready:                       s.ready,
