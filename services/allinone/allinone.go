@@ -7,6 +7,8 @@ package allinone
 
 import (
 	"context"
+	"crypto"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -189,7 +191,7 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	apiURL := "https://" + l.Addr().String()
 	// The PKI is made once and kept: restarts reuse the CA and every identity.
 	pkiDir := filepath.Join(dataDir, "pki")
-	if _, err := pki.Init(pki.InitOptions{Dir: pkiDir, APIServerURL: apiURL, APIServerHosts: []string{cfg.BindAddress}}); err != nil {
+	if _, err := pki.Init(pki.InitOptions{Dir: pkiDir, APIServerURL: apiURL, APIServerHosts: []string{cfg.BindAddress}, TokenTTL: pki.DefaultBootstrapTokenTTL}); err != nil {
 		return nil, nil, err
 	}
 	ca, err := pki.LoadCA(pkiDir)
@@ -328,7 +330,7 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		return nil, nil, err
 	}
 	run("csr-signer-events", signerEvents.Run)
-	signer, err := csrsigner.New(csrsigner.Config{Client: signerClient, CA: ca, AutoApprove: !cfg.ManualCSRApproval, Recorder: signerEvents})
+	signer, err := csrsigner.New(csrsigner.Config{Client: signerClient, CA: ca, AutoApprove: !cfg.ManualCSRApproval, ApproveKubeletServing: true, ControlPlaneHosts: []string{cfg.BindAddress}, Recorder: signerEvents})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -384,8 +386,9 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 
 	// The kubelet joins as any other would: with only the bootstrap kubeconfig it asks for
 	// its client certificate (system:node:<name>) through a CertificateSigningRequest, and
-	// for its serving certificate the same way; csr-signer approves and signs both. With
-	// manual approval it waits here, in the background, for `kubectl certificate approve`.
+	// for its serving certificate the same way, unless the all-in-one issued them (below).
+	// With manual approval it waits here, in the background, for `kubectl certificate
+	// approve`.
 	kubeletDir := filepath.Join(dataDir, "kubelet")
 	staticPodPath := filepath.Join(dataDir, "manifests")
 	if err := os.MkdirAll(staticPodPath, 0o755); err != nil {
@@ -400,34 +403,59 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	if err := dropStaleKubeconfig(filepath.Join(kubeletDir, "kubelet.kubeconfig"), apiURL); err != nil {
 		return nil, nil, err
 	}
-	if err := writeBootstrapKubeconfig(filepath.Join(kubeletDir, "bootstrap-kubelet.kubeconfig"), apiURL, pkiDir); err != nil {
+	// Each start hands out a bootstrap token valid for a while yet, dropping expired ones,
+	// to its kubelet, its hollow nodes and, in the PKI directory, to kubelets joining
+	// from elsewhere.
+	bootstrapToken, err := pki.EnsureBootstrapToken(filepath.Join(pkiDir, pki.BootstrapTokenFile), pki.DefaultBootstrapTokenTTL, bootstrapTokenMinValid)
+	if err != nil {
 		return nil, nil, err
+	}
+	bootstrapKubeconfig := filepath.Join(kubeletDir, pki.BootstrapKubeconfigFile)
+	for _, path := range []string{bootstrapKubeconfig, filepath.Join(pkiDir, pki.BootstrapKubeconfigFile)} {
+		if err := writeBootstrapKubeconfig(path, apiURL, ca.CertPEM, bootstrapToken); err != nil {
+			return nil, nil, err
+		}
 	}
 	// With auto-approval the all-in-one, which holds the CA, issues its own kubelet's
 	// client certificate as kubeadm init does for its node (kubelet.conf), instead of a
 	// CertificateSigningRequest round trip through csr-signer on every cold start; renewals
-	// still go through CSRs. With manual approval the kubelet bootstraps, so the request
-	// waits for `kubectl certificate approve` as documented.
+	// still go through CSRs. It issues its serving certificate too: the node's address is
+	// this host's (loopback by default), which csr-signer approves for no node. With manual
+	// approval the kubelet bootstraps, so both requests wait for `kubectl certificate
+	// approve` as documented.
+	addresses := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}, {Type: corev1.NodeHostName, Address: cfg.NodeName}}
 	if !cfg.ManualCSRApproval {
 		if _, err := certificate.WriteIssuedClientCert(filepath.Join(kubeletDir, "kubelet.kubeconfig"),
-			filepath.Join(kubeletDir, "bootstrap-kubelet.kubeconfig"), filepath.Join(kubeletDir, "pki"),
+			bootstrapKubeconfig, filepath.Join(kubeletDir, "pki"),
 			func() ([]byte, []byte, error) {
 				pair, err := ca.IssueClient("system:node:"+cfg.NodeName, []string{"system:nodes"}, 0)
 				return pair.CertPEM, pair.KeyPEM, err
 			}); err != nil {
 			return nil, nil, fmt.Errorf("kubelet client certificate: %w", err)
 		}
+		if _, err := certificate.WriteIssuedServingCert(filepath.Join(kubeletDir, "pki"), cfg.NodeName, addresses,
+			func(tmpl *x509.Certificate, pub crypto.PublicKey) ([]byte, error) {
+				_, certPEM, err := ca.Sign(tmpl, pub)
+				return certPEM, err
+			}); err != nil {
+			return nil, nil, fmt.Errorf("kubelet serving certificate: %w", err)
+		}
 	}
 	run("kubelet", func(ctx context.Context) error {
 		nodeConfig, _, err := certificate.NewClientConfig(ctx, certificate.ClientOptions{
 			NodeName:                cfg.NodeName,
 			KubeconfigPath:          filepath.Join(kubeletDir, "kubelet.kubeconfig"),
-			BootstrapKubeconfigPath: filepath.Join(kubeletDir, "bootstrap-kubelet.kubeconfig"),
+			BootstrapKubeconfigPath: bootstrapKubeconfig,
 			CertDir:                 filepath.Join(kubeletDir, "pki"),
 			RotateCertificates:      true,
 		})
 		if err != nil {
 			return fmt.Errorf("TLS bootstrap: %w", err)
+		}
+		// Its client certificate held, the kubelet needs the token no more: it goes,
+		// as kubeadm join removes bootstrap-kubelet.conf.
+		if err := os.Remove(bootstrapKubeconfig); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
 		}
 		nodeConfig.QPS, nodeConfig.UserAgent = -1, "skiff-kubelet"
 		nodeClient, err := kubernetes.NewForConfig(traced(nodeConfig, obs.kubelet))
@@ -441,7 +469,6 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 			return err
 		}
 		go func() { _ = kubeletEvents.Run(ctx) }()
-		addresses := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}, {Type: corev1.NodeHostName, Address: cfg.NodeName}}
 		kubeletTLS, err := certificate.StartServing(ctx, nodeClient, cfg.NodeName, filepath.Join(kubeletDir, "pki"), addresses, ca.CertPEM)
 		if err != nil {
 			return err
@@ -492,8 +519,12 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 				return nil, nil, err
 			}
 		}
+		hollowBootstrap := filepath.Join(hollowDir, pki.BootstrapKubeconfigFile)
+		if err := writeBootstrapKubeconfig(hollowBootstrap, apiURL, ca.CertPEM, bootstrapToken); err != nil {
+			return nil, nil, err
+		}
 		run("hollow-nodes", func(ctx context.Context) error {
-			return hollow.Run(ctx, hollow.Config{Nodes: cfg.HollowNodes, BootstrapKubeconfig: filepath.Join(kubeletDir, "bootstrap-kubelet.kubeconfig"),
+			return hollow.Run(ctx, hollow.Config{Nodes: cfg.HollowNodes, BootstrapKubeconfig: hollowBootstrap,
 				RootDir: hollowDir, NodeIP: nodeIP, TracerProvider: obs.kubelet,
 				// Their events go through NATS as the kubelet's do (POSTed when NATS is off).
 				NATSURL: obs.natsURL, NATSCA: obs.caPEM, NATSServerName: natsServerName})
@@ -542,21 +573,14 @@ func writeKubeconfig(path, apiURL, pkiDir string) error {
 // startupTimeout bounds how long callers should wait for the node to register.
 const startupTimeout = 60 * time.Second
 
-// writeBootstrapKubeconfig writes the kubelet's bootstrap kubeconfig for apiURL: the CA
-// and the first bootstrap token of pkiDir.
-func writeBootstrapKubeconfig(path, apiURL, pkiDir string) error {
-	ca, err := os.ReadFile(filepath.Join(pkiDir, pki.CACertFile))
-	if err != nil {
-		return err
-	}
-	tokens, err := pki.ReadBootstrapTokens(filepath.Join(pkiDir, pki.BootstrapTokenFile))
-	if err != nil {
-		return err
-	}
-	if len(tokens) == 0 {
-		return fmt.Errorf("%s holds no bootstrap token", filepath.Join(pkiDir, pki.BootstrapTokenFile))
-	}
-	data, err := pki.Kubeconfig(apiURL, ca, "kubelet-bootstrap", &clientcmdapi.AuthInfo{Token: tokens[0].String()})
+// bootstrapTokenMinValid is how long the token handed out at a start stays valid at
+// least: the kubelet's wait for its first certificate (an hour, for a person to approve).
+const bootstrapTokenMinValid = time.Hour
+
+// writeBootstrapKubeconfig writes a kubelet's bootstrap kubeconfig for apiURL: the CA
+// (PEM) and token.
+func writeBootstrapKubeconfig(path, apiURL string, caPEM []byte, token pki.BootstrapToken) error {
+	data, err := pki.Kubeconfig(apiURL, caPEM, "kubelet-bootstrap", &clientcmdapi.AuthInfo{Token: token.String()})
 	if err != nil {
 		return err
 	}

@@ -2,12 +2,19 @@ package allinone_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -20,9 +27,9 @@ import (
 
 // TestEventsTravelOverMutualTLS: the embedded NATS admits only certificates from the
 // cluster CA, each only to its own subjects, and still every component's events arrive
-// through it — the scheduler's, csr-signer's, the kubelet's and a hollow node's (whose
-// certificates came from their own CSRs), each reported as its own node — since with
-// NATS on nothing POSTs them.
+// through it — the scheduler's, csr-signer's (on a person's request it leaves pending),
+// the kubelet's and a hollow node's (whose certificate came from its own CSR), each
+// reported as its own node — since with NATS on nothing POSTs them.
 func TestEventsTravelOverMutualTLS(t *testing.T) {
 	dataDir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -67,6 +74,9 @@ func TestEventsTravelOverMutualTLS(t *testing.T) {
 	if _, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := client.CertificatesV1().CertificateSigningRequests().Create(ctx, personCSR(t, "jane"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	want := map[string]bool{"default-scheduler": false, "kubelet nats-node": false, "kubelet hollow-0": false, "csr-signer": false}
 	var lastErr error
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -93,5 +103,27 @@ func TestEventsTravelOverMutualTLS(t *testing.T) {
 		return true, nil
 	}); err != nil {
 		t.Fatalf("events arrived from %v (last error %v); want all", want, lastErr)
+	}
+}
+
+// personCSR is a request for a person's client certificate (CN name), which csr-signer
+// leaves for a person to approve.
+func personCSR(t *testing.T, name string) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: name}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: certificatesv1.KubeAPIServerClientSignerName,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+		},
 	}
 }

@@ -337,6 +337,8 @@ func New(cfg Config) (_ *APIServer, err error) {
 		admission.NewNamespaceLifecycle(s.namespaces),
 		admission.ServiceAccount{ServiceAccounts: serviceAccounts},
 		admission.NodeRestriction{Pods: pods},
+		admission.CertificateApproval{Authorizer: authorizer},
+		admission.CertificateSigning{Authorizer: authorizer},
 		admission.DefaultTolerationSecondsPlugin{},
 	}
 	// Requests and the events the sink takes from NATS share one registry of metrics and

@@ -29,6 +29,7 @@ const (
 	ServiceAccountController      = "serviceaccount-controller"
 	RootCACertPublisher           = "root-ca-certificate-publisher-controller"
 	ClusterRoleAggregation        = "clusterrole-aggregation-controller"
+	TokenCleanerController        = "token-cleaner-controller"
 )
 
 // controllerAliases are the names --controllers accepted before kube 1.28.
@@ -48,6 +49,7 @@ var controllerAliases = map[string]string{
 	"serviceaccount":          ServiceAccountController,
 	"root-ca-cert-publisher":  RootCACertPublisher,
 	"clusterrole-aggregation": ClusterRoleAggregation,
+	"tokencleaner":            TokenCleanerController,
 }
 
 // ControllerContext is what every controller is built from (kube's
@@ -102,6 +104,7 @@ func NewControllerInitializers() map[string]InitFunc {
 		ServiceAccountController:      startServiceAccountController,
 		RootCACertPublisher:           startRootCACertPublisher,
 		ClusterRoleAggregation:        startClusterRoleAggregationController,
+		TokenCleanerController:        startTokenCleanerController,
 	}
 }
 

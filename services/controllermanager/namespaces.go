@@ -10,12 +10,14 @@ import (
 	"skiff.dev/services/controllermanager/namespace"
 	"skiff.dev/services/controllermanager/rootcacertpublisher"
 	"skiff.dev/services/controllermanager/serviceaccount"
+	"skiff.dev/services/controllermanager/tokencleaner"
 )
 
-// The start functions of the controllers every namespace relies on, and of
-// clusterrole-aggregation (kube's cmd/kube-controller-manager/app core.go,
-// certificates.go and rbac.go). Each records events, if ever, under its kube component
-// name passed to Events.ForComponent; these four record none, as kube's do not.
+// The start functions of the controllers every namespace relies on, of
+// clusterrole-aggregation and of the token cleaner (kube's
+// cmd/kube-controller-manager/app core.go, certificates.go, rbac.go and bootstrap.go).
+// Each records events, if ever, under its kube component name passed to
+// Events.ForComponent; these five record none, as kube's do not.
 
 // Workers of each, as kube starts them: --concurrent-namespace-syncs (10), one for the
 // service accounts and root-ca-cert-publisher, five for clusterrole-aggregation.
@@ -56,5 +58,12 @@ func startRootCACertPublisher(ctx context.Context, cc ControllerContext) error {
 
 func startClusterRoleAggregationController(ctx context.Context, cc ControllerContext) error {
 	go clusterroleaggregation.New(cc.InformerFactory.Rbac().V1().ClusterRoles(), cc.Client).Run(ctx, aggregationWorkers)
+	return nil
+}
+
+// startTokenCleanerController runs the token cleaner, which kube-controller-manager
+// leaves off unless --controllers names it (as kubeadm does); skiff runs it by default.
+func startTokenCleanerController(ctx context.Context, cc ControllerContext) error {
+	go tokencleaner.New(cc.InformerFactory.Core().V1().Secrets(), cc.Client, cc.Clock).Run(ctx)
 	return nil
 }

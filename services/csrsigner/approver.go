@@ -1,20 +1,20 @@
 package csrsigner
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
+	corelisters "k8s.io/client-go/listers/core/v1"
 )
 
 // Identities the approver recognises (DESIGN.md, "Identities").
@@ -40,26 +40,28 @@ var (
 	kubeletServingUsagesNoRSA = sets.New(certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth)
 )
 
-// NodeGetter returns the Node called name, or a NotFound error. The controller passes
-// its informer's lister.
-type NodeGetter func(name string) (*corev1.Node, error)
-
 // Approver decides whether a pending request is approved without a person. It approves
 // only two kinds, as kube-controller-manager's csrapproving controller
-// (pkg/controller/certificates/approver/sarapprove.go) plus kubelet-serving rules do:
+// (pkg/controller/certificates/approver/sarapprove.go) does for the first, and as skiff's
+// ServingPolicy allows for the second:
 //
 //   - kubernetes.io/kube-apiserver-client-kubelet from a bootstrapper (group
 //     system:bootstrappers) or from the node itself (user system:node:<name> in
 //     system:nodes), for exactly CN=system:node:<name>, O=system:nodes, no SANs, usages
 //     digital signature + client auth (+ key encipherment), an ECDSA or ≥ 2048-bit RSA key;
-//   - kubernetes.io/kubelet-serving from the node itself, for CN=system:node:<name>,
-//     O=system:nodes, usages digital signature + server auth (+ key encipherment), whose
-//     DNS and IP SANs are all the node's own name and status.addresses.
+//   - kubernetes.io/kubelet-serving, only when KubeletServing is set, from the node
+//     itself, for CN=system:node:<name>, O=system:nodes, usages digital signature +
+//     server auth (+ key encipherment), whose DNS and IP SANs are all the node's own and
+//     none of them is one the policy reserves (see ServingPolicy).
 //
 // Anything else is left for a person (kubectl certificate approve|deny).
 type Approver struct {
-	// Nodes reads Node objects for kubelet-serving requests.
-	Nodes NodeGetter
+	// Nodes lists Node objects: the requester's, for its addresses, and every other one,
+	// whose names and addresses no other node may put in a serving certificate.
+	Nodes corelisters.NodeLister
+	// KubeletServing approves kubelet-serving requests within its limits; nil leaves
+	// every kubelet-serving request to a person, as kube-controller-manager does.
+	KubeletServing *ServingPolicy
 }
 
 // Decision is the approver's answer for one request.
@@ -78,28 +80,30 @@ func leaveForPerson(format string, args ...any) Decision {
 	return Decision{Message: fmt.Sprintf(format, args...)}
 }
 
-// Decide returns the decision for csr, which must be neither approved nor denied.
-func (a Approver) Decide(csr *certificatesv1.CertificateSigningRequest) Decision {
+// Decide returns the decision for csr, which must be neither approved nor denied. An
+// error means no decision could be made now (a control-plane host name did not resolve)
+// and the caller should ask again later; every other outcome is a Decision.
+func (a Approver) Decide(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) (Decision, error) {
 	switch csr.Spec.SignerName {
 	case certificatesv1.KubeAPIServerClientKubeletSignerName, certificatesv1.KubeletServingSignerName:
 	default:
-		return leaveForPerson("signer %q is never auto-approved", csr.Spec.SignerName)
+		return leaveForPerson("signer %q is never auto-approved", csr.Spec.SignerName), nil
 	}
 	req, err := parseCSR(csr.Spec.Request)
 	if err != nil {
-		return leaveForPerson("request does not parse: %v", err)
+		return leaveForPerson("request does not parse: %v", err), nil
 	}
 	if err := req.CheckSignature(); err != nil {
-		return leaveForPerson("request signature is invalid: %v", err)
+		return leaveForPerson("request signature is invalid: %v", err), nil
 	}
 	if err := checkKey(req); err != nil {
-		return leaveForPerson("%v", err)
+		return leaveForPerson("%v", err), nil
 	}
 	usages := sets.New(csr.Spec.Usages...)
 	if csr.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName {
-		return a.decideKubeletClient(csr, req, usages)
+		return a.decideKubeletClient(csr, req, usages), nil
 	}
-	return a.decideKubeletServing(csr, req, usages)
+	return a.decideKubeletServing(ctx, csr, req, usages)
 }
 
 func (a Approver) decideKubeletClient(csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, usages sets.Set[certificatesv1.KeyUsage]) Decision {
@@ -115,36 +119,36 @@ func (a Approver) decideKubeletClient(csr *certificatesv1.CertificateSigningRequ
 	return leaveForPerson("requester %q is neither a bootstrapper nor %s", csr.Spec.Username, req.Subject.CommonName)
 }
 
-func (a Approver) decideKubeletServing(csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, usages sets.Set[certificatesv1.KeyUsage]) Decision {
+func (a Approver) decideKubeletServing(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, usages sets.Set[certificatesv1.KeyUsage]) (Decision, error) {
+	if a.KubeletServing == nil {
+		return leaveForPerson("kubelet serving certificates wait for a person, as kube-controller-manager leaves them (csr-signer --approve-kubelet-serving is off)"), nil
+	}
 	if err := ValidateKubeletServingCSR(req, usages); err != nil {
-		return leaveForPerson("not a kubelet serving request: %v", err)
+		return leaveForPerson("not a kubelet serving request: %v", err), nil
 	}
 	if !isSelfNode(csr, req) {
-		return leaveForPerson("requester %q is not %s", csr.Spec.Username, req.Subject.CommonName)
+		return leaveForPerson("requester %q is not %s", csr.Spec.Username, req.Subject.CommonName), nil
 	}
 	nodeName := strings.TrimPrefix(req.Subject.CommonName, NodeUserPrefix)
 	if a.Nodes == nil {
-		return leaveForPerson("node %q cannot be looked up", nodeName)
+		return leaveForPerson("node %q cannot be looked up", nodeName), nil
 	}
-	node, err := a.Nodes(nodeName)
+	node, err := a.Nodes.Get(nodeName)
 	if apierrors.IsNotFound(err) {
-		return leaveForPerson("node %q does not exist (yet)", nodeName)
+		return leaveForPerson("node %q does not exist (yet)", nodeName), nil
 	}
 	if err != nil {
-		return leaveForPerson("node %q: %v", nodeName, err)
+		return leaveForPerson("node %q: %v", nodeName, err), nil
 	}
-	names, ips := nodeNamesAndIPs(node)
-	for _, d := range req.DNSNames {
-		if !names.Has(d) {
-			return leaveForPerson("DNS name %q is not one of node %q's names %v", d, nodeName, sets.List(names))
-		}
+	others, err := a.Nodes.List(labelsEverything)
+	if err != nil {
+		return leaveForPerson("listing nodes: %v", err), nil
 	}
-	for _, ip := range req.IPAddresses {
-		if !ips.Has(ip.String()) {
-			return leaveForPerson("IP address %s is not one of node %q's addresses %v", ip, nodeName, sets.List(ips))
-		}
+	why, err := a.KubeletServing.refuse(ctx, node, others, req)
+	if err != nil || why != "" {
+		return leaveForPerson("%s", why), err
 	}
-	return Decision{Approve: true, Reason: "AutoApproved", Message: "Auto approving kubelet serving certificate: the node's own names and addresses."}
+	return Decision{Approve: true, Reason: "AutoApproved", Message: "Auto approving kubelet serving certificate: the node's own names and addresses."}, nil
 }
 
 // isSelfNode reports whether the requester is the node the certificate names: user
@@ -153,24 +157,6 @@ func isSelfNode(csr *certificatesv1.CertificateSigningRequest, req *x509.Certifi
 	return strings.HasPrefix(csr.Spec.Username, NodeUserPrefix) &&
 		csr.Spec.Username == req.Subject.CommonName &&
 		slices.Contains(csr.Spec.Groups, NodesGroup)
-}
-
-// nodeNamesAndIPs returns the DNS names (the node's name, Hostname, InternalDNS and
-// ExternalDNS addresses) and IPs (InternalIP, ExternalIP) a node may put in its serving
-// certificate.
-func nodeNamesAndIPs(node *corev1.Node) (names, ips sets.Set[string]) {
-	names, ips = sets.New(node.Name), sets.New[string]()
-	for _, a := range node.Status.Addresses {
-		switch a.Type {
-		case corev1.NodeHostName, corev1.NodeInternalDNS, corev1.NodeExternalDNS:
-			names.Insert(a.Address)
-		case corev1.NodeInternalIP, corev1.NodeExternalIP:
-			if ip := net.ParseIP(a.Address); ip != nil {
-				ips.Insert(ip.String())
-			}
-		}
-	}
-	return names, ips
 }
 
 // checkKey accepts ECDSA keys and RSA keys of at least 2048 bits.

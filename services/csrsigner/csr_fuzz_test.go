@@ -1,6 +1,7 @@
 package csrsigner
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -34,7 +35,9 @@ func FuzzCSR(f *testing.F) {
 	nodeAObj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
 		{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}, {Type: corev1.NodeHostName, Address: "a.internal"},
 	}}}
-	approver := Approver{Nodes: nodes(nodeAObj)}
+	approver := Approver{Nodes: nodes(f, nodeAObj), KubeletServing: &ServingPolicy{
+		ServiceCIDR: DefaultServiceClusterIPRange, ControlPlaneHosts: DefaultControlPlaneHosts(), Resolver: hosts{},
+	}}
 	ca, err := pki.NewCA("fuzz-ca")
 	if err != nil {
 		f.Fatal(err)
@@ -54,7 +57,10 @@ func FuzzCSR(f *testing.F) {
 				Request: request, SignerName: signers[int(signerIdx)%len(signers)], Usages: usages, Username: by.name, Groups: by.groups,
 			},
 		}
-		d := approver.Decide(csr)
+		d, err := approver.Decide(context.Background(), csr)
+		if err != nil {
+			t.Fatalf("no decision: %v", err)
+		}
 		if d.Message == "" {
 			t.Fatalf("decision without a message: %+v", d)
 		}

@@ -1,6 +1,7 @@
 // Package csrsigner is skiff's csr-signer: it watches CertificateSigningRequests,
-// auto-approves the kubelet requests Kubernetes' csrapproving controller would (see
-// Approver), and issues certificates with the cluster CA for approved requests of the
+// auto-approves the kubelet client requests Kubernetes' csrapproving controller would
+// and, when told to, kubelet serving requests for a node's own addresses (see Approver),
+// and issues certificates with the cluster CA for approved requests of the
 // signers it owns (see Signer). It mirrors kube-controller-manager's csrapproving and
 // csrsigning controllers (k8s.io/kubernetes/pkg/controller/certificates), run as one
 // service with its own identity, system:skiff:csr-signer.
@@ -11,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -40,12 +42,27 @@ type Config struct {
 	CA *pki.CA
 	// AutoApprove turns the Approver on; false leaves every request to a person.
 	AutoApprove bool
+	// ApproveKubeletServing lets the Approver approve kubernetes.io/kubelet-serving
+	// requests for the node's own addresses, within a ServingPolicy built from
+	// ServiceClusterIPRange, ControlPlaneHosts and Resolver; false leaves them to a
+	// person, as kube-controller-manager does. It needs AutoApprove.
+	ApproveKubeletServing bool
+	// ServiceClusterIPRange is the Services' cluster IP range, none of whose IPs is
+	// approved in a serving certificate; the zero Prefix means
+	// DefaultServiceClusterIPRange.
+	ServiceClusterIPRange netip.Prefix
+	// ControlPlaneHosts are DNS names and IPs of the control plane never approved in a
+	// serving certificate, besides DefaultControlPlaneHosts().
+	ControlPlaneHosts []string
+	// Resolver resolves the control-plane host names; nil means net.DefaultResolver.
+	Resolver Resolver
 	// MaxDuration caps issued lifetimes; 0 means DefaultMaxDuration (1 year).
 	MaxDuration time.Duration
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
-	// Recorder reports events on the requests (Approved, Issued,
-	// SignerValidationFailure); nil records none.
+	// Recorder reports events on the requests (Approved, WaitingForApproval with the
+	// reason a request is left for a person, Issued, SignerValidationFailure); nil
+	// records none.
 	Recorder record.EventRecorder
 }
 
@@ -80,7 +97,7 @@ func New(cfg Config) (*Controller, error) {
 	c := &Controller{
 		client:      cfg.Client,
 		autoApprove: cfg.AutoApprove,
-		approver:    Approver{Nodes: nodeInformer.Lister().Get},
+		approver:    Approver{Nodes: nodeInformer.Lister()},
 		signer:      &Signer{CA: cfg.CA, MaxDuration: cfg.MaxDuration},
 		logger:      logger.With("component", "csr-signer"),
 		factory:     factory,
@@ -92,6 +109,17 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if c.recorder == nil {
 		c.recorder = eventrecorder.Nop{}
+	}
+	if cfg.ApproveKubeletServing {
+		serviceCIDR := cfg.ServiceClusterIPRange
+		if !serviceCIDR.IsValid() {
+			serviceCIDR = DefaultServiceClusterIPRange
+		}
+		c.approver.KubeletServing = &ServingPolicy{
+			ServiceCIDR:       serviceCIDR.Masked(),
+			ControlPlaneHosts: append(DefaultControlPlaneHosts(), cfg.ControlPlaneHosts...),
+			Resolver:          cfg.Resolver,
+		}
 	}
 	enqueue := func(obj any) {
 		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
@@ -105,13 +133,10 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	// A kubelet-serving request may wait for its Node to exist or to report the
-	// addresses it names: look at the node's pending requests again when it appears or
-	// its addresses change (not at every status heartbeat).
-	nodeChanged := func(obj any) {
-		if node, ok := obj.(*corev1.Node); ok {
-			c.enqueuePendingServing(node.Name)
-		}
-	}
+	// addresses it names, or for another Node to stop reporting them: look at the
+	// pending ones again when a Node appears, goes or changes its addresses (not at
+	// every status heartbeat).
+	nodeChanged := func(any) { c.enqueuePendingServing() }
 	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: nodeChanged,
 		UpdateFunc: func(old, obj any) {
@@ -122,6 +147,7 @@ func New(cfg Config) (*Controller, error) {
 			}
 			nodeChanged(obj)
 		},
+		DeleteFunc: nodeChanged,
 	}); err != nil {
 		return nil, err
 	}
@@ -152,7 +178,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.running.Store(true)
 	defer c.running.Store(false)
-	c.logger.Info("csr-signer running", "autoApprove", c.autoApprove, "maxDuration", c.signer.Duration(nil).String())
+	c.logger.Info("csr-signer running", "autoApprove", c.autoApprove, "approveKubeletServing", c.approver.KubeletServing != nil,
+		"maxDuration", c.signer.Duration(nil).String())
 	go func() {
 		<-ctx.Done()
 		c.queue.ShutDown()
@@ -178,14 +205,14 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	return true
 }
 
-// enqueuePendingServing queues node's pending kubelet-serving requests.
-func (c *Controller) enqueuePendingServing(node string) {
+// enqueuePendingServing queues every pending kubelet-serving request.
+func (c *Controller) enqueuePendingServing() {
 	csrs, err := c.csrs.List(labelsEverything)
 	if err != nil {
 		return
 	}
 	for _, csr := range csrs {
-		if csr.Spec.SignerName == certificatesv1.KubeletServingSignerName && csr.Spec.Username == NodeUserPrefix+node && isPending(csr) {
+		if csr.Spec.SignerName == certificatesv1.KubeletServingSignerName && isPending(csr) {
 			c.queue.Add(csr.Name)
 		}
 	}
@@ -217,10 +244,14 @@ func (c *Controller) approve(ctx context.Context, csr *certificatesv1.Certificat
 	if !c.autoApprove {
 		return nil
 	}
-	d := c.approver.Decide(csr)
+	d, err := c.approver.Decide(ctx, csr)
+	if err != nil {
+		return fmt.Errorf("decide: %w", err)
+	}
 	if !d.Approve {
 		c.metrics.leftPending.WithLabelValues(csr.Spec.SignerName).Inc()
 		c.logger.Info("certificate signing request left for a person", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username, "why", d.Message)
+		c.recorder.Event(csr, corev1.EventTypeNormal, "WaitingForApproval", d.Message)
 		return nil
 	}
 	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{

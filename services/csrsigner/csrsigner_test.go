@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/internal/eventrecorder"
 )
 
 // signerIdentity is the csr-signer's user (DESIGN.md, "Identities").
@@ -31,10 +33,12 @@ func clientFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
 	return c
 }
 
-// startSigner runs a csr-signer as system:skiff:csr-signer against s until the test ends.
-func startSigner(t *testing.T, s *apiservertest.Server, autoApprove bool, maxDuration time.Duration) *Controller {
+// startSigner runs a csr-signer as system:skiff:csr-signer against s until the test ends,
+// with cfg's approval settings.
+func startSigner(t *testing.T, s *apiservertest.Server, cfg Config) *Controller {
 	t.Helper()
-	c, err := New(Config{Client: clientFor(t, s.ClientConfig(signerIdentity)), CA: s.CA, AutoApprove: autoApprove, MaxDuration: maxDuration})
+	cfg.Client, cfg.CA = clientFor(t, s.ClientConfig(signerIdentity)), s.CA
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +110,7 @@ func setApproval(t *testing.T, client kubernetes.Interface, name string, conditi
 
 func TestBootstrapperGetsNodeClientCertificate(t *testing.T) {
 	s := apiservertest.StartServer(t)
-	startSigner(t, s, true, 0)
+	startSigner(t, s, Config{AutoApprove: true})
 	bootstrap := clientFor(t, s.TokenConfig(s.BootstrapToken.String()))
 
 	create(t, bootstrap, "node-a-client", certificatesv1.KubeAPIServerClientKubeletSignerName, clientUsages, nodeAClient, ptr.To[int32](3600))
@@ -132,7 +136,7 @@ func TestBootstrapperGetsNodeClientCertificate(t *testing.T) {
 
 func TestNodeAskingAnotherNodesCertificateIsNotApproved(t *testing.T) {
 	s := apiservertest.StartServer(t)
-	c := startSigner(t, s, true, 0)
+	c := startSigner(t, s, Config{AutoApprove: true})
 	nodeB := clientFor(t, s.ClientConfig("system:node:b", NodesGroup))
 
 	create(t, nodeB, "b-wants-a", certificatesv1.KubeAPIServerClientKubeletSignerName, clientUsages, nodeAClient, nil)
@@ -156,7 +160,7 @@ func TestNodeAskingAnotherNodesCertificateIsNotApproved(t *testing.T) {
 
 func TestWithoutAutoApprovalAPersonDecides(t *testing.T) {
 	s := apiservertest.StartServer(t)
-	startSigner(t, s, false, 2*time.Hour)
+	startSigner(t, s, Config{MaxDuration: 2 * time.Hour})
 	admin := clientFor(t, s.Config)
 	bootstrap := clientFor(t, s.TokenConfig(s.BootstrapToken.String()))
 
@@ -180,7 +184,7 @@ func TestWithoutAutoApprovalAPersonDecides(t *testing.T) {
 
 func TestApprovedRequestTheSignerRefusesFails(t *testing.T) {
 	s := apiservertest.StartServer(t)
-	startSigner(t, s, true, 0)
+	startSigner(t, s, Config{AutoApprove: true})
 	admin := clientFor(t, s.Config)
 
 	create(t, admin, "server-usage", certificatesv1.KubeAPIServerClientSignerName, servingUsages, request{cn: "jane"}, nil)
@@ -198,9 +202,13 @@ func TestApprovedRequestTheSignerRefusesFails(t *testing.T) {
 	}
 }
 
+// approveServing is the csr-signer configuration that approves kubelet serving
+// requests, with the control-plane names resolving as on a host without them.
+var approveServing = Config{AutoApprove: true, ApproveKubeletServing: true, Resolver: hosts{}}
+
 func TestNodeServingCertificateForItsOwnAddresses(t *testing.T) {
 	s := apiservertest.StartServer(t)
-	startSigner(t, s, true, 0)
+	startSigner(t, s, approveServing)
 	nodeA := clientFor(t, s.ClientConfig("system:node:a", NodesGroup))
 
 	// The request comes before the Node exists; it is approved once the Node reports
@@ -224,7 +232,7 @@ func TestNodeServingCertificateForItsOwnAddresses(t *testing.T) {
 
 func TestServingRequestIsApprovedOnceTheNodeReportsItsAddress(t *testing.T) {
 	s := apiservertest.StartServer(t)
-	c := startSigner(t, s, true, 0)
+	c := startSigner(t, s, approveServing)
 	ctx := context.Background()
 	nodeA := clientFor(t, s.ClientConfig("system:node:a", NodesGroup))
 	node, err := nodeA.CoreV1().Nodes().Create(ctx, &corev1.Node{
@@ -235,12 +243,7 @@ func TestServingRequestIsApprovedOnceTheNodeReportsItsAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	create(t, nodeA, "a-serving", certificatesv1.KubeletServingSignerName, servingUsages, nodeAServing, nil)
-	signer := certificatesv1.KubeletServingSignerName
-	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return testutil.ToFloat64(c.metrics.leftPending.WithLabelValues(signer)) >= 1, nil
-	}); err != nil {
-		t.Fatalf("the approver never decided: %v", err)
-	}
+	waitLeftPending(t, c, certificatesv1.KubeletServingSignerName, 1)
 
 	node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.1"})
 	if _, err := nodeA.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
@@ -250,4 +253,119 @@ func TestServingRequestIsApprovedOnceTheNodeReportsItsAddress(t *testing.T) {
 	if !hasCondition(csr, certificatesv1.CertificateApproved) {
 		t.Fatalf("conditions %+v", csr.Status.Conditions)
 	}
+}
+
+// waitLeftPending waits until the controller has left at least n requests of signer for
+// a person.
+func waitLeftPending(t *testing.T, c *Controller, signer string, n float64) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return testutil.ToFloat64(c.metrics.leftPending.WithLabelValues(signer)) >= n, nil
+	}); err != nil {
+		t.Fatalf("the approver never decided: %v", err)
+	}
+}
+
+// waitingForApproval returns the messages of the WaitingForApproval events recorded for
+// CSR name, once there is one.
+func waitingForApproval(t *testing.T, admin kubernetes.Interface, name string) []string {
+	t.Helper()
+	var messages []string
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := admin.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			return false, err
+		}
+		messages = nil
+		for _, e := range events.Items {
+			if e.Reason == "WaitingForApproval" && e.InvolvedObject.Kind == "CertificateSigningRequest" {
+				messages = append(messages, e.Message)
+			}
+		}
+		return len(messages) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("no WaitingForApproval event for %s: %v", name, err)
+	}
+	return messages
+}
+
+// startRecordingSigner is startSigner with a real event recorder that POSTs its events.
+func startRecordingSigner(t *testing.T, s *apiservertest.Server, cfg Config) *Controller {
+	t.Helper()
+	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "csr-signer", Client: clientFor(t, s.ClientConfig(signerIdentity))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = recorder.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	cfg.Recorder = recorder
+	return startSigner(t, s, cfg)
+}
+
+// TestServingRequestWaitsForAPersonByDefault: without ApproveKubeletServing a node's
+// serving request for its very own addresses is left pending, as kube-controller-manager
+// leaves it, with an event that says why; a person's approval then gets it signed.
+func TestServingRequestWaitsForAPersonByDefault(t *testing.T) {
+	s := apiservertest.StartServer(t)
+	c := startRecordingSigner(t, s, Config{AutoApprove: true})
+	ctx := context.Background()
+	admin, nodeA := clientFor(t, s.Config), clientFor(t, s.ClientConfig("system:node:a", NodesGroup))
+	if _, err := nodeA.CoreV1().Nodes().Create(ctx, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}, {Type: corev1.NodeHostName, Address: "a.internal"},
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	create(t, nodeA, "a-serving", certificatesv1.KubeletServingSignerName, servingUsages, nodeAServing, nil)
+	waitLeftPending(t, c, certificatesv1.KubeletServingSignerName, 1)
+	if msgs := waitingForApproval(t, admin, "a-serving"); !strings.Contains(msgs[0], "--approve-kubelet-serving") {
+		t.Errorf("WaitingForApproval says %q, want the reason", msgs[0])
+	}
+	csr, err := admin.CertificatesV1().CertificateSigningRequests().Get(ctx, "a-serving", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isPending(csr) || issued(csr) {
+		t.Fatalf("status %+v, want pending", csr.Status)
+	}
+	setApproval(t, admin, "a-serving", certificatesv1.CertificateApproved)
+	waitFor(t, admin, "a-serving", issued)
+}
+
+// TestServingRequestForAnotherNodesAddressWaits: a node that reports another node's
+// InternalIP as its own is not approved a certificate for it, and the event says whose
+// it is; once that other Node is gone, the request is looked at again and approved.
+func TestServingRequestForAnotherNodesAddressWaits(t *testing.T) {
+	s := apiservertest.StartServer(t)
+	c := startRecordingSigner(t, s, approveServing)
+	ctx := context.Background()
+	admin, nodeA, nodeB := clientFor(t, s.Config), clientFor(t, s.ClientConfig("system:node:a", NodesGroup)), clientFor(t, s.ClientConfig("system:node:b", NodesGroup))
+	for _, n := range []struct {
+		client kubernetes.Interface
+		name   string
+	}{{nodeB, "b"}, {nodeA, "a"}} {
+		if _, err := n.client.CoreV1().Nodes().Create(ctx, &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: n.name},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: "10.0.0.2"}, {Type: corev1.NodeHostName, Address: n.name + ".internal"},
+			}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(t, nodeA, "a-serving", certificatesv1.KubeletServingSignerName, servingUsages,
+		request{cn: "system:node:a", orgs: []string{NodesGroup}, dns: []string{"a.internal"}, ips: []string{"10.0.0.2"}}, nil)
+	waitLeftPending(t, c, certificatesv1.KubeletServingSignerName, 1)
+	if msgs := waitingForApproval(t, admin, "a-serving"); !strings.Contains(msgs[0], `also node "b"'s`) {
+		t.Errorf("WaitingForApproval says %q, want whose address it is", msgs[0])
+	}
+	if err := admin.CoreV1().Nodes().Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, nodeA, "a-serving", issued)
 }

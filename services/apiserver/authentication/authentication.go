@@ -9,6 +9,7 @@ import (
 	"crypto/subtle"
 	"crypto/x509"
 	"errors"
+	"io/fs"
 	"net/http"
 	"os"
 	"slices"
@@ -85,7 +86,12 @@ func CertificateUser(cert *x509.Certificate) (user.Info, bool, error) {
 
 // BootstrapTokens authenticates `Authorization: Bearer <id>.<secret>` against the tokens
 // in a bootstrap token file (pki.BootstrapTokenFile), re-reading the file when it
-// changes so tokens can be added or revoked without a restart.
+// changes so tokens can be added or revoked without a restart: a token removed from the
+// file, or the whole file deleted, stops authenticating at the next request. Nothing of
+// an earlier read outlives the file: a file that cannot be read or does not parse
+// authenticates no token until it is fixed (skiff writes it atomically, so a reader never
+// sees half of it; a hand edit that is momentarily broken costs bootstrapping kubelets a
+// retry, where keeping the last good file would keep a token an admin just removed).
 type BootstrapTokens struct {
 	// Path is the bootstrap token file.
 	Path string
@@ -130,27 +136,29 @@ func (b *BootstrapTokens) AuthenticateRequest(r *http.Request) (user.Info, bool,
 }
 
 // load returns the tokens, re-reading the file when it was replaced (another inode, as
-// an atomic rename leaves) or rewritten (size or mtime changed).
+// an atomic rename leaves) or rewritten (size or mtime changed). A missing file holds no
+// token; an unreadable or malformed one holds none either, and its error is returned.
 func (b *BootstrapTokens) load() (map[string]pki.BootstrapToken, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st, err := os.Stat(b.Path)
 	if err != nil {
-		if b.tokens != nil {
-			return b.tokens, nil // keep serving the last good file
+		b.tokens, b.file, b.readErr = nil, nil, nil
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
 		}
 		return nil, err
 	}
-	if b.tokens != nil && os.SameFile(st, b.file) && st.ModTime().Equal(b.file.ModTime()) && st.Size() == b.file.Size() {
+	if b.file != nil && os.SameFile(st, b.file) && st.ModTime().Equal(b.file.ModTime()) && st.Size() == b.file.Size() {
 		return b.tokens, b.readErr
 	}
 	list, err := pki.ReadBootstrapTokens(b.Path)
-	if err != nil && b.tokens != nil {
-		return b.tokens, nil
-	}
-	tokens := make(map[string]pki.BootstrapToken, len(list))
-	for _, t := range list {
-		tokens[t.ID] = t
+	var tokens map[string]pki.BootstrapToken
+	if err == nil {
+		tokens = make(map[string]pki.BootstrapToken, len(list))
+		for _, t := range list {
+			tokens[t.ID] = t
+		}
 	}
 	b.tokens, b.file, b.readErr = tokens, st, err
 	return tokens, err

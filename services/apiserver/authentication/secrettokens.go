@@ -18,10 +18,10 @@ import (
 // Bootstrap token Secrets, as kubeadm writes them (k8s.io/cluster-bootstrap/token/api).
 const (
 	// SecretTypeBootstrapToken is the type of a bootstrap token Secret.
-	SecretTypeBootstrapToken = corev1.SecretType("bootstrap.kubernetes.io/token")
+	SecretTypeBootstrapToken = pki.SecretTypeBootstrapToken
 	// BootstrapTokenSecretPrefix starts a bootstrap token Secret's name:
 	// kube-system/bootstrap-token-<id>.
-	BootstrapTokenSecretPrefix = "bootstrap-token-"
+	BootstrapTokenSecretPrefix = pki.BootstrapTokenSecretPrefix
 )
 
 // SecretTokens authenticates `Authorization: Bearer <id>.<secret>` against the
@@ -63,24 +63,21 @@ func (s *SecretTokens) AuthenticateRequest(r *http.Request) (user.Info, bool, er
 	if !ok || sec.Type != SecretTypeBootstrapToken || sec.DeletionTimestamp != nil {
 		return nil, false, ErrInvalidToken
 	}
-	if string(sec.Data["token-id"]) != id || subtle.ConstantTimeCompare(sec.Data["token-secret"], []byte(secret)) != 1 {
+	if string(sec.Data[pki.BootstrapTokenIDKey]) != id || subtle.ConstantTimeCompare(sec.Data[pki.BootstrapTokenSecretKey], []byte(secret)) != 1 {
 		return nil, false, ErrInvalidToken
 	}
-	if string(sec.Data["usage-bootstrap-authentication"]) != "true" {
+	if string(sec.Data[pki.BootstrapTokenUsagePrefix+"authentication"]) != "true" {
 		return nil, false, ErrInvalidToken
 	}
-	if exp := string(sec.Data["expiration"]); exp != "" {
-		t, err := time.Parse(time.RFC3339, exp)
-		now := time.Now
-		if s.Now != nil {
-			now = s.Now
-		}
-		if err != nil || !now().Before(t) {
-			return nil, false, ErrInvalidToken
-		}
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	if _, expired := pki.BootstrapTokenSecretExpiration(sec, now()); expired {
+		return nil, false, ErrInvalidToken
 	}
 	groups := []string{BootstrapGroup}
-	for _, g := range strings.Split(string(sec.Data["auth-extra-groups"]), ",") {
+	for _, g := range strings.Split(string(sec.Data[pki.BootstrapTokenExtraGroupsKey]), ",") {
 		if g = strings.TrimSpace(g); strings.HasPrefix(g, BootstrapGroup+":") {
 			groups = append(groups, g)
 		}

@@ -1,14 +1,18 @@
 // Command csr-signer runs skiff's CSR approver and signer against an apiserver: it
-// auto-approves kubelet requests that fit Kubernetes' rules and issues certificates for
-// approved requests with the cluster CA of a `skiff pki init` directory.
+// auto-approves kubelet client requests that fit Kubernetes' rules (and, with
+// --approve-kubelet-serving, kubelet serving requests for a node's own addresses) and
+// issues certificates for approved requests with the cluster CA of a `skiff pki init`
+// directory.
 package main
 
 import (
 	"context"
 	"flag"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"k8s.io/client-go/kubernetes"
@@ -24,7 +28,11 @@ import (
 func main() {
 	pkiDir := flag.String("pki-dir", "", "directory made by skiff pki init, holding the cluster CA (ca.crt, ca.key); required")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the system:skiff:csr-signer identity; empty means <pki-dir>/csr-signer.kubeconfig")
-	autoApprove := flag.Bool("auto-approve", true, "auto-approve kubelet client and serving requests that fit Kubernetes' rules; false leaves every request to kubectl certificate approve|deny")
+	autoApprove := flag.Bool("auto-approve", true, "auto-approve kubelet client requests that fit Kubernetes' rules; false leaves every request to kubectl certificate approve|deny")
+	approveServing := flag.Bool("approve-kubelet-serving", false, "with --auto-approve, also approve a kubelet's serving certificate request when its SANs are all the node's own name, Hostname/InternalDNS and InternalIP addresses and none is loopback, link-local, in --service-cluster-ip-range, a control-plane host (or an IP one resolves to) or another node's; false leaves them to a person, as kube-controller-manager does")
+	serviceRange := flag.String("service-cluster-ip-range", csrsigner.DefaultServiceClusterIPRange.String(), "the Services' cluster IP range (the apiserver's --service-cluster-ip-range): no serving certificate is approved for its IPs")
+	var controlPlaneHosts stringList
+	flag.Var(&controlPlaneHosts, "control-plane-host", "DNS name or IP of the control plane never approved in a kubelet serving certificate, nor any IP the name resolves to (repeatable); adds to "+strings.Join(csrsigner.DefaultControlPlaneHosts(), ","))
 	maxDuration := flag.Duration("max-duration", csrsigner.DefaultMaxDuration, "longest lifetime of an issued certificate; a request's spec.expirationSeconds may ask for less (not under 10m)")
 	natsURL := flag.String("nats-url", "", "NATS URL events are published to (JetStream stream EVENTS); \"\" POSTs them to the apiserver")
 	natsCAFile := flag.String("nats-ca-file", "", "CA verifying NATS's serving certificate (default: the CA of --kubeconfig)")
@@ -49,6 +57,11 @@ func main() {
 	}
 	if *kubeconfig == "" {
 		*kubeconfig = filepath.Join(*pkiDir, pki.CSRSigner.Name+".kubeconfig")
+	}
+	serviceCIDR, err := netip.ParsePrefix(*serviceRange)
+	if err != nil {
+		logger.Error("--service-cluster-ip-range", "err", err)
+		os.Exit(2)
 	}
 
 	ca, err := pki.LoadCA(*pkiDir)
@@ -88,7 +101,9 @@ func main() {
 		fail("event recorder", err)
 	}
 	go func() { _ = recorder.Run(ctx) }()
-	controller, err := csrsigner.New(csrsigner.Config{Client: client, CA: ca, AutoApprove: *autoApprove, MaxDuration: *maxDuration, Logger: logger, Recorder: recorder})
+	controller, err := csrsigner.New(csrsigner.Config{Client: client, CA: ca, AutoApprove: *autoApprove,
+		ApproveKubeletServing: *approveServing, ServiceClusterIPRange: serviceCIDR, ControlPlaneHosts: controlPlaneHosts,
+		MaxDuration: *maxDuration, Logger: logger, Recorder: recorder})
 	if err != nil {
 		fail("building csr-signer", err)
 	}
@@ -100,3 +115,9 @@ func main() {
 		fail("csr-signer stopped", err)
 	}
 }
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }

@@ -2,12 +2,92 @@ package pki
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"regexp"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// DefaultBootstrapTokenTTL is a bootstrap token's lifetime unless told otherwise:
+// kubeadm's 24 hours (kubeadm token create --ttl, kubeadm init's bootstrap token).
+const DefaultBootstrapTokenTTL = 24 * time.Hour
+
+// Bootstrap token Secrets, as kubeadm writes them and the apiserver reads them: Secret
+// kube-system/bootstrap-token-<id> of type bootstrap.kubernetes.io/token. Mirrors
+// k8s.io/cluster-bootstrap/token/api.
+const (
+	// SecretTypeBootstrapToken is the type of a bootstrap token Secret.
+	SecretTypeBootstrapToken = corev1.SecretType("bootstrap.kubernetes.io/token")
+	// BootstrapTokenSecretPrefix starts a bootstrap token Secret's name.
+	BootstrapTokenSecretPrefix = "bootstrap-token-"
+	// BootstrapTokenIDKey and BootstrapTokenSecretKey hold the token's two halves.
+	BootstrapTokenIDKey     = "token-id"
+	BootstrapTokenSecretKey = "token-secret"
+	// BootstrapTokenExpirationKey holds when the token stops working (RFC 3339); absent
+	// means never.
+	BootstrapTokenExpirationKey = "expiration"
+	// BootstrapTokenDescriptionKey holds a description for people.
+	BootstrapTokenDescriptionKey = "description"
+	// BootstrapTokenExtraGroupsKey holds the comma-separated groups, each starting with
+	// system:bootstrappers:, the token authenticates in besides system:bootstrappers.
+	BootstrapTokenExtraGroupsKey = "auth-extra-groups"
+	// BootstrapTokenUsagePrefix starts the keys of the token's usages; a usage is on
+	// when its key holds "true": usage-bootstrap-authentication lets it authenticate,
+	// usage-bootstrap-signing lets it sign the cluster-info ConfigMap.
+	BootstrapTokenUsagePrefix = "usage-bootstrap-"
+	// BootstrapDefaultGroup is the group every bootstrap token authenticates in.
+	BootstrapDefaultGroup = "system:bootstrappers"
+)
+
+// BootstrapTokenSecretName is the name of token id's Secret in kube-system.
+func BootstrapTokenSecretName(id string) string { return BootstrapTokenSecretPrefix + id }
+
+// BootstrapTokenSecret is the kube-system Secret carrying t: its id and secret, its
+// expiration when it has one, description when not empty, "true" for each of usages
+// (e.g. "authentication", "signing") and the extra groups. Mirrors kubeadm's
+// BootstrapToken.ToSecret (cmd/kubeadm/app/apis/bootstraptoken/v1).
+func BootstrapTokenSecret(t BootstrapToken, description string, usages, groups []string) *corev1.Secret {
+	data := map[string][]byte{BootstrapTokenIDKey: []byte(t.ID), BootstrapTokenSecretKey: []byte(t.Secret)}
+	if description != "" {
+		data[BootstrapTokenDescriptionKey] = []byte(description)
+	}
+	if !t.Expiration.IsZero() {
+		data[BootstrapTokenExpirationKey] = []byte(t.Expiration.UTC().Format(time.RFC3339))
+	}
+	for _, u := range usages {
+		data[BootstrapTokenUsagePrefix+u] = []byte("true")
+	}
+	if len(groups) > 0 {
+		data[BootstrapTokenExtraGroupsKey] = []byte(strings.Join(groups, ","))
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: BootstrapTokenSecretName(t.ID), Namespace: metav1.NamespaceSystem},
+		Type:       SecretTypeBootstrapToken,
+		Data:       data,
+	}
+}
+
+// BootstrapTokenSecretExpiration returns how long the token of sec, a bootstrap token
+// Secret, has left at now, and whether it has expired: ttl 0 and not expired for one
+// without an expiration; an expiration that does not parse counts as expired. Mirrors
+// GetExpiration of k8s.io/cluster-bootstrap/util/secrets.
+func BootstrapTokenSecretExpiration(sec *corev1.Secret, now time.Time) (ttl time.Duration, expired bool) {
+	exp := string(sec.Data[BootstrapTokenExpirationKey])
+	if exp == "" {
+		return 0, false
+	}
+	t, err := time.Parse(time.RFC3339, exp)
+	if err != nil || !now.Before(t) {
+		return 0, true
+	}
+	return t.Sub(now), false
+}
 
 // BootstrapToken is a kubelet bootstrap token, "<id>.<secret>" (kube's
 // k8s.io/cluster-bootstrap/token/api: id [a-z0-9]{6}, secret [a-z0-9]{16}). A request
@@ -55,6 +135,64 @@ func NewBootstrapToken(ttl time.Duration) (BootstrapToken, error) {
 		tok.Expiration = time.Now().Add(ttl).UTC().Truncate(time.Second)
 	}
 	return tok, nil
+}
+
+// EnsureBootstrapToken keeps the bootstrap token file at path fit to hand a joining
+// kubelet a token, as the all-in-one does at each start: it drops the tokens that have
+// expired, adds a new one of lifetime ttl (0: never expires) when none of those left
+// stays valid for minValid more, writes the file atomically (mode 0600) when it changed,
+// and returns the token to give out: the one valid longest (one without expiration
+// first). A missing file is created. Errors: ttl shorter than minValid (a new token
+// would not do either), an unreadable or malformed file (left as it is), an unwritable
+// directory.
+func EnsureBootstrapToken(path string, ttl, minValid time.Duration) (BootstrapToken, error) {
+	if ttl > 0 && ttl < minValid {
+		return BootstrapToken{}, fmt.Errorf("bootstrap token lifetime %v is shorter than the %v it must stay valid", ttl, minValid)
+	}
+	tokens, err := ReadBootstrapTokens(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return BootstrapToken{}, err
+	}
+	now := time.Now()
+	kept := make([]BootstrapToken, 0, len(tokens)+1)
+	for _, t := range tokens {
+		if !t.Expired(now) {
+			kept = append(kept, t)
+		}
+	}
+	changed := len(kept) != len(tokens) || errors.Is(err, fs.ErrNotExist)
+	best, found := longestValid(kept)
+	if !found || best.Expired(now.Add(minValid)) {
+		if best, err = NewBootstrapToken(ttl); err != nil {
+			return BootstrapToken{}, err
+		}
+		kept, changed = append(kept, best), true
+	}
+	if changed {
+		if err := WriteFileAtomic(path, FormatBootstrapTokens(kept), 0o600); err != nil {
+			return BootstrapToken{}, fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	return best, nil
+}
+
+// longestValid is the token of tokens that expires last, one without expiration first;
+// found is false when tokens is empty.
+func longestValid(tokens []BootstrapToken) (best BootstrapToken, found bool) {
+	for _, t := range tokens {
+		if !found || outlasts(t, best) {
+			best, found = t, true
+		}
+	}
+	return best, found
+}
+
+// outlasts reports whether a stays valid longer than b.
+func outlasts(a, b BootstrapToken) bool {
+	if b.Expiration.IsZero() {
+		return false
+	}
+	return a.Expiration.IsZero() || a.Expiration.After(b.Expiration)
 }
 
 // FormatBootstrapTokens writes tokens in the bootstrap token file format: one

@@ -3,6 +3,7 @@ package certificate_test
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -56,7 +57,24 @@ func newClient(t *testing.T, cfg *rest.Config) kubernetes.Interface {
 // startSigner runs a real csr-signer as system:skiff:csr-signer until the test ends.
 func startSigner(t *testing.T, s *apiservertest.Server, autoApprove bool) {
 	t.Helper()
-	c, err := csrsigner.New(csrsigner.Config{Client: newClient(t, s.ClientConfig(pki.CSRSigner.CommonName)), CA: s.CA, AutoApprove: autoApprove})
+	startSignerWith(t, s, csrsigner.Config{AutoApprove: autoApprove})
+}
+
+// noHosts resolves no name: the control-plane names do not exist on this host.
+type noHosts struct{}
+
+func (noHosts) LookupHost(_ context.Context, host string) ([]string, error) {
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// approveServing is a csr-signer that also approves kubelet serving requests.
+var approveServing = csrsigner.Config{AutoApprove: true, ApproveKubeletServing: true, Resolver: noHosts{}}
+
+// startSignerWith is startSigner with cfg's approval settings.
+func startSignerWith(t *testing.T, s *apiservertest.Server, cfg csrsigner.Config) {
+	t.Helper()
+	cfg.Client, cfg.CA = newClient(t, s.ClientConfig(pki.CSRSigner.CommonName)), s.CA
+	c, err := csrsigner.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,10 +347,10 @@ func TestClientCertificateIsRotatedLateInItsLife(t *testing.T) {
 
 func TestServingCertificateForTheNodesAddresses(t *testing.T) {
 	s := apiservertest.StartServer(t)
-	startSigner(t, s, true)
+	startSignerWith(t, s, approveServing)
 	ctx := context.Background()
 	node := newClient(t, s.ClientConfig("system:node:"+nodeName, "system:nodes"))
-	addresses := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: nodeName}}
+	addresses := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.5"}, {Type: corev1.NodeHostName, Address: nodeName}}
 	if _, err := node.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}, Status: corev1.NodeStatus{Addresses: addresses}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +377,7 @@ func TestServingCertificateForTheNodesAddresses(t *testing.T) {
 			_ = conn.Close()
 		}
 	}()
-	for _, serverName := range []string{nodeName, "127.0.0.1"} {
+	for _, serverName := range []string{nodeName, "10.0.0.5"} {
 		t.Run("verified as "+serverName, func(t *testing.T) {
 			leaf := m.Current().Leaf
 			opts := x509.VerifyOptions{Roots: s.CA.CertPool(), DNSName: serverName, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
@@ -379,6 +397,143 @@ func TestServingCertificateForTheNodesAddresses(t *testing.T) {
 		t.Fatalf("TLS handshake with the kubelet's serving certificate: %v", err)
 	}
 	_ = conn.Close()
+}
+
+// serveTLS accepts TLS connections with cfg on a loopback port until the test ends and
+// returns a dial that reports the handshake's outcome.
+func serveTLS(t *testing.T, cfg *tls.Config, roots *x509.CertPool) func() error {
+	t.Helper()
+	l, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = conn.(*tls.Conn).Handshake()
+			_ = conn.Close()
+		}
+	}()
+	return func() error {
+		conn, err := tls.Dial("tcp", l.Addr().String(), &tls.Config{RootCAs: roots, ServerName: nodeName})
+		if err == nil {
+			_ = conn.Close()
+		}
+		return err
+	}
+}
+
+// TestServingCertificateWaitsForAPerson: with csr-signer's defaults the kubelet's serving
+// request waits for a person, as kube-controller-manager leaves it. Meanwhile StartServing
+// has returned and the kubelet API refuses every TLS handshake; once a person approves
+// the request, the API serves the issued certificate without a restart.
+func TestServingCertificateWaitsForAPerson(t *testing.T) {
+	s := apiservertest.StartServer(t)
+	startSigner(t, s, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	node := newClient(t, s.ClientConfig("system:node:"+nodeName, "system:nodes"))
+	addresses := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.5"}, {Type: corev1.NodeHostName, Address: nodeName}}
+	if _, err := node.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}, Status: corev1.NodeStatus{Addresses: addresses}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tlsConfig, err := certificate.StartServing(ctx, node, nodeName, t.TempDir(), addresses, s.CA.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := serveTLS(t, tlsConfig, s.CA.CertPool())
+	var pending certificatesv1.CertificateSigningRequest
+	poll(t, "the kubelet's serving CSR", func() bool {
+		for _, csr := range listCSRs(t, s) {
+			if csr.Spec.SignerName == certificatesv1.KubeletServingSignerName {
+				pending = csr
+				return true
+			}
+		}
+		return false
+	})
+	// csr-signer decides within milliseconds of a request: a second later it has, and
+	// the request is still pending and the API without a certificate.
+	time.Sleep(time.Second)
+	admin := newClient(t, s.Config)
+	got, err := admin.CertificatesV1().CertificateSigningRequests().Get(ctx, pending.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Conditions) > 0 || len(got.Status.Certificate) > 0 {
+		t.Fatalf("serving CSR status %+v, want pending", got.Status)
+	}
+	if err := dial(); err == nil {
+		t.Fatal("TLS handshake succeeded before the serving certificate was approved")
+	}
+
+	got.Status.Conditions = append(got.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "KubectlApprove", Message: "This CSR was approved by kubectl certificate approve.",
+	})
+	if _, err := admin.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, got.Name, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "a TLS handshake with the approved certificate", func() bool { return dial() == nil })
+}
+
+// TestWriteIssuedServingCert: a serving certificate issued by the CA holder is served at
+// once, with no request and no csr-signer; it is kept while it names the node's
+// addresses, and issued again when they change.
+func TestWriteIssuedServingCert(t *testing.T) {
+	s := apiservertest.StartServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	certDir := t.TempDir()
+	sign := func(tmpl *x509.Certificate, pub crypto.PublicKey) ([]byte, error) {
+		_, certPEM, err := s.CA.Sign(tmpl, pub)
+		return certPEM, err
+	}
+	addresses := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: nodeName}}
+	current := func() *x509.Certificate {
+		certs, err := certutil.CertsFromFile(filepath.Join(certDir, certificate.ServerPairName+"-current.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return certs[0]
+	}
+	for _, step := range []struct {
+		name      string
+		addresses []corev1.NodeAddress
+		written   bool
+	}{
+		{"a store without a certificate gets one", addresses, true},
+		{"a certificate for the same addresses is kept", addresses, false},
+		{"a changed address gets a new certificate", []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.2"}, {Type: corev1.NodeHostName, Address: nodeName}}, true},
+	} {
+		written, err := certificate.WriteIssuedServingCert(certDir, nodeName, step.addresses, sign)
+		if err != nil || written != step.written {
+			t.Fatalf("%s: written %v, %v; want %v", step.name, written, err, step.written)
+		}
+		if err := current().VerifyHostname(step.addresses[0].Address); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+	}
+	if cert := current(); cert.Subject.CommonName != "system:node:"+nodeName || !slices.Equal(cert.Subject.Organization, []string{"system:nodes"}) ||
+		!slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}) {
+		t.Fatalf("certificate subject %v, usages %v", cert.Subject, cert.ExtKeyUsage)
+	}
+
+	node := newClient(t, s.ClientConfig("system:node:"+nodeName, "system:nodes"))
+	addresses[0].Address = "127.0.0.2"
+	tlsConfig, err := certificate.StartServing(ctx, node, nodeName, certDir, addresses, s.CA.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := serveTLS(t, tlsConfig, s.CA.CertPool())(); err != nil {
+		t.Fatalf("TLS handshake with the issued certificate: %v", err)
+	}
+	if csrs := listCSRs(t, s); len(csrs) != 0 {
+		t.Fatalf("%d CSRs, want none: the issued certificate is served as is", len(csrs))
+	}
 }
 
 // TestManagersStopWithTheirContext runs the TLS bootstrap with client rotation and a

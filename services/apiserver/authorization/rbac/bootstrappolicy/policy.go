@@ -71,6 +71,10 @@ const (
 	schedulerLeaseName      = "kube-scheduler"
 	controllerManagerLease  = "kube-controller-manager"
 	selfSubjectReviewsGroup = authenticationGroup
+	// The signers csr-signer approves and signs for (certificates/v1's signer names).
+	kubeAPIServerClientSigner        = "kubernetes.io/kube-apiserver-client"
+	kubeAPIServerClientKubeletSigner = "kubernetes.io/kube-apiserver-client-kubelet"
+	kubeletServingSigner             = "kubernetes.io/kubelet-serving"
 )
 
 // rule builds a PolicyRule: rule(verbs...).groups(...).resources(...).
@@ -229,12 +233,15 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule("list", "watch").groups("*").resources("*").done(),
 			rule("create").groups(legacyGroup).resources("serviceaccounts/token").done()),
 		// skiff's csr-signer approves and signs kubelet certificates (kube's
-		// certificate-controller's job), reports events, and asks the apiserver who
-		// calls its secure port and whether they may (TokenReview, SubjectAccessReview),
-		// as kube-controller-manager, where that job lives, does.
+		// certificate-controller's job: the same signers it may approve and sign for),
+		// reports events, and asks the apiserver who calls its secure port and whether
+		// they may (TokenReview, SubjectAccessReview), as kube-controller-manager, where
+		// that job lives, does.
 		clusterRole(CSRSignerUser, nil,
 			rule(Read...).groups(certificatesGroup).resources("certificatesigningrequests").done(),
 			rule("update", "patch").groups(certificatesGroup).resources("certificatesigningrequests/approval", "certificatesigningrequests/status").done(),
+			rule("approve").groups(certificatesGroup).resources("signers").names(kubeAPIServerClientKubeletSigner, kubeletServingSigner).done(),
+			rule("sign").groups(certificatesGroup).resources("signers").names(kubeAPIServerClientSigner, kubeAPIServerClientKubeletSigner, kubeletServingSigner).done(),
 			rule(Read...).groups(legacyGroup).resources("nodes").done(),
 			eventsRule(),
 			rule("get", "list", "watch", "create", "update", "patch").groups(coordinationGroup).resources("leases").done(),
