@@ -159,7 +159,9 @@ type InitOptions struct {
 	APIServerURL string
 	// APIServerHosts are extra SANs (DNS names or IPs) for the apiserver certificate.
 	APIServerHosts []string
-	// TokenTTL is the bootstrap token's lifetime; 0 means it never expires.
+	// TokenTTL is the lifetime of a bootstrap token Init makes (when the directory has
+	// none that is still valid); 0 means it never expires. DefaultBootstrapTokenTTL is
+	// kubeadm's 24 h.
 	TokenTTL time.Duration
 }
 
@@ -167,8 +169,10 @@ type InitOptions struct {
 // `kubeconfig` do: the cluster, etcd and front-proxy CAs; the apiserver's, exec-proxy's,
 // etcd's (serving and peer) and NATS's serving certificates; the apiserver's clients of
 // etcd (etcd CA), NATS (cluster CA) and exec-proxy (front-proxy CA); etcd's health-check
-// client; a client certificate and kubeconfig for every Identity; a bootstrap token, the
-// kubelet bootstrap kubeconfig and the service-account signing key (sa.key, sa.pub).
+// client; a client certificate and kubeconfig for every Identity; a bootstrap token
+// (again when every one in the file has expired), the kubelet bootstrap kubeconfig
+// holding it, the service-account signing key (sa.key, sa.pub) and the key that signs
+// NATS's auth callout answers (nats-auth-callout.nk).
 // Existing files are kept, so Init is idempotent and safe to run at every start, except a
 // key pair that does not chain to the authority that must issue it (a directory from an
 // older layout, where the cluster CA issued everything): that one is issued again, and
@@ -263,25 +267,20 @@ func Init(opts InitOptions) (written []string, err error) {
 		return nil, err
 	}
 
+	// A directory whose tokens have all expired gets a fresh one, and the bootstrap
+	// kubeconfig follows the token in use.
 	tokenPath := join(dir, BootstrapTokenFile)
-	if !exists(tokenPath) {
-		tok, err := NewBootstrapToken(opts.TokenTTL)
-		if err != nil {
-			return nil, err
-		}
-		if err := w.write(BootstrapTokenFile, FormatBootstrapTokens([]BootstrapToken{tok}), 0o600); err != nil {
-			return nil, err
-		}
+	before, _ := os.ReadFile(tokenPath)
+	tok, err := EnsureBootstrapToken(tokenPath, opts.TokenTTL, 0)
+	if err != nil {
+		return nil, err
 	}
-	if !exists(join(dir, BootstrapKubeconfigFile)) {
-		tokens, err := ReadBootstrapTokens(tokenPath)
-		if err != nil {
-			return nil, err
-		}
-		if len(tokens) == 0 {
-			return nil, fmt.Errorf("pki: %s holds no token", tokenPath)
-		}
-		data, err := Kubeconfig(opts.APIServerURL, ca.CertPEM, "kubelet-bootstrap", &clientcmdapi.AuthInfo{Token: tokens[0].String()})
+	if after, _ := os.ReadFile(tokenPath); string(after) != string(before) {
+		w.written = append(w.written, BootstrapTokenFile)
+	}
+	bootstrapPath := join(dir, BootstrapKubeconfigFile)
+	if current, err := clientcmd.LoadFromFile(bootstrapPath); err != nil || !holdsToken(current, tok.String()) {
+		data, err := Kubeconfig(opts.APIServerURL, ca.CertPEM, "kubelet-bootstrap", &clientcmdapi.AuthInfo{Token: tok.String()})
 		if err != nil {
 			return nil, err
 		}
@@ -290,6 +289,16 @@ func Init(opts InitOptions) (written []string, err error) {
 		}
 	}
 	return initNATSAuthCallout(dir, w.written)
+}
+
+// holdsToken reports whether cfg's current user authenticates with token.
+func holdsToken(cfg *clientcmdapi.Config, token string) bool {
+	ctx, ok := cfg.Contexts[cfg.CurrentContext]
+	if !ok {
+		return false
+	}
+	auth, ok := cfg.AuthInfos[ctx.AuthInfo]
+	return ok && auth.Token == token
 }
 
 // writer writes Init's files into dir and remembers their names.

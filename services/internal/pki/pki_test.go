@@ -251,3 +251,42 @@ func TestInitMovesAnOlderLayoutToItsAuthorities(t *testing.T) {
 		}
 	}
 }
+
+// TestInitReplacesAnExpiredBootstrapToken: a directory whose bootstrap tokens have all
+// expired gets a fresh one with Init's lifetime, and the bootstrap kubeconfig holds it;
+// a valid token is kept.
+func TestInitReplacesAnExpiredBootstrapToken(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	if _, err := Init(InitOptions{Dir: dir, TokenTTL: DefaultBootstrapTokenTTL}); err != nil {
+		t.Fatal(err)
+	}
+	tokenPath := filepath.Join(dir, BootstrapTokenFile)
+	expired := BootstrapToken{ID: "abcdef", Secret: "0123456789abcdef", Expiration: time.Now().Add(-time.Minute).UTC().Truncate(time.Second)}
+	if err := os.WriteFile(tokenPath, FormatBootstrapTokens([]BootstrapToken{expired}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	written, err := Init(InitOptions{Dir: dir, TokenTTL: DefaultBootstrapTokenTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(written, BootstrapTokenFile) || !slices.Contains(written, BootstrapKubeconfigFile) {
+		t.Fatalf("Init wrote %v; want a new token and the kubeconfig holding it", written)
+	}
+	tokens, err := ReadBootstrapTokens(tokenPath)
+	if err != nil || len(tokens) != 1 || tokens[0].ID == expired.ID {
+		t.Fatalf("tokens %+v, %v; want one new token", tokens, err)
+	}
+	if left := time.Until(tokens[0].Expiration); left < 23*time.Hour || left > DefaultBootstrapTokenTTL {
+		t.Errorf("the new token expires in %v; want Init's 24h", left)
+	}
+	boot, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, BootstrapKubeconfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if boot.BearerToken != tokens[0].String() {
+		t.Errorf("bootstrap kubeconfig holds %q, want the new token", boot.BearerToken)
+	}
+	if again, err := Init(InitOptions{Dir: dir, TokenTTL: DefaultBootstrapTokenTTL}); err != nil || len(again) != 0 {
+		t.Errorf("Init with a valid token wrote %v, %v; want nothing", again, err)
+	}
+}
