@@ -3,10 +3,12 @@
 # for the socket, then replaces itself with the kubelet, which gets this script's
 # arguments. The node name is the container's host name unless --node-name is given, so
 # `docker compose up --scale kubelet=N` makes N distinct nodes.
-# Beside the kubelet it starts the proxy (skiff's kube-proxy, as system:kube-proxy from
-# $SKIFF_PROXY_KUBECONFIG), which programs this container's nftables and needs
-# CAP_NET_ADMIN; where it cannot write rules it says so and exits, and the kubelet runs
-# on without it (Services do not forward on this node). SKIFF_PROXY=false starts none.
+# Beside the kubelet it starts the proxy (skiff's kube-proxy), which runs as this node:
+# once the kubelet has its client certificate through TLS bootstrap, the proxy uses the
+# kubelet's kubeconfig ($SKIFF_PROXY_KUBECONFIG), so no node holds a key shared with
+# other nodes. It programs this container's nftables and needs CAP_NET_ADMIN; where it
+# cannot write rules it says so and exits, and the kubelet runs on without it (Services
+# do not forward on this node). SKIFF_PROXY=false starts none.
 set -eu
 socket=/run/skiff/cri.sock
 rm -f "$socket"
@@ -25,6 +27,10 @@ while [ ! -S "$socket" ]; do
 	sleep 0.1
 done
 if [ "${SKIFF_PROXY:-true}" != false ]; then
-	proxy --kubeconfig "${SKIFF_PROXY_KUBECONFIG:-/bootstrap/kube-proxy.kubeconfig}" --health-address 127.0.0.1:10256 &
+	proxy_kubeconfig=${SKIFF_PROXY_KUBECONFIG:-/var/lib/kubelet/kubeconfig}
+	(
+		while [ ! -s "$proxy_kubeconfig" ]; do sleep 0.5; done
+		exec proxy --kubeconfig "$proxy_kubeconfig" --health-address 127.0.0.1:10256
+	) &
 fi
 exec kubelet --container-runtime-endpoint "unix://$socket" "$@"

@@ -17,8 +17,8 @@ import (
 )
 
 // etcdHistory reads the stack's etcd directly, with the etcdctl of the etcd container
-// (docker exec) over mutual TLS with the apiserver-etcd-client certificate of the pki
-// volume: the host need not reach the container's network.
+// (docker exec) over mutual TLS with the health check's certificate, the one etcd client
+// identity that container holds: the host need not reach the container's network.
 type etcdHistory struct {
 	s *composetest.Stack
 }
@@ -30,8 +30,8 @@ func newEtcdHistory(t *testing.T, s *composetest.Stack) *etcdHistory {
 // etcdctl is the command line that runs etcdctl in the etcd container with args.
 func (h *etcdHistory) etcdctl(t *testing.T, args ...string) []string {
 	return append([]string{"exec", h.s.Containers(t, "etcd")[0], "/usr/local/bin/etcdctl",
-		"--endpoints=https://127.0.0.1:2379", "--cacert=/pki/ca.crt",
-		"--cert=/pki/apiserver-etcd-client.crt", "--key=/pki/apiserver-etcd-client.key",
+		"--endpoints=https://127.0.0.1:2379", "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
+		"--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt", "--key=/etc/kubernetes/pki/etcd/healthcheck-client.key",
 		"--command-timeout=30s", "-w", "json"}, args...)
 }
 
