@@ -133,71 +133,43 @@ func stealNodeKey(ctx context.Context, t *testing.T, client kubernetes.Interface
 }
 
 // TestEveryCredentialIsRefusedBeyondItsJob: each credential against each door it has
-// no business at.
+// no business at (attack.Matrix), and a control per door.
 func TestEveryCredentialIsRefusedBeyondItsJob(t *testing.T) {
 	tg := startTarget(t)
-	certs := []struct {
-		who  string
-		cred attack.Credential
-	}{
-		{"node certificate", tg.node},
-		{"kube-proxy certificate", tg.kubeProxy},
-		{"node key stolen by a process-runtime pod", tg.stolen},
-	}
-	tokens := []struct{ who, token string }{
-		{"bootstrap token", tg.bootstrapToken},
-		{"pod ServiceAccount token", tg.saToken},
-	}
 	logPath := "/api/v1/namespaces/default/pods/thief/log"
-	var plan []attack.Attempt
-	for _, c := range certs {
-		plan = append(plan,
-			attack.Attempt{Name: c.who + " → etcd: read /registry", Door: attack.EtcdRead, Target: tg.etcdURL, Cred: c.cred},
-			attack.Attempt{Name: c.who + " → etcd: write /registry", Door: attack.EtcdWrite, Target: tg.etcdURL, Cred: c.cred},
-			attack.Attempt{Name: c.who + " → exec-proxy, without the apiserver", Door: attack.HTTP, Target: tg.execProxyURL + logPath, Cred: c.cred},
-			attack.Attempt{Name: c.who + " → kubelet API: container logs", Door: attack.HTTP, Target: tg.kubeletURL + "/containerLogs/default/thief/c", Cred: c.cred},
-			attack.Attempt{Name: c.who + " → API: another node's pod's Secret", Door: attack.HTTP,
-				Target: tg.RESTConfig.Host + "/api/v1/namespaces/default/secrets/" + tg.victimSecret, Cred: c.cred},
-		)
+	doors := attack.Doors{
+		Etcd:              tg.etcdURL,
+		NATS:              tg.NATSURL,
+		OtherNodeSubject:  "skiff.events.default.system:node:" + otherNode,
+		ExecProxyLog:      tg.execProxyURL + logPath,
+		KubeletLog:        tg.kubeletURL + "/containerLogs/default/thief/c",
+		VictimSecret:      tg.RESTConfig.Host + "/api/v1/namespaces/default/secrets/" + tg.victimSecret,
+		KubeSystemSecrets: tg.RESTConfig.Host + "/api/v1/namespaces/kube-system/secrets",
 	}
-	for _, tk := range tokens {
-		cred := attack.Credential{Token: tk.token}
-		plan = append(plan,
-			attack.Attempt{Name: tk.who + " → etcd: read /registry", Door: attack.EtcdRead, Target: tg.etcdURL, Cred: cred},
-			attack.Attempt{Name: tk.who + " → exec-proxy, without the apiserver", Door: attack.HTTP, Target: tg.execProxyURL + logPath, Cred: cred},
-			attack.Attempt{Name: tk.who + " → kubelet API: container logs", Door: attack.HTTP, Target: tg.kubeletURL + "/containerLogs/default/thief/c", Cred: cred},
-			attack.Attempt{Name: tk.who + " → API: another node's pod's Secret", Door: attack.HTTP,
-				Target: tg.RESTConfig.Host + "/api/v1/namespaces/default/secrets/" + tg.victimSecret, Cred: cred},
-			attack.Attempt{Name: tk.who + " → API: list kube-system's Secrets", Door: attack.HTTP,
-				Target: tg.RESTConfig.Host + "/api/v1/namespaces/kube-system/secrets", Cred: cred},
-		)
+	holders := []attack.Holder{
+		{Who: "node certificate", Cred: tg.node},
+		{Who: "kube-proxy certificate", Cred: tg.kubeProxy},
+		{Who: "node key stolen by a process-runtime pod", Cred: tg.stolen},
+		{Who: "bootstrap token", Cred: attack.Credential{Token: tg.bootstrapToken}},
+		{Who: "pod ServiceAccount token", Cred: attack.Credential{Token: tg.saToken}},
 	}
-	// The same doors open to the one credential whose job it is: each row above knocked
-	// on a real, reachable door.
+	// The same doors open to the one credential whose job it is: each row knocked on a
+	// real, reachable door.
 	pkiPair := func(name string) attack.Credential {
 		return attack.Credential{CertFile: filepath.Join(tg.DataDir, "pki", name+".crt"), KeyFile: filepath.Join(tg.DataDir, "pki", name+".key")}
 	}
 	controls := []attack.Attempt{
-		{Name: "apiserver-etcd-client → etcd: read /registry", Door: attack.EtcdRead, Target: tg.etcdURL, Cred: pkiPair("apiserver-etcd-client")},
-		{Name: "front-proxy-client → exec-proxy", Door: attack.HTTP, Target: tg.execProxyURL + logPath, Cred: pkiPair("front-proxy-client")},
-		{Name: "exec-proxy → kubelet API: container logs", Door: attack.HTTP, Target: tg.kubeletURL + "/containerLogs/default/thief/c", Cred: pkiPair("exec-proxy")},
-		{Name: "admin → API: the Secret", Door: attack.HTTP, Target: tg.RESTConfig.Host + "/api/v1/namespaces/default/secrets/" + tg.victimSecret, Cred: pkiPair("admin")},
+		{Name: "apiserver-etcd-client → etcd: read /registry", Door: attack.EtcdRead, Target: doors.Etcd, Cred: pkiPair("apiserver-etcd-client")},
+		{Name: "apiserver-nats-client → NATS: JetStream API information", Door: attack.NATSRequest, Target: doors.NATS, Subject: "$JS.API.INFO",
+			Cred: pkiPair("apiserver-nats-client")},
+		{Name: "node certificate → NATS: publish its own events", Door: attack.NATSPublish, Target: doors.NATS,
+			Subject: "skiff.events.default.system:node:" + nodeName, Body: []byte(`{}`), Cred: tg.node},
+		{Name: "front-proxy-client → exec-proxy", Door: attack.HTTP, Target: doors.ExecProxyLog, Cred: pkiPair("front-proxy-client")},
+		{Name: "exec-proxy → kubelet API: container logs", Door: attack.HTTP, Target: doors.KubeletLog, Cred: pkiPair("exec-proxy")},
+		{Name: "admin → API: the Secret", Door: attack.HTTP, Target: doors.VictimSecret, Cred: pkiPair("admin")},
 	}
-	requireRefused(t, attack.RunAll(context.Background(), plan))
+	requireRefused(t, attack.RunAll(context.Background(), attack.Matrix(doors, holders)))
 	requireAllowed(t, attack.RunAll(context.Background(), controls))
-}
-
-// requireAllowed fails each verdict whose door held: a control, showing that the door
-// the refused rows knocked on is the real one.
-func requireAllowed(t *testing.T, verdicts []attack.Verdict) {
-	t.Helper()
-	for _, v := range verdicts {
-		t.Run("control: "+v.Name, func(t *testing.T) {
-			if v.Refused || strings.HasPrefix(v.Detail, "unreachable") || strings.HasPrefix(v.Detail, "credential") {
-				t.Errorf("the door's own credential did not get through: %s", v.Detail)
-			}
-		})
-	}
 }
 
 // requireRefused fails each verdict whose door did not hold.
@@ -208,7 +180,7 @@ func requireRefused(t *testing.T, verdicts []attack.Verdict) {
 			if !v.Refused {
 				t.Errorf("not refused: %s", v.Detail)
 			} else {
-				t.Logf("refused: %s", v.Detail)
+				t.Logf("refused in %v: %s", v.Took, v.Detail)
 			}
 		})
 	}
@@ -240,4 +212,17 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// requireAllowed fails each verdict whose door held: a control, showing that the door
+// the refused rows knocked on is the real one.
+func requireAllowed(t *testing.T, verdicts []attack.Verdict) {
+	t.Helper()
+	for _, v := range verdicts {
+		t.Run("control: "+v.Name, func(t *testing.T) {
+			if v.Refused || strings.HasPrefix(v.Detail, "unreachable") || strings.HasPrefix(v.Detail, "credential") {
+				t.Errorf("the door's own credential did not get through: %s", v.Detail)
+			}
+		})
+	}
 }

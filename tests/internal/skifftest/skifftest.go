@@ -63,6 +63,8 @@ type Cluster struct {
 	DataDir string
 	// Kubeconfig is the admin kubeconfig skiff printed (an absolute path under DataDir).
 	Kubeconfig string
+	// NATSURL is the embedded NATS server's URL skiff printed; "" when it runs none.
+	NATSURL string
 	// RESTConfig is Kubeconfig loaded, with no client-side rate limit.
 	RESTConfig *rest.Config
 	// Client is a clientset over RESTConfig.
@@ -116,9 +118,12 @@ func Start(t *testing.T, binary string, args ...string) *Cluster {
 			if !ok {
 				t.Fatalf("skiff exited before printing KUBECONFIG; logs:\n%s", c.Logs)
 			}
-			// Other lines (the "# events: NATS at ..." comment) come before it.
+			// The "# events: NATS at ..." comment comes before it.
 			if kubeconfig, ok := strings.CutPrefix(line, "export KUBECONFIG="); ok {
 				c.Kubeconfig = kubeconfig
+			}
+			if url, ok := strings.CutPrefix(line, "# events: NATS at "); ok {
+				c.NATSURL = url
 			}
 		case <-deadline:
 			t.Fatalf("skiff did not print KUBECONFIG within 90s; logs:\n%s", c.Logs)

@@ -78,6 +78,8 @@ type Verdict struct {
 	Refused bool
 	// Detail is the refusal (an error, a status) or what was obtained.
 	Detail string
+	// Took is how long the attempt ran.
+	Took time.Duration
 }
 
 // Timeout bounds one attempt.
@@ -87,8 +89,9 @@ const Timeout = 10 * time.Second
 func Run(ctx context.Context, a Attempt) Verdict {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
+	start := time.Now()
 	refused, detail := run(ctx, a)
-	return Verdict{Name: a.Name, Refused: refused, Detail: detail}
+	return Verdict{Name: a.Name, Refused: refused, Detail: detail, Took: time.Since(start).Round(time.Millisecond)}
 }
 
 func run(ctx context.Context, a Attempt) (bool, string) {
@@ -130,7 +133,7 @@ func (c Credential) load() (*tls.Certificate, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		cert = &pair
+		cert = &pair // X509KeyPair fills Leaf: the attempt knows whose certificate it holds
 	}
 	token := c.Token
 	if c.TokenFile != "" {
@@ -265,3 +268,60 @@ func Encode(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
 
 // Decode reads what Encode wrote.
 func Decode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+// Doors are where a cluster's attempts knock: the URLs and subjects of one cluster, as
+// seen from where the attacker runs.
+type Doors struct {
+	// Etcd is etcd's client URL, e.g. https://etcd:2379.
+	Etcd string
+	// NATS is the NATS URL, e.g. tls://nats:4222; "" leaves NATS out.
+	NATS string
+	// OtherNodeSubject is an event subject of another node (a publisher the holder is
+	// not), e.g. skiff.events.default.system:node:node-b.
+	OtherNodeSubject string
+	// ExecProxyLog is a pod's log URL on exec-proxy, reached without the apiserver.
+	ExecProxyLog string
+	// KubeletLog is a container's log URL on a kubelet's API.
+	KubeletLog string
+	// VictimSecret is the API URL of a Secret only a pod on another node uses.
+	VictimSecret string
+	// KubeSystemSecrets is the API URL listing kube-system's Secrets.
+	KubeSystemSecrets string
+}
+
+// Holder is one credential a cluster hands out, named for the report.
+type Holder struct {
+	Who  string
+	Cred Credential
+}
+
+// Matrix is every escalation each holder tries: etcd read and write; NATS subscribing to
+// every namespace's events and to every inbox, calling the JetStream API (information,
+// deleting the EVENTS stream or the apiserver's consumer) and publishing as another node;
+// exec-proxy without the apiserver; a kubelet's API; another node's pod's Secret and
+// kube-system's Secrets. Every attempt must be refused.
+func Matrix(d Doors, holders []Holder) []Attempt {
+	var plan []Attempt
+	for _, h := range holders {
+		add := func(what string, a Attempt) {
+			a.Name, a.Cred = h.Who+" → "+what, h.Cred
+			plan = append(plan, a)
+		}
+		add("etcd: read /registry", Attempt{Door: EtcdRead, Target: d.Etcd})
+		add("etcd: write /registry", Attempt{Door: EtcdWrite, Target: d.Etcd})
+		if d.NATS != "" {
+			add("NATS: subscribe to every namespace's events", Attempt{Door: NATSSubscribe, Target: d.NATS, Subject: "skiff.events.>"})
+			add("NATS: subscribe to every inbox", Attempt{Door: NATSSubscribe, Target: d.NATS, Subject: "_INBOX.>"})
+			add("NATS: JetStream API information", Attempt{Door: NATSRequest, Target: d.NATS, Subject: "$JS.API.INFO"})
+			add("NATS: delete the EVENTS stream", Attempt{Door: NATSRequest, Target: d.NATS, Subject: "$JS.API.STREAM.DELETE.EVENTS"})
+			add("NATS: delete the apiserver's consumer", Attempt{Door: NATSRequest, Target: d.NATS,
+				Subject: "$JS.API.CONSUMER.DELETE.EVENTS.skiff-apiserver"})
+			add("NATS: publish as another node", Attempt{Door: NATSPublish, Target: d.NATS, Subject: d.OtherNodeSubject, Body: []byte(`{}`)})
+		}
+		add("exec-proxy, without the apiserver", Attempt{Door: HTTP, Target: d.ExecProxyLog})
+		add("kubelet API: container logs", Attempt{Door: HTTP, Target: d.KubeletLog})
+		add("API: another node's pod's Secret", Attempt{Door: HTTP, Target: d.VictimSecret})
+		add("API: list kube-system's Secrets", Attempt{Door: HTTP, Target: d.KubeSystemSecrets})
+	}
+	return plan
+}

@@ -20,7 +20,7 @@ func natsAttempt(ctx context.Context, a Attempt, cert *tls.Certificate) (bool, s
 		violation error
 	)
 	violated := make(chan struct{}, 1)
-	nc, err := nats.Connect(a.Target,
+	opts := []nats.Option{
 		nats.Secure(clientTLS(cert)),
 		nats.Timeout(3*time.Second),
 		nats.NoReconnect(),
@@ -31,9 +31,20 @@ func natsAttempt(ctx context.Context, a Attempt, cert *tls.Certificate) (bool, s
 				violation = err
 				violated <- struct{}{}
 			}
-		}))
+		}),
+	}
+	// Replies come to the inbox a connection of this certificate may read: what the
+	// legitimate client does (skiff.events' publishers read _INBOX.<their token>), so
+	// a request is judged on its subject, not on its reply.
+	if cert != nil && cert.Leaf != nil {
+		opts = append(opts, nats.CustomInboxPrefix("_INBOX."+strings.ReplaceAll(cert.Leaf.Subject.CommonName, ".", "_")))
+	}
+	nc, err := nats.Connect(a.Target, opts...)
 	if err != nil {
-		return true, "connect: " + err.Error()
+		if isRefusal(err) || strings.Contains(err.Error(), "tls") || strings.Contains(err.Error(), "certificate") {
+			return true, "connect: " + err.Error()
+		}
+		return false, "unreachable: " + err.Error()
 	}
 	defer nc.Close()
 	refusal := func() (bool, string) {
@@ -74,15 +85,28 @@ func natsAttempt(ctx context.Context, a Attempt, cert *tls.Certificate) (bool, s
 			return false, "subscribed to " + a.Subject
 		}
 	case NATSRequest:
-		msg, err := nc.RequestWithContext(ctx, a.Subject, a.Body)
-		if err != nil {
-			if settle() {
-				return refusal()
-			}
-			// No answer at all: nothing was obtained.
-			return true, err.Error()
+		type answer struct {
+			msg *nats.Msg
+			err error
 		}
-		return false, "answered: " + truncate(string(msg.Data))
+		answered := make(chan answer, 1)
+		go func() {
+			msg, err := nc.RequestWithContext(ctx, a.Subject, a.Body)
+			answered <- answer{msg, err}
+		}()
+		select {
+		case <-violated:
+			return refusal()
+		case ans := <-answered:
+			if ans.err != nil {
+				if settle() {
+					return refusal()
+				}
+				// No answer at all: nothing was obtained.
+				return true, ans.err.Error()
+			}
+			return false, "answered: " + truncate(string(ans.msg.Data))
+		}
 	case NATSPublish:
 		if err := nc.Publish(a.Subject, a.Body); err != nil {
 			return true, err.Error()
