@@ -22,7 +22,7 @@ func natsAttempt(ctx context.Context, a Attempt, cert *tls.Certificate) (bool, s
 	violated := make(chan struct{}, 1)
 	opts := []nats.Option{
 		nats.Secure(clientTLS(cert)),
-		nats.Timeout(3*time.Second),
+		nats.Timeout(3 * time.Second),
 		nats.NoReconnect(),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			mu.Lock()
