@@ -67,6 +67,7 @@ func TestComposeStack(t *testing.T) {
 		{"PodsSpreadAndRun", (*stack).testPodsSpreadAndRun},
 		{"EventsOverMutualTLSNATS", (*stack).testEvents},
 		{"ExecAndLogs", (*stack).testExecAndLogs},
+		{"AttacksFromANodeAreRefused", (*stack).testAttacksFromANode},
 		{"PodTraceInJaeger", (*stack).testPodTrace},
 		{"ScaleKubelets", (*stack).testScale},
 		{"APIServerKillAndStart", (*stack).testAPIServerRestart},
