@@ -7,7 +7,6 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -176,14 +175,9 @@ func (s *stack) runAttacker(t *testing.T, container string, plan []attack.Attemp
 // refusedEvents is the apiserver's count of events its sink refused for reason.
 func (s *stack) refusedEvents(t *testing.T, reason string) int {
 	t.Helper()
-	body, err := s.client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(s.ctx)
+	n, err := attack.RefusedEvents(s.ctx, s.client.CoreV1().RESTClient(), reason)
 	if err != nil {
-		t.Fatalf("/metrics: %v", err)
+		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`skiff_apiserver_eventsink_refused_events_total\{reason="` + reason + `"\} (\d+)`).FindSubmatch(body)
-	if m == nil {
-		t.Fatalf("/metrics holds no refused-events count for %s", reason)
-	}
-	n, _ := strconv.Atoi(string(m[1]))
 	return n
 }

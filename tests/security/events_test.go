@@ -3,8 +3,6 @@ package security
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
@@ -51,14 +49,9 @@ func TestANodeCannotReportAsAnotherNode(t *testing.T) {
 // refusedEvents is the apiserver's count of events its sink refused for reason.
 func refusedEvents(ctx context.Context, t *testing.T, tg *target, reason string) int {
 	t.Helper()
-	body, err := tg.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	n, err := attack.RefusedEvents(ctx, tg.Client.CoreV1().RESTClient(), reason)
 	if err != nil {
-		t.Fatalf("/metrics: %v", err)
+		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`skiff_apiserver_eventsink_refused_events_total\{reason="` + reason + `"\} (\d+)`).FindSubmatch(body)
-	if m == nil {
-		t.Fatalf("/metrics holds no refused-events count for %s", reason)
-	}
-	n, _ := strconv.Atoi(string(m[1]))
 	return n
 }

@@ -18,11 +18,14 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"k8s.io/client-go/rest"
 )
 
 // Door names what an Attempt knocks on.
@@ -324,4 +327,20 @@ func Matrix(d Doors, holders []Holder) []Attempt {
 		add("API: list kube-system's Secrets", Attempt{Door: HTTP, Target: d.KubeSystemSecrets})
 	}
 	return plan
+}
+
+// RefusedEvents is the apiserver's count of the events its sink dropped for reason
+// (skiff_apiserver_eventsink_refused_events_total{reason}), read from /metrics through
+// client (an identity that may read it, the admin's). Errors: /metrics cannot be read or
+// holds no such count.
+func RefusedEvents(ctx context.Context, client rest.Interface, reason string) (int, error) {
+	body, err := client.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("/metrics: %w", err)
+	}
+	m := regexp.MustCompile(`skiff_apiserver_eventsink_refused_events_total\{reason="` + regexp.QuoteMeta(reason) + `"\} (\d+)`).FindSubmatch(body)
+	if m == nil {
+		return 0, fmt.Errorf("/metrics holds no refused-events count for %s", reason)
+	}
+	return strconv.Atoi(string(m[1]))
 }
