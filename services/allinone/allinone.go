@@ -406,10 +406,12 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	// Each start hands out a bootstrap token valid for a while yet, dropping expired ones,
 	// to its kubelet, its hollow nodes and, in the PKI directory, to kubelets joining
 	// from elsewhere.
-	bootstrapToken, err := pki.EnsureBootstrapToken(filepath.Join(pkiDir, pki.BootstrapTokenFile), pki.DefaultBootstrapTokenTTL, bootstrapTokenMinValid)
+	tokenFile := filepath.Join(pkiDir, pki.BootstrapTokenFile)
+	bootstrapToken, err := pki.EnsureBootstrapToken(tokenFile, pki.DefaultBootstrapTokenTTL, bootstrapTokenMinValid)
 	if err != nil {
 		return nil, nil, err
 	}
+	warnEternalTokens(tokenFile)
 	bootstrapKubeconfig := filepath.Join(kubeletDir, pki.BootstrapKubeconfigFile)
 	for _, path := range []string{bootstrapKubeconfig, filepath.Join(pkiDir, pki.BootstrapKubeconfigFile)} {
 		if err := writeBootstrapKubeconfig(path, apiURL, ca.CertPEM, bootstrapToken); err != nil {
@@ -572,6 +574,22 @@ func writeKubeconfig(path, apiURL, pkiDir string) error {
 
 // startupTimeout bounds how long callers should wait for the node to register.
 const startupTimeout = 60 * time.Second
+
+// warnEternalTokens logs each bootstrap token of path that never expires (a data
+// directory of an older skiff has one): whoever holds it may join a node under any
+// name, for ever.
+func warnEternalTokens(path string) {
+	tokens, err := pki.ReadBootstrapTokens(path)
+	if err != nil {
+		return
+	}
+	for _, t := range tokens {
+		if t.Expiration.IsZero() {
+			slog.Warn("a bootstrap token never expires: whoever holds it may join a node under any name; delete its line to revoke it",
+				"id", t.ID, "file", path)
+		}
+	}
+}
 
 // bootstrapTokenMinValid is how long the token handed out at a start stays valid at
 // least: the kubelet's wait for its first certificate (an hour, for a person to approve).

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -141,8 +142,9 @@ func NewBootstrapToken(ttl time.Duration) (BootstrapToken, error) {
 // kubelet a token, as the all-in-one does at each start: it drops the tokens that have
 // expired, adds a new one of lifetime ttl (0: never expires) when none of those left
 // stays valid for minValid more, writes the file atomically (mode 0600) when it changed,
-// and returns the token to give out: the one valid longest (one without expiration
-// first). A missing file is created. Errors: ttl shorter than minValid (a new token
+// and returns the token to give out: the one valid longest. With ttl > 0 a token that
+// never expires (one a person added, or an older skiff made) is kept in the file but
+// never given out; with ttl 0 it is given out first. A missing file is created. Errors: ttl shorter than minValid (a new token
 // would not do either), an unreadable or malformed file (left as it is), an unwritable
 // directory.
 func EnsureBootstrapToken(path string, ttl, minValid time.Duration) (BootstrapToken, error) {
@@ -161,7 +163,11 @@ func EnsureBootstrapToken(path string, ttl, minValid time.Duration) (BootstrapTo
 		}
 	}
 	changed := len(kept) != len(tokens) || errors.Is(err, fs.ErrNotExist)
-	best, found := longestValid(kept)
+	candidates := kept
+	if ttl > 0 {
+		candidates = slices.DeleteFunc(slices.Clone(kept), func(t BootstrapToken) bool { return t.Expiration.IsZero() })
+	}
+	best, found := longestValid(candidates)
 	if !found || best.Expired(now.Add(minValid)) {
 		if best, err = NewBootstrapToken(ttl); err != nil {
 			return BootstrapToken{}, err

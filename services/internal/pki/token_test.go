@@ -39,7 +39,8 @@ func TestEnsureBootstrapToken(t *testing.T) {
 		{name: "an expired token is dropped beside a valid one", file: []BootstrapToken{expired, valid}, want: valid, kept: []BootstrapToken{valid}},
 		{name: "a token expiring within minValid is kept but a fresh one given out", file: []BootstrapToken{soon}, want: newToken, kept: []BootstrapToken{soon}},
 		{name: "of several valid tokens the one expiring last is given out", file: []BootstrapToken{valid, later, soon}, want: later, kept: []BootstrapToken{valid, later, soon}},
-		{name: "a token that never expires is given out first", file: []BootstrapToken{later, forever}, want: forever, kept: []BootstrapToken{later, forever}},
+		{name: "a token that never expires is kept but not given out", file: []BootstrapToken{later, forever}, want: later, kept: []BootstrapToken{later, forever}},
+		{name: "a token that never expires alone: a fresh one is given out", file: []BootstrapToken{forever}, want: newToken, kept: []BootstrapToken{forever}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
