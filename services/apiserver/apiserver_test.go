@@ -520,6 +520,13 @@ func TestDiscoveryOpenAPIAndMetrics(t *testing.T) {
 	if _, body := get("/api", "application/json"); !strings.Contains(string(body), `"kind":"APIVersions"`) {
 		t.Errorf("legacy /api: %s", body)
 	}
+	// With a trailing slash too, as kube-apiserver answers them.
+	for path, kind := range map[string]string{"/api/": "APIVersions", "/apis/": "APIGroupList", "/api/v1/": "APIResourceList",
+		"/apis/apps/": "APIGroup", "/apis/apps/v1/": "APIResourceList"} {
+		if resp, body := get(path, "application/json"); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"kind":"`+kind+`"`) {
+			t.Errorf("GET %s: %d %.200s; want %s", path, resp.StatusCode, body, kind)
+		}
+	}
 	_, index := get("/openapi/v3", "")
 	var paths struct {
 		Paths map[string]struct{ ServerRelativeURL string }

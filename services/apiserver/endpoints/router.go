@@ -122,19 +122,25 @@ func NewHandler(cfg Config) http.Handler {
 	r.Get("/openapi/v3/*", openapi.serveDocument)
 	openapi.registerV2(r)
 
+	// Discovery answers its paths with or without a trailing slash, as kube-apiserver
+	// does (clients and the conformance suite ask for /apis/).
 	d := newDiscovery(cfg.Core, cfg.Groups)
-	r.Get("/api", d.serveAPIVersions)
-	r.Get("/apis", d.serveAPIGroupList)
+	discovery := func(path string, h http.HandlerFunc) {
+		r.Get(path, h)
+		r.Get(path+"/", h)
+	}
+	discovery("/api", d.serveAPIVersions)
+	discovery("/apis", d.serveAPIGroupList)
 
 	cfg.Core.index()
 	core := &resourceHandler{gv: cfg.Core, admit: cfg.Admission, authz: cfg.Authorizer, metrics: m, fields: fields}
-	r.Get("/api/v1", d.serveResourceList(cfg.Core))
+	discovery("/api/v1", d.serveResourceList(cfg.Core))
 	r.Handle("/api/v1/*", core)
 	for _, gv := range cfg.Groups {
 		gv.index()
 		prefix := "/apis/" + gv.GroupVersion.Group
-		r.Get(prefix, d.serveAPIGroup(gv))
-		r.Get(prefix+"/"+gv.GroupVersion.Version, d.serveResourceList(gv))
+		discovery(prefix, d.serveAPIGroup(gv))
+		discovery(prefix+"/"+gv.GroupVersion.Version, d.serveResourceList(gv))
 		r.Handle(prefix+"/"+gv.GroupVersion.Version+"/*", &resourceHandler{gv: gv, admit: cfg.Admission, authz: cfg.Authorizer, metrics: m, fields: fields})
 	}
 	return r
