@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -190,6 +191,34 @@ func TestApprovalAndStatusSubresources(t *testing.T) {
 		_, err := protoClient.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, c.Name, c, metav1.UpdateOptions{})
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "mutually exclusive") {
 			t.Fatalf("got %v, want 422 mutually exclusive", err)
+		}
+	})
+
+	t.Run("approval takes the conditions it is given, others than Approved too", func(t *testing.T) {
+		// Kubernetes' conformance test patches /approval with a condition of its own.
+		c, err := csrs.Create(ctx, newCSR(t, "approval-patch"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := csrs.Patch(ctx, c.Name, types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"patchedapproval":"true"}},"status":{"conditions":[{"type":"ApprovalPatch","status":"True","reason":"e2e"}]}}`),
+			metav1.PatchOptions{}, "approval")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != "ApprovalPatch" || got.Annotations["patchedapproval"] != "true" {
+			t.Fatalf("conditions %+v, annotations %v; want the patch's", got.Status.Conditions, got.Annotations)
+		}
+		got.Status.Conditions = append(got.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+			Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "E2E"})
+		if got, err = csrs.UpdateApproval(ctx, got.Name, got, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Status.Conditions) != 2 || got.Status.Conditions[1].Type != certificatesv1.CertificateApproved {
+			t.Fatalf("conditions %+v; want ApprovalPatch then Approved", got.Status.Conditions)
+		}
+		if err := csrs.Delete(ctx, got.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	})
 

@@ -135,23 +135,13 @@ func (Strategy) GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
 	return labels.Set(csr.Labels), f, nil
 }
 
-// PrepareForUpdate keeps the stored spec, certificate and every condition but Approved
-// and Denied, which are taken from the request.
+// PrepareForUpdate keeps the stored spec and certificate and takes the request's
+// conditions, all of them: the approval subresource is where conditions are set (an
+// approver may record others beside Approved or Denied). Removing an Approved or Denied
+// condition is refused by validation. Mirrors csrApprovalStrategy.PrepareForUpdate.
 func (ApprovalStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	csr, oldCSR := obj.(*certificatesv1.CertificateSigningRequest), old.(*certificatesv1.CertificateSigningRequest)
 	csr.Spec = oldCSR.Spec
-	var conditions []certificatesv1.CertificateSigningRequestCondition
-	for _, c := range csr.Status.Conditions {
-		if isApproval(c.Type) {
-			conditions = append(conditions, c)
-		}
-	}
-	for _, c := range oldCSR.Status.Conditions {
-		if !isApproval(c.Type) {
-			conditions = append(conditions, c)
-		}
-	}
-	csr.Status.Conditions = conditions
 	csr.Status.Certificate = oldCSR.Status.Certificate
 	populateConditions(csr, oldCSR)
 }
