@@ -214,8 +214,8 @@ func (kl *Kubelet) convertStatusToAPIStatus(pod *v1.Pod, podStatus *container.Po
 // lastTerminationState, and, for a container the kubelet will (re)start, the
 // reason its last start failed (CrashLoopBackOff, CreateContainerError,
 // ErrImagePull, ...) as a waiting state. A container the runtime never
-// created is waiting (ContainerCreating, or PodInitializing behind init
-// containers). Mirrors kubelet's convertToAPIContainerStatuses.
+// created is waiting (ContainerCreating, or PodInitializing in a pod with init
+// containers, for those too). Mirrors kubelet's convertToAPIContainerStatuses.
 func (kl *Kubelet) convertToAPIContainerStatuses(pod *v1.Pod, podStatus *container.PodStatus, previous []v1.ContainerStatus, containers []v1.Container, hasInitContainers, isInitContainer bool) []v1.ContainerStatus {
 	convert := func(cs *container.Status) *v1.ContainerStatus {
 		cid := cs.ID.String()
@@ -260,8 +260,10 @@ func (kl *Kubelet) convertToAPIContainerStatuses(pod *v1.Pod, podStatus *contain
 		oldStatuses[s.Name] = s
 	}
 
+	// Behind init containers every container not created yet, an init container
+	// included, waits with PodInitializing, as kube's kubelet reports it.
 	defaultWaiting := ContainerCreating
-	if hasInitContainers && !isInitContainer {
+	if hasInitContainers {
 		defaultWaiting = PodInitializing
 	}
 	statuses := make(map[string]*v1.ContainerStatus, len(containers))

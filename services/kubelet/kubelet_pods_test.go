@@ -326,6 +326,26 @@ func TestGenerateAPIPodStatus(t *testing.T) {
 				}
 			},
 		},
+		{
+			// kube's generateAPIPodStatus gives init containers the default waiting state
+			// PodInitializing too (the conformance suite's init container tests read it).
+			name: "an init container waiting behind another: PodInitializing",
+			pod: func() *v1.Pod {
+				p := basePod(v1.RestartPolicyAlways)
+				p.Spec.InitContainers = []v1.Container{{Name: "init1", Image: "busybox"}, {Name: "init2", Image: "busybox"}}
+				return p
+			}(),
+			podStatus: &container.PodStatus{ID: "uid-1",
+				SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox("10.88.0.5")},
+				ContainerStatuses: []*container.Status{{ID: container.ContainerID{Type: testRuntime, ID: "i1"}, Name: "init1",
+					State: container.ContainerStateRunning, StartedAt: t0}}},
+			check: func(t *testing.T, s v1.PodStatus) {
+				if len(s.InitContainerStatuses) != 2 || s.InitContainerStatuses[1].State.Waiting == nil ||
+					s.InitContainerStatuses[1].State.Waiting.Reason != "PodInitializing" {
+					t.Errorf("init statuses %+v; want init2 waiting, PodInitializing", s.InitContainerStatuses)
+				}
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
