@@ -31,6 +31,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -430,8 +431,42 @@ func (p *Proxy) serveLog(w http.ResponseWriter, r *http.Request) {
 	loc := *t.kubelet
 	loc.Path = fmt.Sprintf("/containerLogs/%s/%s/%s", t.pod.Namespace, t.pod.Name, t.container)
 	loc.RawQuery = q.Encode()
+	if wsstream.IsWebSocketRequest(r) {
+		p.serveLogOverWebSocket(w, r, t.transport, &loc)
+		return
+	}
 	h := p.upgradeHandler(&loc, t.transport, false)
 	h.ServeHTTP(w, withKubeletQuery(r, loc.RawQuery))
+}
+
+// serveLogOverWebSocket reads the log at loc from the kubelet with a plain GET and
+// sends it over the WebSocket the client asked for, as kube-apiserver serves a
+// streamed subresource to a WebSocket client (wsstream.Reader: subprotocol
+// binary.k8s.io, base64.binary.k8s.io or none; the socket closes when the log ends). A
+// kubelet error is passed on as it came, before any upgrade.
+func (p *Proxy) serveLogOverWebSocket(w http.ResponseWriter, r *http.Request, transport *http.Transport, loc *url.URL) {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, loc.String(), nil)
+	if err != nil {
+		httpstatus.Write(w, apierrors.NewInternalError(err))
+		return
+	}
+	resp, err := (&http.Client{Transport: transport}).Do(req)
+	if err != nil {
+		httpstatus.Write(w, badGateway(fmt.Sprintf("error reading logs from the kubelet: %v", err)))
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		for k, vs := range resp.Header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+		return
+	}
+	if err := wsstream.NewReader(resp.Body, true, wsstream.NewDefaultReaderProtocols()).Copy(w, r); err != nil {
+		p.logger.Debug("log over WebSocket", "url", loc.String(), "err", err)
+	}
 }
 
 // upgradeHandler proxies to loc over transport (the target's). Mirrors

@@ -22,6 +22,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
+	"golang.org/x/net/websocket"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -524,6 +525,56 @@ func TestLogs(t *testing.T) {
 	stream.Close()
 	if err != nil || !strings.HasPrefix(string(buf[:n]), "tick\ntick\n") {
 		t.Errorf("follow read %q, %v, want new ticks", buf[:n], err)
+	}
+}
+
+// TestLogsOverWebSocket reads a container's log through the apiserver over a WebSocket
+// (subprotocol binary.k8s.io), as Kubernetes' conformance test "should support
+// retrieving logs from the container over websockets" does: the socket carries the
+// log and closes at its end.
+func TestLogsOverWebSocket(t *testing.T) {
+	c := startCluster(t)
+	c.runningPod(t, "talker", "sh", "-c", "echo container is alive; sleep 3600")
+	u, err := url.Parse(c.admin.Host + "/api/v1/namespaces/default/pods/talker/log?container=main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Scheme = "wss"
+	tlsConfig, err := rest.TLSConfigFor(c.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := websocket.NewConfig(u.String(), "https://"+u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.TlsConfig, cfg.Protocol = tlsConfig, []string{"binary.k8s.io"}
+	var got string
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+		ws, err := websocket.DialConfig(cfg)
+		if err != nil {
+			t.Logf("dial: %v", err)
+			return false, nil
+		}
+		defer ws.Close()
+		var buf bytes.Buffer
+		for {
+			var msg []byte
+			if err := websocket.Message.Receive(ws, &msg); err != nil {
+				if err != io.EOF {
+					t.Fatalf("reading the log: %v", err)
+				}
+				break
+			}
+			buf.Write(msg)
+		}
+		got = buf.String()
+		return got != "", nil
+	}); err != nil {
+		t.Fatalf("log over WebSocket: %v", err)
+	}
+	if got != "container is alive\n" {
+		t.Errorf("log over WebSocket = %q, want %q", got, "container is alive\n")
 	}
 }
 
