@@ -210,6 +210,7 @@ type Kubelet struct {
 	nodeName                  string
 	kubeClient                kubernetes.Interface
 	rootDir                   string
+	clusterDomain             string // ClusterDomain, for pods' fully qualified host names
 	podLogsDir                string
 	nodeIP                    string
 	nodeLabels                map[string]string
@@ -342,6 +343,7 @@ func New(cfg Config) (*Kubelet, error) {
 		nodeName:                  cfg.NodeName,
 		kubeClient:                cfg.Client,
 		rootDir:                   cfg.RootDir,
+		clusterDomain:             cfg.ClusterDomain,
 		podLogsDir:                filepath.Join(cfg.RootDir, "pods"),
 		nodeIP:                    cfg.NodeIP,
 		nodeLabels:                maps.Clone(cfg.NodeLabels),

@@ -23,7 +23,8 @@ import (
 
 // GenerateRunContainerOptions resolves container c's environment
 // (makeEnvironmentVariables) and mounts (makeMounts, from the volumes the
-// volume manager set up). Its errors become CreateContainerConfigError.
+// volume manager set up, and the kubelet-managed /etc/hosts of
+// makeHostsMount). Its errors become CreateContainerConfigError.
 // Implements kuberuntime.RuntimeHelper; mirrors
 // Kubelet.GenerateRunContainerOptions.
 func (kl *Kubelet) GenerateRunContainerOptions(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) (*container.RunContainerOptions, error) {
@@ -38,6 +39,13 @@ func (kl *Kubelet) GenerateRunContainerOptions(ctx context.Context, pod *v1.Pod,
 	mounts, err := makeMounts(c, volumes, envs)
 	if err != nil {
 		return nil, err
+	}
+	hosts, ok, err := kl.makeHostsMount(pod, c, podIPs)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		mounts = append(mounts, hosts)
 	}
 	return &container.RunContainerOptions{Envs: envs, Mounts: mounts}, nil
 }

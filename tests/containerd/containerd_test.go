@@ -119,6 +119,19 @@ func TestDNSPolicyClusterFirst(t *testing.T) {
 	}
 }
 
+// TestEtcHostsIsKubeletManaged: a pod's /etc/hosts is the kubelet's, naming the pod at
+// its IP, as kube's kubelet writes it.
+func TestEtcHostsIsKubeletManaged(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	runPod(ctx, t, "etc-hosts", "sleep 3600")
+	pod := waitRunning(ctx, t, "etc-hosts")
+	out := mustKubectl(ctx, t, "exec", "etc-hosts", "--", "cat", "/etc/hosts")
+	if !strings.HasPrefix(out, "# Kubernetes-managed hosts file.\n") || !strings.Contains(out, pod.Status.PodIP+"\tetc-hosts\n") {
+		t.Errorf("/etc/hosts = %q, want the kubelet's, with %s\tetc-hosts", out, pod.Status.PodIP)
+	}
+}
+
 func TestDNSPolicyNone(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
