@@ -125,6 +125,11 @@ func TestReplicationControllersServed(t *testing.T) {
 		if st.Status.Replicas != 2 || *st.Spec.Replicas != 2 {
 			t.Errorf("status write: status %+v replicas %d", st.Status, *st.Spec.Replicas)
 		}
+		// The conformance suite reads replicationcontrollers/status too.
+		obj, err := cs.CoreV1().RESTClient().Get().Namespace("default").Resource("replicationcontrollers").Name("web").SubResource("status").Do(ctx).Get()
+		if got, ok := obj.(*corev1.ReplicationController); err != nil || !ok || got.Status.Replicas != 2 {
+			t.Errorf("get replicationcontrollers/status: %T %v", obj, err)
+		}
 		st.Status.ReadyReplicas = 3
 		if _, err := rcs.UpdateStatus(ctx, st, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
 			t.Errorf("readyReplicas above replicas: got %v, want 422", err)
