@@ -17,6 +17,8 @@ import (
 	"skiff.dev/services/apiserver/registry/core/namespace"
 	"skiff.dev/services/apiserver/registry/core/node"
 	"skiff.dev/services/apiserver/registry/core/pod"
+	"skiff.dev/services/apiserver/registry/core/podtemplate"
+	"skiff.dev/services/apiserver/registry/core/replicationcontroller"
 	"skiff.dev/services/apiserver/registry/core/secret"
 	"skiff.dev/services/apiserver/registry/core/service"
 	"skiff.dev/services/apiserver/registry/core/serviceaccount"
@@ -38,6 +40,8 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		namespace.Descriptor,
 		node.Descriptor,
 		pod.NewDescriptor(execProxy),
+		podtemplate.Descriptor,
+		replicationcontroller.Descriptor,
 		secret.Descriptor,
 		service.NewDescriptor(serviceAllocators),
 		serviceaccount.NewDescriptor(tokens),

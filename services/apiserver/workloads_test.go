@@ -157,7 +157,8 @@ func TestJobSelectorIsGenerated(t *testing.T) {
 	}
 }
 
-// TestWorkloadTables pins kubectl's columns for deployments, replicasets and jobs.
+// TestWorkloadTables pins kubectl's columns for deployments, replicasets, jobs,
+// replicationcontrollers and podtemplates.
 func TestWorkloadTables(t *testing.T) {
 	cfg := apiservertest.Start(t)
 	cs := kubernetes.NewForConfigOrDie(cfg)
@@ -170,9 +171,11 @@ func TestWorkloadTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	for path, want := range map[string][]string{
-		"/apis/apps/v1/namespaces/default/deployments": {"Name", "Ready", "Up-to-date", "Available", "Age", "Containers", "Images", "Selector"},
-		"/apis/apps/v1/namespaces/default/replicasets": {"Name", "Desired", "Current", "Ready", "Age", "Containers", "Images", "Selector"},
-		"/apis/batch/v1/namespaces/default/jobs":       {"Name", "Status", "Completions", "Duration", "Age", "Containers", "Images", "Selector"},
+		"/apis/apps/v1/namespaces/default/deployments":      {"Name", "Ready", "Up-to-date", "Available", "Age", "Containers", "Images", "Selector"},
+		"/apis/apps/v1/namespaces/default/replicasets":      {"Name", "Desired", "Current", "Ready", "Age", "Containers", "Images", "Selector"},
+		"/apis/batch/v1/namespaces/default/jobs":            {"Name", "Status", "Completions", "Duration", "Age", "Containers", "Images", "Selector"},
+		"/api/v1/namespaces/default/replicationcontrollers": {"Name", "Desired", "Current", "Ready", "Age", "Containers", "Images", "Selector"},
+		"/api/v1/namespaces/default/podtemplates":           {"Name", "Containers", "Images", "Pod Labels"},
 	} {
 		req, _ := http.NewRequest(http.MethodGet, cfg.Host+path, nil)
 		req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")

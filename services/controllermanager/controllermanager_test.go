@@ -37,6 +37,19 @@ func TestIsControllerEnabled(t *testing.T) {
 	}
 }
 
+// TestReplicationControllerIsKnownByKubesNames: --controllers takes kube's name of the
+// replication controller and its pre-1.28 alias, and "*" enables it.
+func TestReplicationControllerIsKnownByKubesNames(t *testing.T) {
+	for _, name := range []string{"replicationcontroller-controller", "replicationcontroller"} {
+		if got := controllerName(name); got != ReplicationControllerController {
+			t.Errorf("controllerName(%q) = %q, want %q", name, got, ReplicationControllerController)
+		}
+	}
+	if !IsControllerEnabled(ReplicationControllerController, []string{"*"}) || IsControllerEnabled(ReplicationControllerController, []string{"*", "-replicationcontroller"}) {
+		t.Error("the replication controller is not enabled by * and disabled by its alias")
+	}
+}
+
 func TestOptionsValidateRejectsUnknownController(t *testing.T) {
 	o := DefaultOptions()
 	o.Controllers = []string{"*", "-no-such-controller"}

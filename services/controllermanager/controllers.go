@@ -17,19 +17,20 @@ import (
 // Controller names, as kube-controller-manager's --controllers knows them
 // (cmd/kube-controller-manager/names).
 const (
-	NodeLifecycleController       = "node-lifecycle-controller"
-	TaintEvictionController       = "taint-eviction-controller"
-	NodeIpamController            = "node-ipam-controller"
-	PodGarbageCollectorController = "pod-garbage-collector-controller"
-	ReplicaSetController          = "replicaset-controller"
-	DeploymentController          = "deployment-controller"
-	JobController                 = "job-controller"
-	GarbageCollectorController    = "garbage-collector-controller"
-	NamespaceController           = "namespace-controller"
-	ServiceAccountController      = "serviceaccount-controller"
-	RootCACertPublisher           = "root-ca-certificate-publisher-controller"
-	ClusterRoleAggregation        = "clusterrole-aggregation-controller"
-	TokenCleanerController        = "token-cleaner-controller"
+	NodeLifecycleController         = "node-lifecycle-controller"
+	TaintEvictionController         = "taint-eviction-controller"
+	NodeIpamController              = "node-ipam-controller"
+	PodGarbageCollectorController   = "pod-garbage-collector-controller"
+	ReplicaSetController            = "replicaset-controller"
+	ReplicationControllerController = "replicationcontroller-controller"
+	DeploymentController            = "deployment-controller"
+	JobController                   = "job-controller"
+	GarbageCollectorController      = "garbage-collector-controller"
+	NamespaceController             = "namespace-controller"
+	ServiceAccountController        = "serviceaccount-controller"
+	RootCACertPublisher             = "root-ca-certificate-publisher-controller"
+	ClusterRoleAggregation          = "clusterrole-aggregation-controller"
+	TokenCleanerController          = "token-cleaner-controller"
 )
 
 // controllerAliases are the names --controllers accepted before kube 1.28.
@@ -38,6 +39,7 @@ var controllerAliases = map[string]string{
 	"nodeipam":                NodeIpamController,
 	"podgc":                   PodGarbageCollectorController,
 	"replicaset":              ReplicaSetController,
+	"replicationcontroller":   ReplicationControllerController,
 	"deployment":              DeploymentController,
 	"job":                     JobController,
 	"garbagecollector":        GarbageCollectorController,
@@ -88,23 +90,24 @@ type InitFunc func(ctx context.Context, controllerCtx ControllerContext) error
 // NewControllerInitializers). Adding a controller is one line here.
 func NewControllerInitializers() map[string]InitFunc {
 	return map[string]InitFunc{
-		NodeLifecycleController:       startNodeLifecycleController,
-		TaintEvictionController:       startTaintEvictionController,
-		NodeIpamController:            startNodeIpamController,
-		PodGarbageCollectorController: startPodGCController,
-		ReplicaSetController:          startReplicaSetController,
-		DeploymentController:          startDeploymentController,
-		JobController:                 startJobController,
-		TTLAfterFinishedController:    startTTLAfterFinishedController,
-		GarbageCollectorController:    startGarbageCollectorController,
-		CronJobController:             startCronJobController,
-		EndpointSliceController:       startEndpointSliceController,
-		EndpointsController:           startEndpointsController,
-		NamespaceController:           startNamespaceController,
-		ServiceAccountController:      startServiceAccountController,
-		RootCACertPublisher:           startRootCACertPublisher,
-		ClusterRoleAggregation:        startClusterRoleAggregationController,
-		TokenCleanerController:        startTokenCleanerController,
+		NodeLifecycleController:         startNodeLifecycleController,
+		TaintEvictionController:         startTaintEvictionController,
+		NodeIpamController:              startNodeIpamController,
+		PodGarbageCollectorController:   startPodGCController,
+		ReplicaSetController:            startReplicaSetController,
+		ReplicationControllerController: startReplicationController,
+		DeploymentController:            startDeploymentController,
+		JobController:                   startJobController,
+		TTLAfterFinishedController:      startTTLAfterFinishedController,
+		GarbageCollectorController:      startGarbageCollectorController,
+		CronJobController:               startCronJobController,
+		EndpointSliceController:         startEndpointSliceController,
+		EndpointsController:             startEndpointsController,
+		NamespaceController:             startNamespaceController,
+		ServiceAccountController:        startServiceAccountController,
+		RootCACertPublisher:             startRootCACertPublisher,
+		ClusterRoleAggregation:          startClusterRoleAggregationController,
+		TokenCleanerController:          startTokenCleanerController,
 	}
 }
 

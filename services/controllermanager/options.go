@@ -17,9 +17,10 @@ type Options struct {
 	Controllers []string
 
 	// ConcurrentRSSyncs .. ConcurrentGCSyncs are the workers of each workload controller
-	// (--concurrent-replicaset-syncs, --concurrent-deployment-syncs,
-	// --concurrent-job-syncs, --concurrent-gc-syncs).
+	// (--concurrent-replicaset-syncs, --concurrent-rc-syncs,
+	// --concurrent-deployment-syncs, --concurrent-job-syncs, --concurrent-gc-syncs).
 	ConcurrentRSSyncs         int
+	ConcurrentRCSyncs         int
 	ConcurrentDeploymentSyncs int
 	ConcurrentJobSyncs        int
 	ConcurrentGCSyncs         int
@@ -69,6 +70,7 @@ func DefaultOptions() Options {
 	return Options{
 		Controllers:               []string{"*"},
 		ConcurrentRSSyncs:         5,
+		ConcurrentRCSyncs:         5,
 		ConcurrentDeploymentSyncs: 5,
 		ConcurrentJobSyncs:        5,
 		ConcurrentGCSyncs:         20,
@@ -95,6 +97,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.IntVar(&o.ConcurrentRSSyncs, "concurrent-replicaset-syncs", o.ConcurrentRSSyncs, "ReplicaSets synced at once")
+	fs.IntVar(&o.ConcurrentRCSyncs, "concurrent-rc-syncs", o.ConcurrentRCSyncs, "ReplicationControllers synced at once")
 	fs.IntVar(&o.ConcurrentDeploymentSyncs, "concurrent-deployment-syncs", o.ConcurrentDeploymentSyncs, "Deployments synced at once")
 	fs.IntVar(&o.ConcurrentJobSyncs, "concurrent-job-syncs", o.ConcurrentJobSyncs, "Jobs synced at once")
 	fs.IntVar(&o.ConcurrentGCSyncs, "concurrent-gc-syncs", o.ConcurrentGCSyncs, "garbage collector workers")

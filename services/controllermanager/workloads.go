@@ -8,6 +8,7 @@ import (
 	"skiff.dev/services/controllermanager/garbagecollector"
 	"skiff.dev/services/controllermanager/job"
 	"skiff.dev/services/controllermanager/replicaset"
+	"skiff.dev/services/controllermanager/replicationcontroller"
 	"skiff.dev/services/controllermanager/ttlafterfinished"
 )
 
@@ -30,6 +31,13 @@ const (
 
 func startReplicaSetController(ctx context.Context, cc ControllerContext) error {
 	go replicaset.New(cc.InformerFactory, cc.Client, cc.Events.ForComponent("replicaset-controller")).Run(ctx, cc.Options.ConcurrentRSSyncs)
+	return nil
+}
+
+// startReplicationController runs the ReplicaSet controller over ReplicationControllers,
+// reporting as kube's replication-controller. Mirrors startReplicationController.
+func startReplicationController(ctx context.Context, cc ControllerContext) error {
+	go replicationcontroller.New(cc.InformerFactory, cc.Client, cc.Events.ForComponent(replicationcontroller.EventSource)).Run(ctx, cc.Options.ConcurrentRCSyncs)
 	return nil
 }
 

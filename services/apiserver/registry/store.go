@@ -426,8 +426,8 @@ func (e *Store) beforeUpdate(ctx context.Context, namespace, name string, obj, o
 // them (the update that removes the last one deletes it). opts.propagationPolicy decides
 // what happens to the object's dependents, as kube's garbage collector reads it: Orphan
 // adds the "orphan" finalizer, Foreground adds "foregroundDeletion", Background (the
-// default) adds neither and the collector deletes the dependents after the owner is gone.
-// The bool is true if the object is gone. Errors: 409 Conflict for failed preconditions
+// default, unless the strategy is an OrphanByDefaultStrategy) adds neither and the
+// collector deletes the dependents after the owner is gone. The bool is true if the object is gone. Errors: 409 Conflict for failed preconditions
 // (uid, resourceVersion), 422 for contradictory or unknown propagation options. Mirrors
 // Store.Delete, rest.BeforeDelete and deletionFinalizersForGarbageCollection.
 func (e *Store) Delete(ctx context.Context, namespace, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
@@ -465,7 +465,7 @@ func (e *Store) Delete(ctx context.Context, namespace, name string, opts *metav1
 		markOpts.GracePeriodSeconds = &zero
 	}
 	existingMeta, _ := meta.Accessor(existing)
-	if _, changed := deletionFinalizers(existingMeta, opts); graceful || changed || len(existingMeta.GetFinalizers()) > 0 {
+	if _, changed := deletionFinalizers(existingMeta, opts, e.orphanByDefault()); graceful || changed || len(existingMeta.GetFinalizers()) > 0 {
 		out, pending, err := e.markForDeletion(ctx, key, name, preconditions, &markOpts)
 		if err != nil || pending {
 			return out, false, err
@@ -588,13 +588,21 @@ func validatePropagation(opts *metav1.DeleteOptions) field.ErrorList {
 	return errs
 }
 
+// orphanByDefault reports whether a delete naming no propagation policy orphans the
+// object's dependents (see OrphanByDefaultStrategy).
+func (e *Store) orphanByDefault() bool {
+	s, ok := e.Strategy.(OrphanByDefaultStrategy)
+	return ok && s.OrphanDependentsByDefault()
+}
+
 // deletionFinalizers returns the finalizers an object should carry once deleted with
 // opts, and whether they differ from what it carries: the garbage collector's "orphan"
 // finalizer for the Orphan policy (or orphanDependents: true), "foregroundDeletion" for
 // Foreground, neither for Background. With no policy in opts, a finalizer already there
-// decides, else Background. Mirrors deletionFinalizersForGarbageCollection,
-// shouldOrphanDependents and shouldDeleteDependents.
-func deletionFinalizers(m metav1.Object, opts *metav1.DeleteOptions) ([]string, bool) {
+// decides, else Orphan when orphanByDefault, else Background. Mirrors
+// deletionFinalizersForGarbageCollection, shouldOrphanDependents and
+// shouldDeleteDependents.
+func deletionFinalizers(m metav1.Object, opts *metav1.DeleteOptions, orphanByDefault bool) ([]string, bool) {
 	current := m.GetFinalizers()
 	has := func(f string) bool {
 		for _, c := range current {
@@ -613,6 +621,7 @@ func deletionFinalizers(m metav1.Object, opts *metav1.DeleteOptions) ([]string, 
 		orphan = *opts.OrphanDependents
 	default:
 		orphan, foreground = has(metav1.FinalizerOrphanDependents), has(metav1.FinalizerDeleteDependents)
+		orphan = orphan || (orphanByDefault && !foreground)
 	}
 	var want []string
 	for _, f := range current {
@@ -649,7 +658,7 @@ func (e *Store) markForDeletion(ctx context.Context, key, name string, precondit
 		if err != nil {
 			return nil, err
 		}
-		if finalizers, changed := deletionFinalizers(m, opts); changed {
+		if finalizers, changed := deletionFinalizers(m, opts, e.orphanByDefault()); changed {
 			m.SetFinalizers(finalizers)
 		}
 		gracePending := false

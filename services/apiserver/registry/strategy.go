@@ -90,3 +90,13 @@ type DeleteDuringUpdateStrategy interface {
 	// now be removed.
 	ShouldDeleteDuringUpdate(obj runtime.Object) bool
 }
+
+// OrphanByDefaultStrategy is implemented by strategies whose objects' dependents are
+// orphaned, not deleted, when a delete names no propagation policy and the object carries
+// no deletion finalizer: core/v1 ReplicationControllers, for compatibility with clients
+// older than the garbage collector. Mirrors rest.GarbageCollectionDeleteStrategy
+// returning OrphanDependents.
+type OrphanByDefaultStrategy interface {
+	// OrphanDependentsByDefault reports whether a delete without a policy orphans.
+	OrphanDependentsByDefault() bool
+}

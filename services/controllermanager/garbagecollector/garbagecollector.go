@@ -8,8 +8,8 @@
 // k8s.io/kubernetes/pkg/controller/garbagecollector.
 //
 // kube watches every resource through the metadata client; skiff watches, through typed
-// informers, the resources it serves that take part in ownership: pods, replicasets,
-// deployments, jobs and cronjobs. Owners of other kinds are looked up when a dependent needs them
+// informers, the resources it serves that take part in ownership: pods,
+// replicationcontrollers, replicasets, deployments, jobs and cronjobs. Owners of other kinds are looked up when a dependent needs them
 // (nodes, as owners of mirror pods); a kind the collector cannot look up counts as a
 // live owner, so nothing is deleted for want of knowledge.
 package garbagecollector
@@ -64,8 +64,8 @@ type GarbageCollector struct {
 	log             *slog.Logger
 }
 
-// New builds the collector over the factory's Pod, ReplicaSet, Deployment, Job and
-// CronJob informers.
+// New builds the collector over the factory's Pod, ReplicationController, ReplicaSet,
+// Deployment, Job and CronJob informers.
 func New(factory informers.SharedInformerFactory, client kubernetes.Interface, recorder record.EventRecorder) *GarbageCollector {
 	gc := &GarbageCollector{
 		graph:     graph{uidToNode: map[types.UID]*node{}},
@@ -81,6 +81,7 @@ func New(factory informers.SharedInformerFactory, client kubernetes.Interface, r
 	for _, r := range []resource{
 		{gvk: schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, name: "pods", namespaced: true, client: core},
 		{gvk: schema.GroupVersionKind{Version: "v1", Kind: "Node"}, name: "nodes", client: core},
+		{gvk: schema.GroupVersionKind{Version: "v1", Kind: "ReplicationController"}, name: "replicationcontrollers", namespaced: true, client: core},
 		{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}, name: "replicasets", namespaced: true, client: apps},
 		{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, name: "deployments", namespaced: true, client: apps},
 		{gvk: schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, name: "jobs", namespaced: true, client: batch},
@@ -93,6 +94,7 @@ func New(factory informers.SharedInformerFactory, client kubernetes.Interface, r
 		informer cache.SharedIndexInformer
 	}{
 		{schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, factory.Core().V1().Pods().Informer()},
+		{schema.GroupVersionKind{Version: "v1", Kind: "ReplicationController"}, factory.Core().V1().ReplicationControllers().Informer()},
 		{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}, factory.Apps().V1().ReplicaSets().Informer()},
 		{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, factory.Apps().V1().Deployments().Informer()},
 		{schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, factory.Batch().V1().Jobs().Informer()},

@@ -19,11 +19,12 @@ import (
 	"skiff.dev/services/controllermanager/deployment"
 	"skiff.dev/services/controllermanager/garbagecollector"
 	"skiff.dev/services/controllermanager/replicaset"
+	"skiff.dev/services/controllermanager/replicationcontroller"
 	"skiff.dev/services/internal/eventrecorder"
 )
 
-// start runs a real apiserver with the ReplicaSet and Deployment controllers and the
-// garbage collector.
+// start runs a real apiserver with the ReplicaSet, ReplicationController and Deployment
+// controllers and the garbage collector.
 func start(t *testing.T) kubernetes.Interface {
 	t.Helper()
 	cfg := apiservertest.Start(t)
@@ -36,12 +37,14 @@ func start(t *testing.T) kubernetes.Interface {
 	}
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	rsc := replicaset.New(factory, cs, recorder)
+	rcc := replicationcontroller.New(factory, cs, recorder)
 	dc := deployment.New(factory, cs, recorder)
 	gc := garbagecollector.New(factory, cs, recorder)
 	factory.Start(ctx.Done())
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); rsc.Run(ctx, 2) }()
+	go func() { defer wg.Done(); rcc.Run(ctx, 2) }()
 	go func() { defer wg.Done(); dc.Run(ctx, 2) }()
 	go func() { defer wg.Done(); gc.Run(ctx, 2) }()
 	go func() { _ = recorder.Run(ctx) }()
@@ -159,5 +162,69 @@ func TestOrphanDeletionLeavesDependentsWithoutOwnerReference(t *testing.T) {
 	}
 	if _, pods, err := counts(ctx, cs, "orphans"); err != nil || pods != 2 {
 		t.Errorf("the ReplicaSet's pods should stay: %d (%v)", pods, err)
+	}
+}
+
+// createRCAndWait creates a ReplicationController and waits for its pods.
+func createRCAndWait(t *testing.T, cs kubernetes.Interface, name string, replicas int32) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	rc := &corev1.ReplicationController{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ReplicationControllerSpec{
+			Replicas: ptr.To(replicas),
+			Selector: labels,
+			Template: &corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
+			},
+		},
+	}
+	if _, err := cs.CoreV1().ReplicationControllers("default").Create(context.Background(), rc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pods", func(ctx context.Context) (bool, error) {
+		_, pods, err := counts(ctx, cs, name)
+		return err == nil && pods == int(replicas), nil
+	})
+}
+
+// TestReplicationControllerDeletionRemovesItsPods: the collector knows
+// ReplicationControllers as owners, as kubectl delete rc (Background) needs.
+func TestReplicationControllerDeletionRemovesItsPods(t *testing.T) {
+	cs := start(t)
+	ctx := context.Background()
+	createRCAndWait(t, cs, "rc-bg", 2)
+	if err := cs.CoreV1().ReplicationControllers("default").Delete(ctx, "rc-bg", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pods to go", func(ctx context.Context) (bool, error) {
+		_, pods, err := counts(ctx, cs, "rc-bg")
+		return err == nil && pods == 0, nil
+	})
+}
+
+// TestReplicationControllerDeletedWithoutPolicyOrphansItsPods: a v1 delete naming no
+// policy orphans (kube's default for ReplicationControllers): the collector watches
+// ReplicationControllers, so it releases the pods and lets the owner go.
+func TestReplicationControllerDeletedWithoutPolicyOrphansItsPods(t *testing.T) {
+	cs := start(t)
+	ctx := context.Background()
+	createRCAndWait(t, cs, "rc-orphans", 2)
+	if err := cs.CoreV1().ReplicationControllers("default").Delete(ctx, "rc-orphans", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the owner to go", func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().ReplicationControllers("default").Get(ctx, "rc-orphans", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=rc-orphans"})
+	if err != nil || len(pods.Items) != 2 {
+		t.Fatalf("the pods should stay: %v %v", pods, err)
+	}
+	for _, p := range pods.Items {
+		if len(p.OwnerReferences) != 0 {
+			t.Errorf("pod %s still has owner references: %+v", p.Name, p.OwnerReferences)
+		}
 	}
 }

@@ -3,8 +3,9 @@
 // slow-start batches, each with a controller ownerReference), deleting the surplus in
 // kube's order, adopting matching orphans and releasing pods that stop matching, and
 // writes status (replicas, fullyLabeledReplicas, readyReplicas, availableReplicas,
-// observedGeneration, the ReplicaFailure condition). Mirrors
-// k8s.io/kubernetes/pkg/controller/replicaset.
+// observedGeneration, the ReplicaFailure condition). Through an Adapter the same
+// controller runs other kinds seen as ReplicaSets: the replicationcontroller package runs
+// it over ReplicationControllers. Mirrors k8s.io/kubernetes/pkg/controller/replicaset.
 package replicaset
 
 import (
@@ -21,10 +22,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
-	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -43,38 +47,74 @@ const Name = "replicaset-controller"
 // BurstReplicas caps the pods one sync creates or deletes. Mirrors BurstReplicas.
 const BurstReplicas = 500
 
-// controllerKind is what the controller writes in its pods' ownerReferences.
-var controllerKind = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
+// Adapter is how the controller reads and writes the objects it manages, seen as apps/v1
+// ReplicaSets: the ReplicaSet controller's is the apps/v1 API itself, the replication
+// controller's converts ReplicationControllers. It is the narrow form of the informer,
+// lister and clientset adapters through which kube runs this controller over
+// ReplicationControllers (pkg/controller/replication/conversion.go).
+type Adapter interface {
+	// Kind is the managed kind, named by the controller references of its pods.
+	Kind() schema.GroupVersionKind
+	// AddEventHandler registers handler with the objects' informer; the handler receives
+	// *appsv1.ReplicaSet, or a cache.DeletedFinalStateUnknown holding one.
+	AddEventHandler(handler cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+	// HasSynced reports whether the informer has listed every object.
+	HasSynced() bool
+	// Get returns the cached object namespace/name; a NotFound error if there is none.
+	// The result is shared with the cache: copy before changing it.
+	Get(namespace, name string) (*appsv1.ReplicaSet, error)
+	// List returns the cached objects of namespace, shared with the cache as Get's.
+	List(namespace string) ([]*appsv1.ReplicaSet, error)
+	// Fetch reads namespace/name from the apiserver, past the cache (adoption's recheck).
+	Fetch(ctx context.Context, namespace, name string) (*appsv1.ReplicaSet, error)
+	// UpdateStatus writes rs's status through the status subresource and returns what was
+	// stored. Errors are the apiserver's (409 Conflict on a stale resourceVersion).
+	UpdateStatus(ctx context.Context, rs *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error)
+	// EventObject is the object the events about rs are recorded on: the object rs
+	// stands for.
+	EventObject(rs *appsv1.ReplicaSet) runtime.Object
+}
 
 // Controller is the ReplicaSet controller.
 type Controller struct {
 	client       kubernetes.Interface
 	podControl   podcontrol.PodControl
-	rsLister     appslisters.ReplicaSetLister
+	adapter      Adapter
+	kind         schema.GroupVersionKind
 	podLister    corelisters.PodLister
 	synced       []cache.InformerSynced
 	expectations *expectations.Expectations
+	queueName    string
 	queue        workqueue.TypedRateLimitingInterface[string]
 	log          *slog.Logger
 }
 
-// New builds the controller over the factory's ReplicaSet and Pod informers. Start the
-// factory after New and before (or while) Run waits for the caches.
+// New builds the ReplicaSet controller over the factory's ReplicaSet and Pod informers.
+// Start the factory after New and before (or while) Run waits for the caches.
 func New(factory informers.SharedInformerFactory, client kubernetes.Interface, recorder record.EventRecorder) *Controller {
-	rsInformer := factory.Apps().V1().ReplicaSets()
-	podInformer := factory.Core().V1().Pods()
+	return NewBaseController(replicaSets{informer: factory.Apps().V1().ReplicaSets(), client: client},
+		factory.Core().V1().Pods(), client, recorder, Name, "replicaset")
+}
+
+// NewBaseController builds the controller over adapter's objects and podInformer's pods:
+// name labels its logs, queueName its work queue and the queue's metrics. client creates,
+// patches and deletes pods; recorder records SuccessfulCreate, SuccessfulDelete and their
+// failures on adapter.EventObject. Mirrors NewBaseController.
+func NewBaseController(adapter Adapter, podInformer coreinformers.PodInformer, client kubernetes.Interface, recorder record.EventRecorder, name, queueName string) *Controller {
 	c := &Controller{
 		client:       client,
 		podControl:   podcontrol.PodControl{Client: client, Recorder: recorder},
-		rsLister:     rsInformer.Lister(),
+		adapter:      adapter,
+		kind:         adapter.Kind(),
 		podLister:    podInformer.Lister(),
-		synced:       []cache.InformerSynced{rsInformer.Informer().HasSynced, podInformer.Informer().HasSynced},
+		synced:       []cache.InformerSynced{adapter.HasSynced, podInformer.Informer().HasSynced},
 		expectations: expectations.New(),
+		queueName:    queueName,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "replicaset"}),
-		log: slog.With("controller", Name),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: queueName}),
+		log: slog.With("controller", name),
 	}
-	_, _ = rsInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, _ = adapter.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, obj interface{}) { c.enqueue(obj) },
 		DeleteFunc: c.deleteRS,
@@ -89,8 +129,42 @@ func New(factory informers.SharedInformerFactory, client kubernetes.Interface, r
 
 // Run waits for the informers' caches, then runs workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	worker.Run(ctx, "replicaset", c.queue, c.synced, workers, c.log, c.syncReplicaSet)
+	worker.Run(ctx, c.queueName, c.queue, c.synced, workers, c.log, c.syncReplicaSet)
 }
+
+// replicaSets is the Adapter of apps/v1 ReplicaSets.
+type replicaSets struct {
+	informer appsinformers.ReplicaSetInformer
+	client   kubernetes.Interface
+}
+
+func (replicaSets) Kind() schema.GroupVersionKind {
+	return appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
+}
+
+func (a replicaSets) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return a.informer.Informer().AddEventHandler(h)
+}
+
+func (a replicaSets) HasSynced() bool { return a.informer.Informer().HasSynced() }
+
+func (a replicaSets) Get(namespace, name string) (*appsv1.ReplicaSet, error) {
+	return a.informer.Lister().ReplicaSets(namespace).Get(name)
+}
+
+func (a replicaSets) List(namespace string) ([]*appsv1.ReplicaSet, error) {
+	return a.informer.Lister().ReplicaSets(namespace).List(labels.Everything())
+}
+
+func (a replicaSets) Fetch(ctx context.Context, namespace, name string) (*appsv1.ReplicaSet, error) {
+	return a.client.AppsV1().ReplicaSets(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (a replicaSets) UpdateStatus(ctx context.Context, rs *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
+	return a.client.AppsV1().ReplicaSets(rs.Namespace).UpdateStatus(ctx, rs, metav1.UpdateOptions{})
+}
+
+func (replicaSets) EventObject(rs *appsv1.ReplicaSet) runtime.Object { return rs }
 
 func (c *Controller) enqueue(obj interface{}) {
 	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -109,10 +183,10 @@ func (c *Controller) deleteRS(obj interface{}) {
 
 // resolveControllerRef returns the ReplicaSet ref points at, if it is that very one.
 func (c *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *appsv1.ReplicaSet {
-	if ref == nil || ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
+	if ref == nil || ref.Kind != c.kind.Kind || ref.APIVersion != c.kind.GroupVersion().String() {
 		return nil
 	}
-	rs, err := c.rsLister.ReplicaSets(namespace).Get(ref.Name)
+	rs, err := c.adapter.Get(namespace, ref.Name)
 	if err != nil || rs.UID != ref.UID {
 		return nil
 	}
@@ -121,7 +195,7 @@ func (c *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerRef
 
 // replicaSetsSelecting returns the ReplicaSets whose selector matches an orphan pod.
 func (c *Controller) replicaSetsSelecting(pod *corev1.Pod) []*appsv1.ReplicaSet {
-	all, err := c.rsLister.ReplicaSets(pod.Namespace).List(labels.Everything())
+	all, err := c.adapter.List(pod.Namespace)
 	if err != nil {
 		return nil
 	}
@@ -216,7 +290,7 @@ func (c *Controller) syncReplicaSet(ctx context.Context, key string) error {
 	if err != nil {
 		return nil
 	}
-	rs, err := c.rsLister.ReplicaSets(namespace).Get(name)
+	rs, err := c.adapter.Get(namespace, name)
 	if apierrors.IsNotFound(err) {
 		c.expectations.Delete(key)
 		return nil
@@ -240,9 +314,9 @@ func (c *Controller) syncReplicaSet(ctx context.Context, key string) error {
 		}
 	}
 	m := &controllerref.Manager{
-		Controller: rs, Kind: controllerKind, Selector: selector,
+		Controller: rs, Kind: c.kind, Selector: selector,
 		CanAdopt: controllerref.RecheckDeletionTimestamp(rs.UID, func(ctx context.Context) (metav1.Object, error) {
-			return c.client.AppsV1().ReplicaSets(namespace).Get(ctx, name, metav1.GetOptions{})
+			return c.adapter.Fetch(ctx, namespace, name)
 		}),
 		Patch: func(ctx context.Context, ns, n string, patch []byte) error {
 			_, err := c.client.CoreV1().Pods(ns).Patch(ctx, n, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
@@ -279,9 +353,10 @@ func (c *Controller) manageReplicas(ctx context.Context, pods []*corev1.Pod, rs 
 	case diff < 0:
 		diff = min(-diff, BurstReplicas)
 		c.expectations.ExpectCreations(key, diff)
-		ref := controllerref.NewControllerRef(rs, controllerKind)
+		ref := controllerref.NewControllerRef(rs, c.kind)
+		owner := c.adapter.EventObject(rs)
 		successes, err := podcontrol.SlowStartBatch(diff, podcontrol.SlowStartInitialBatchSize, func() error {
-			_, err := c.podControl.CreatePod(ctx, rs.Namespace, podcontrol.PodFromTemplate(&rs.Spec.Template, rs.Name, ref), rs)
+			_, err := c.podControl.CreatePod(ctx, rs.Namespace, podcontrol.PodFromTemplate(&rs.Spec.Template, rs.Name, ref), owner)
 			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 				return nil // the namespace is going away; nothing will be created
 			}
@@ -301,13 +376,14 @@ func (c *Controller) manageReplicas(ctx context.Context, pods []*corev1.Pod, rs 
 			keys[i] = podcontrol.Key(p)
 		}
 		c.expectations.ExpectDeletions(key, keys)
+		owner := c.adapter.EventObject(rs)
 		errCh := make(chan error, len(victims))
 		var wg sync.WaitGroup
 		for _, p := range victims {
 			wg.Add(1)
 			go func(p *corev1.Pod) {
 				defer wg.Done()
-				if err := c.podControl.DeletePod(ctx, p, rs); err != nil {
+				if err := c.podControl.DeletePod(ctx, p, owner); err != nil {
 					c.expectations.DeletionObserved(key, podcontrol.Key(p))
 					if !apierrors.IsNotFound(err) {
 						errCh <- err
@@ -334,7 +410,7 @@ func (c *Controller) relatedPods(rs *appsv1.ReplicaSet, own []*corev1.Pod) []*co
 		return own
 	}
 	siblings := map[types.UID]bool{}
-	all, _ := c.rsLister.ReplicaSets(rs.Namespace).List(labels.Everything())
+	all, _ := c.adapter.List(rs.Namespace)
 	for _, other := range all {
 		if ref := metav1.GetControllerOf(other); ref != nil && ref.UID == owner.UID {
 			siblings[other.UID] = true
@@ -401,28 +477,27 @@ func calculateStatus(rs *appsv1.ReplicaSet, pods []*corev1.Pod, manageErr error,
 	return status
 }
 
-// updateStatus writes status (and observedGeneration) through replicasets/status when
-// it changed, retrying once on a conflict with a fresh read. Mirrors
+// updateStatus writes status (and observedGeneration) through the status subresource
+// when it changed, retrying once on a conflict with a fresh read. Mirrors
 // updateReplicaSetStatus.
 func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, status appsv1.ReplicaSetStatus) (*appsv1.ReplicaSet, error) {
 	status.ObservedGeneration = rs.Generation
 	if apiequality.Semantic.DeepEqual(rs.Status, status) {
 		return rs, nil
 	}
-	client := c.client.AppsV1().ReplicaSets(rs.Namespace)
 	var lastErr error
 	for i := 0; i < 2; i++ {
 		cp := rs.DeepCopy()
 		status.ObservedGeneration = rs.Generation
 		cp.Status = status
-		updated, err := client.UpdateStatus(ctx, cp, metav1.UpdateOptions{})
+		updated, err := c.adapter.UpdateStatus(ctx, cp)
 		if err == nil {
 			return updated, nil
 		}
 		lastErr = err
-		if rs, err = client.Get(ctx, rs.Name, metav1.GetOptions{}); err != nil {
+		if rs, err = c.adapter.Fetch(ctx, rs.Namespace, rs.Name); err != nil {
 			return nil, err
 		}
 	}
-	return nil, fmt.Errorf("update status of replicaset %s/%s: %w", rs.Namespace, rs.Name, lastErr)
+	return nil, fmt.Errorf("update status of %s %s/%s: %w", c.kind.Kind, rs.Namespace, rs.Name, lastErr)
 }

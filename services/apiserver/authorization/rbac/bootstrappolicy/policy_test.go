@@ -61,6 +61,13 @@ func TestKubeRoles(t *testing.T) {
 			{Verbs: []string{"list", "watch"}, APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}},
 			{Verbs: []string{"list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
 		}},
+		{"system:controller:replication-controller", []rbacv1.PolicyRule{
+			{Verbs: []string{"get", "list", "watch", "update"}, APIGroups: []string{""}, Resources: []string{"replicationcontrollers"}},
+			{Verbs: []string{"update"}, APIGroups: []string{""}, Resources: []string{"replicationcontrollers/status"}},
+			{Verbs: []string{"update"}, APIGroups: []string{""}, Resources: []string{"replicationcontrollers/finalizers"}},
+			{Verbs: []string{"list", "watch", "patch", "create", "delete"}, APIGroups: []string{""}, Resources: []string{"pods"}},
+			{Verbs: []string{"create", "update", "patch"}, APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}},
+		}},
 		{"system:monitoring", []rbacv1.PolicyRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/metrics", "/metrics/slis", "/livez", "/readyz", "/healthz", "/livez/*", "/readyz/*", "/healthz/*"}}}},
 		{"system:public-info-viewer", []rbacv1.PolicyRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/livez", "/readyz", "/healthz", "/version", "/version/"}}}},
 	}

@@ -1,6 +1,7 @@
-// Package validation checks what the workload resources (Deployments, ReplicaSets, Jobs)
-// share: a label selector that selects the pod template it carries. Mirrors the selector
-// and template checks of k8s.io/kubernetes/pkg/apis/apps/validation.
+// Package validation checks what the workload resources (Deployments, ReplicaSets, Jobs,
+// and for counts and restart policy ReplicationControllers) share: a label selector that
+// selects the pod template it carries. Mirrors the selector and template checks of
+// k8s.io/kubernetes/pkg/apis/apps/validation.
 package validation
 
 import (

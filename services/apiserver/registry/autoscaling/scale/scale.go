@@ -1,8 +1,9 @@
-// Package scale serves the scale subresource (deployments/scale, replicasets/scale): an
-// autoscaling/v1 Scale view of an object's spec.replicas, status.replicas and selector,
-// through which kubectl scale and autoscalers change the replica count without touching
-// the rest of the spec. Mirrors the ScaleREST types of
-// k8s.io/kubernetes/pkg/registry/apps/{deployment,replicaset}/storage.
+// Package scale serves the scale subresource (deployments/scale, replicasets/scale,
+// replicationcontrollers/scale): an autoscaling/v1 Scale view of an object's
+// spec.replicas, status.replicas and selector, through which kubectl scale and
+// autoscalers change the replica count without touching the rest of the spec. Mirrors
+// the ScaleREST types of k8s.io/kubernetes/pkg/registry/apps/{deployment,replicaset}/storage
+// and core/replicationcontroller/storage.
 package scale
 
 import (
