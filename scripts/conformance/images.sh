@@ -13,18 +13,24 @@
 #   nginx-1.15-4.tar          registry.k8s.io/e2e-test-images/nginx:1.15-4
 #   jessie-dnsutils-1.7.tar   registry.k8s.io/e2e-test-images/jessie-dnsutils:1.7
 #   pause-3.10.tar            registry.k8s.io/pause:3.10
+#   nautilus-1.7.tar          registry.k8s.io/e2e-test-images/nautilus:1.7
+#   nonewprivs-1.3.tar        registry.k8s.io/e2e-test-images/nonewprivs:1.3
 #   MANIFEST                  what each image holds, its package versions, what differs
 #                             from upstream, and the images left out and why
 #
-# Each image is `docker build` FROM scratch of scripts/conformance/images/<program>/
-# (the Dockerfile says how it mirrors upstream's), then `docker save`; the docker images
-# are removed again, the archive being the product. Where upstream's base is Alpine or
+# Each image is a `docker build` of scripts/conformance/images/<program>/ (its
+# Dockerfile says how it mirrors upstream's) FROM scratch, or FROM another image built
+# here (nautilus on agnhost, as upstream's; nonewprivs on busybox, for upstream's
+# Alpine), then `docker save`; the docker images are removed again, the archive being
+# the product. Where upstream's base is Alpine or
 # Debian jessie, the root filesystem is Debian $SUITE's, made by mmdebstrap (Debian's own
 # tool: packages installed by dpkg and apt with their maintainer scripts) from the
-# package archive apt reaches; Go programs (agnhost, CoreDNS) come from the Go module
-# proxy, agnhost from the module build.sh made (run build.sh first). An archive that
-# exists is kept: delete it to rebuild it. Intermediate files go to $CONFORMANCE_DIR/
-# images/.build and are removed once every archive is built.
+# package archive apt reaches. Go programs come from the Go module proxy: agnhost and nnp
+# from the module build.sh made (run build.sh first), CoreDNS from its releases' modules;
+# pause is compiled with gcc. The image names are checked against `e2e.test
+# --list-images` when e2e.test is built. An archive that exists is kept: delete it to
+# rebuild it. Intermediate files go to $CONFORMANCE_DIR/images/.build and are removed
+# once every archive is built.
 #
 # Usage: images.sh            build what is missing
 #        images.sh --check    import every archive into a private containerd (socket,
