@@ -131,6 +131,7 @@ check_names() {
 		fi
 	done
 	[ "$missing" = 0 ]
+	echo "image names: each one e2e.test --list-images prints"
 }
 
 # rootfs PROGRAM PACKAGES [HOOK]...: $work/PROGRAM/rootfs.tar, a Debian $SUITE root
@@ -347,7 +348,6 @@ build_nonewprivs() {
 build_pause() {
 	present "$PAUSE" && return
 	local tag=${PAUSE##*:}
-	command -v gcc >/dev/null || apt-get install -y -q build-essential >/dev/null
 	mkdir -p "$work/pause"
 	echo "  pause $tag: build/pause/linux/pause.c of k8s.io/kubernetes@$version (gcc, static)"
 	gcc -Os -Wall -Werror -static -DVERSION="v$tag" -o "$work/pause/pause" "$(kube)/build/pause/linux/pause.c"
@@ -373,9 +373,17 @@ manifest() {
 	} >"$out/MANIFEST"
 }
 
+# need COMMAND PACKAGE: installs Debian's PACKAGE when COMMAND is missing (apt's package
+# lists first if a fresh machine has none).
+need() {
+	command -v "$1" >/dev/null && return
+	apt-get install -y -q "$2" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -q "$2" >/dev/null; }
+}
+
 build() {
 	[ "$(id -u)" = 0 ] || { echo "images.sh: run as root (mmdebstrap --mode=root)" >&2; exit 1; }
-	command -v mmdebstrap >/dev/null || apt-get install -y -q mmdebstrap >/dev/null
+	need mmdebstrap mmdebstrap
+	need gcc build-essential
 	check_names
 	mkdir -p "$work"
 	echo "building the conformance test images of Kubernetes $version in $out"
