@@ -472,6 +472,14 @@ check() {
 		/coredns -conf /etc/coredns/Corefile
 	expect "dig in $JESSIE (against agnhost's /coredns)" 192.0.2.7 \
 		once --with-ns "network:/var/run/netns/$ns" "$JESSIE" dig +short +tries=10 +time=1 @127.0.0.1 probe.example.test A
+	# The DNS tests' probes, in jessie-dnsutils and in agnhost: dig over UDP and TCP,
+	# getent (hosts in the tests, where the pod has its /etc/hosts), seq.
+	for name in "$JESSIE" "$AGNHOST"; do
+		expect "the DNS tests' probe commands in $name" "$(printf '192.0.2.7\n192.0.2.7\nOK')" \
+			once --with-ns "network:/var/run/netns/$ns" "$name" sh -c \
+			'for p in +notcp +tcp; do dig $p +noall +answer +search @127.0.0.1 probe.example.test A | awk "{ print \$NF }"; done
+			 for i in `seq 1 2`; do :; done; test -n "$(getent passwd root)" && echo OK'
+	done
 	expect "nslookup in $JESSIE" "Address: 192.0.2.7" \
 		once --with-ns "network:/var/run/netns/$ns" "$JESSIE" sh -c 'nslookup probe.example.test 127.0.0.1 | grep "^Address: 192"'
 
