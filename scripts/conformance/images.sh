@@ -267,14 +267,14 @@ build_busybox() {
 	for applet in $("$root/bin/busybox" --list); do
 		[ "$applet" = busybox ] || ln -s busybox "$root/bin/$applet"
 	done
-	# The official busybox image's users and groups.
+	# The users and groups docker-library's busybox build writes (tests name users by uid).
 	printf '%s\n' root:x:0:0:root:/root:/bin/sh daemon:x:1:1:daemon:/usr/sbin:/bin/false \
 		bin:x:2:2:bin:/bin:/bin/false sys:x:3:3:sys:/dev:/bin/false \
 		nobody:x:65534:65534:nobody:/home:/bin/false >"$root/etc/passwd"
 	printf '%s\n' root:x:0: daemon:x:1: bin:x:2: sys:x:3: adm:x:4: tty:x:5: disk:x:6: \
 		wheel:x:10:root staff:x:50: users:x:100: nogroup:x:65534: >"$root/etc/group"
 	tar -C "$root" --owner=0 --group=0 --numeric-owner -cf "$work/busybox/rootfs.tar" .
-	image "$BUSYBOX" busybox "  holds: Debian's busybox-static ($("$root/bin/busybox" | head -1 | sed 's/ multi-call.*//')) as /bin/busybox with a link per applet in /bin, the official image's /etc/passwd and /etc/group (root, daemon, bin, sys, nobody), CMD [sh]
+	image "$BUSYBOX" busybox "  holds: Debian's busybox-static ($("$root/bin/busybox" | head -1 | sed 's/ multi-call.*//')) as /bin/busybox with a link per applet in /bin, /etc/passwd and /etc/group as docker-library's busybox build writes them (root, daemon, bin, sys, nobody 65534), CMD [sh]
   differs: BusyBox $("$root/bin/busybox" | head -1 | cut -d' ' -f2) (Debian $SUITE's build) instead of 1.36.1; the same applets tests use (sh, echo, cat, ls, id, sleep, wget, nslookup, ...)"
 }
 
