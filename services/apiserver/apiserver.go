@@ -302,8 +302,8 @@ func New(cfg Config) (_ *APIServer, err error) {
 	descriptors := resources(execProxy, authorizer, tokens, tokenReviews, s.rbac.guard, serviceAllocators)
 	for i := range descriptors {
 		d := &descriptors[i]
-		if d.NewListFunc == nil {
-			continue
+		if d.NewListFunc == nil || !d.StorageOf.Empty() {
+			continue // no storage, or another resource's
 		}
 		st, err := s.storage(cfg.Etcd, d)
 		if err != nil {
@@ -504,7 +504,13 @@ func (s *APIServer) install(descriptors []registry.Descriptor, stores storeSet) 
 		store := stores[d.GroupResource()]
 		var storage rest.Storage = store
 		var subresources map[string]registry.Subresource
-		if d.REST != nil {
+		if !d.StorageOf.Empty() {
+			stored := stores[d.StorageOf]
+			if stored == nil || d.REST != nil {
+				return nil, fmt.Errorf("apiserver: %s is stored as %s, which must be served, and has no REST of its own", d.GroupResource(), d.StorageOf)
+			}
+			storage = d.NewView(stored, scheme.Scheme)
+		} else if d.REST != nil {
 			var err error
 			if storage, subresources, err = d.REST(store, stores); err != nil {
 				return nil, fmt.Errorf("apiserver: storage of %s: %w", d.GroupResource(), err)
