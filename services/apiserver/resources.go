@@ -24,6 +24,7 @@ import (
 	"skiff.dev/services/apiserver/registry/core/serviceaccount"
 	"skiff.dev/services/apiserver/registry/discovery/endpointslice"
 	eventsevent "skiff.dev/services/apiserver/registry/events/event"
+	"skiff.dev/services/apiserver/registry/node/runtimeclass"
 	rbacregistry "skiff.dev/services/apiserver/registry/rbac"
 	"skiff.dev/services/apiserver/registry/rbac/clusterrole"
 	"skiff.dev/services/apiserver/registry/rbac/clusterrolebinding"
@@ -64,5 +65,6 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		job.Descriptor,
 		cronjob.Descriptor,
 		eventsevent.Descriptor,
+		runtimeclass.Descriptor,
 	}
 }
