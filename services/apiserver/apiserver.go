@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -340,6 +341,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 		admission.CertificateApproval{Authorizer: authorizer},
 		admission.CertificateSigning{Authorizer: authorizer},
 		admission.DefaultTolerationSecondsPlugin{},
+		admission.RuntimeClass{RuntimeClasses: stores[nodev1.Resource("runtimeclasses")]},
 	}
 	// Requests and the events the sink takes from NATS share one registry of metrics and
 	// one max-in-flight limit.
