@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -302,8 +303,8 @@ func New(cfg Config) (_ *APIServer, err error) {
 	descriptors := resources(execProxy, authorizer, tokens, tokenReviews, s.rbac.guard, serviceAllocators)
 	for i := range descriptors {
 		d := &descriptors[i]
-		if d.NewListFunc == nil {
-			continue
+		if d.NewListFunc == nil || !d.StorageOf.Empty() {
+			continue // no storage, or another resource's
 		}
 		st, err := s.storage(cfg.Etcd, d)
 		if err != nil {
@@ -340,6 +341,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 		admission.CertificateApproval{Authorizer: authorizer},
 		admission.CertificateSigning{Authorizer: authorizer},
 		admission.DefaultTolerationSecondsPlugin{},
+		admission.RuntimeClass{RuntimeClasses: stores[nodev1.Resource("runtimeclasses")]},
 	}
 	// Requests and the events the sink takes from NATS share one registry of metrics and
 	// one max-in-flight limit.
@@ -504,7 +506,13 @@ func (s *APIServer) install(descriptors []registry.Descriptor, stores storeSet) 
 		store := stores[d.GroupResource()]
 		var storage rest.Storage = store
 		var subresources map[string]registry.Subresource
-		if d.REST != nil {
+		if !d.StorageOf.Empty() {
+			stored := stores[d.StorageOf]
+			if stored == nil || d.REST != nil {
+				return nil, fmt.Errorf("apiserver: %s is stored as %s, which must be served, and has no REST of its own", d.GroupResource(), d.StorageOf)
+			}
+			storage = d.NewView(stored, scheme.Scheme)
+		} else if d.REST != nil {
 			var err error
 			if storage, subresources, err = d.REST(store, stores); err != nil {
 				return nil, fmt.Errorf("apiserver: storage of %s: %w", d.GroupResource(), err)

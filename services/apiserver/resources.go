@@ -23,6 +23,8 @@ import (
 	"skiff.dev/services/apiserver/registry/core/service"
 	"skiff.dev/services/apiserver/registry/core/serviceaccount"
 	"skiff.dev/services/apiserver/registry/discovery/endpointslice"
+	eventsevent "skiff.dev/services/apiserver/registry/events/event"
+	"skiff.dev/services/apiserver/registry/node/runtimeclass"
 	rbacregistry "skiff.dev/services/apiserver/registry/rbac"
 	"skiff.dev/services/apiserver/registry/rbac/clusterrole"
 	"skiff.dev/services/apiserver/registry/rbac/clusterrolebinding"
@@ -62,5 +64,7 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		replicaset.Descriptor,
 		job.Descriptor,
 		cronjob.Descriptor,
+		eventsevent.Descriptor,
+		runtimeclass.Descriptor,
 	}
 }

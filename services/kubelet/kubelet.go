@@ -55,6 +55,7 @@ import (
 	"skiff.dev/services/kubelet/podworkers"
 	"skiff.dev/services/kubelet/prober"
 	proberesults "skiff.dev/services/kubelet/prober/results"
+	"skiff.dev/services/kubelet/runtimeclass"
 	"skiff.dev/services/kubelet/status"
 	"skiff.dev/services/kubelet/token"
 	kubetypes "skiff.dev/services/kubelet/types"
@@ -403,8 +404,9 @@ func New(cfg Config) (*Kubelet, error) {
 			ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolverConfig: cfg.ResolverConfig,
 		}).GetPodDNS,
 
-		RuntimeHelper:  kl,
-		MemoryCapacity: machine.MemoryCapacity,
+		RuntimeHelper:       kl,
+		RuntimeClassManager: runtimeclass.NewManager(cfg.Client),
+		MemoryCapacity:      machine.MemoryCapacity,
 	})
 	kl.containerLogManager, err = logs.NewContainerLogManager(runtimeapi.NewRuntimeServiceClient(conn), logs.Config{
 		MaxSize: cfg.ContainerLogMaxSize, MaxFiles: cfg.ContainerLogMaxFiles, Logger: logger,

@@ -9,6 +9,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,6 +19,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"skiff.dev/services/apiserver/registry/rest"
+	"skiff.dev/services/apiserver/scheme"
 )
 
 // mirrorPodAnnotation marks a static pod's mirror in the API (kube's
@@ -29,8 +31,8 @@ const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 // update only its own Node, without changing its taints or setting kubernetes.io labels
 // other than the kubelet's own; its own Lease; mirror pods bound to itself, owned (if at
 // all) by its Node as controller, that reference no service account; the status of pods bound to itself, without changing their labels;
-// tokens only for pods bound to itself; and events only reported as itself
-// (NodeEventSource). Mirrors the NodeRestriction admission plugin
+// tokens only for pods bound to itself; and events, core/v1 or events.k8s.io/v1, only
+// reported as itself (NodeEventSource). Mirrors the NodeRestriction admission plugin
 // (k8s.io/kubernetes/plugin/pkg/admission/noderestriction); the rule on events is
 // skiff's, the one its event sink applies to the events nodes publish to NATS.
 type NodeRestriction struct {
@@ -97,8 +99,14 @@ func (p NodeRestriction) Admit(ctx context.Context, a Attributes) error {
 		}
 	case gr.Group == "" && gr.Resource == "serviceaccounts" && a.Subresource == "token" && a.Operation == Create:
 		return p.admitToken(ctx, node, a, forbid)
-	case gr.Group == "" && gr.Resource == "events" && a.Subresource == "" && (a.Operation == Create || a.Operation == Update):
-		if ev, ok := a.Object.(*corev1.Event); ok {
+	case (gr.Group == "" || gr.Group == eventsv1.GroupName) && gr.Resource == "events" && a.Subresource == "" && (a.Operation == Create || a.Operation == Update):
+		ev, ok := a.Object.(*corev1.Event)
+		if v1, isV1 := a.Object.(*eventsv1.Event); isV1 {
+			// The same event in events.k8s.io/v1's words: source is deprecatedSource.
+			ev, ok = &corev1.Event{}, true
+			scheme.ConvertEventsV1ToEvent(v1, ev)
+		}
+		if ok {
 			if err := NodeEventSource(node, ev); err != nil {
 				return forbid("%v", err)
 			}

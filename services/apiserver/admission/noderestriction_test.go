@@ -8,6 +8,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -52,6 +53,11 @@ func TestNodeRestriction(t *testing.T) {
 		return &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: name, UID: uid}
 	}
 	events := corev1.SchemeGroupVersion.WithResource("events")
+	eventsV1 := eventsv1.SchemeGroupVersion.WithResource("events")
+	eventV1 := func(host, instance string) *eventsv1.Event {
+		return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "nr", Name: "mine.1"}, Reason: "Started",
+			DeprecatedSource: corev1.EventSource{Component: "kubelet", Host: host}, ReportingController: "kubelet", ReportingInstance: instance}
+	}
 	event := func(host, instance string) *corev1.Event {
 		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "nr", Name: "mine.1"}, Reason: "Started",
 			Source: corev1.EventSource{Component: "kubelet", Host: host}, ReportingController: "kubelet", ReportingInstance: instance}
@@ -133,6 +139,11 @@ func TestNodeRestriction(t *testing.T) {
 			forbids: `node "n1" can only report events with reportingInstance set to itself, not "n2"`},
 		{name: "a node may not patch an event into another node's", op: admission.Update, resource: events, ns: "nr", obj: "mine.1",
 			object: event("n2", ""), old: event("n1", ""), forbids: `node "n1" can only report events with source.host set to itself`},
+		{name: "a node reports an events.k8s.io/v1 event as itself", op: admission.Create, resource: eventsV1, ns: "nr", obj: "mine.1", object: eventV1("n1", "n1")},
+		{name: "a node may not report an events.k8s.io/v1 event as another node's", op: admission.Create, resource: eventsV1, ns: "nr", obj: "mine.1", object: eventV1("n2", "n1"),
+			forbids: `node "n1" can only report events with source.host set to itself, not "n2"`},
+		{name: "a node may not update an events.k8s.io/v1 event into another instance's", op: admission.Update, resource: eventsV1, ns: "nr", obj: "mine.1",
+			object: eventV1("n1", "n2"), old: eventV1("n1", "n1"), forbids: `node "n1" can only report events with reportingInstance set to itself, not "n2"`},
 		{name: "the scheduler reports events without a host", user: []string{"system:kube-scheduler"}, op: admission.Create, resource: events, ns: "nr", obj: "mine.1",
 			object: event("", "default-scheduler")},
 		{name: "a user that is not a node is not restricted", user: []string{"admin", "system:masters"}, op: admission.Update, resource: nodes, obj: "n1",

@@ -16,10 +16,10 @@ import (
 // watch must select spec.nodeName=<node>), writes those pods' status and deletes them,
 // creates pods (the NodeRestriction admission plugin lets through only its own mirror
 // pods), events and CertificateSigningRequests, creates tokens (serviceaccounts/token)
-// for the service accounts its pods run as, and reads (gets, or lists and watches by
-// metadata.name) the Secrets and ConfigMaps its pods use. Anything else, and anyone else, gets no
-// opinion (with the reason, when the object is another node's), as in kube, so RBAC
-// decides next.
+// for the service accounts its pods run as, reads (gets, or lists and watches by
+// metadata.name) the Secrets and ConfigMaps its pods use, and reads RuntimeClasses.
+// Anything else, and anyone else, gets no opinion (with the reason, when the object is
+// another node's), as in kube, so RBAC decides next.
 func (z *chain) authorizeNode(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	node, ok := NodeName(a.GetUser())
 	if !ok || !a.IsResourceRequest() {
@@ -99,6 +99,12 @@ func (z *chain) authorizeNode(ctx context.Context, a authorizer.Attributes) (aut
 		}
 	case "/events", "events.k8s.io/events":
 		if slices.Contains(write, verb) {
+			return authorizer.DecisionAllow, "", nil
+		}
+	case "node.k8s.io/runtimeclasses":
+		// The kubelet reads a pod's RuntimeClass for its runtime handler (kube's node
+		// rules: get, list, watch runtimeclasses).
+		if sub == "" && slices.Contains(read, verb) {
 			return authorizer.DecisionAllow, "", nil
 		}
 	case "certificates.k8s.io/certificatesigningrequests":

@@ -138,3 +138,19 @@ func TestNodeReadsTheConfigMapsItsPodsUseByNameOnly(t *testing.T) {
 		})
 	}
 }
+
+func TestNodeMayReadRuntimeClasses(t *testing.T) {
+	z := authorization.New(podsByNode{}, noRBAC{})
+	n1 := &user.DefaultInfo{Name: "system:node:n1", Groups: []string{"system:nodes", "system:authenticated"}}
+	for verb, want := range map[string]authorizer.Decision{
+		"get": authorizer.DecisionAllow, "list": authorizer.DecisionAllow, "watch": authorizer.DecisionAllow,
+		"create": authorizer.DecisionNoOpinion, "update": authorizer.DecisionNoOpinion, "delete": authorizer.DecisionNoOpinion,
+	} {
+		got, _, err := z.Authorize(context.Background(), authorizer.AttributesRecord{
+			User: n1, Verb: verb, APIGroup: "node.k8s.io", Resource: "runtimeclasses", Name: "gvisor", ResourceRequest: true,
+		})
+		if err != nil || got != want {
+			t.Errorf("%s runtimeclasses: got %v %v, want %v", verb, got, err, want)
+		}
+	}
+}

@@ -51,6 +51,13 @@ type Descriptor struct {
 	// generic Store; stores finds the other resources' Stores. nil means the Store alone
 	// serves the resource, with no subresources.
 	REST func(store *Store, stores Stores) (rest.Storage, map[string]Subresource, error)
+	// StorageOf, when set, names the resource whose storage holds this one's objects:
+	// no storage of its own is built, and the resource is served as a View of that
+	// resource's Store (see NewView), in this descriptor's group version and kind, its
+	// writes judged by this descriptor's Strategy. REST is not used. events.k8s.io/v1
+	// events are served so from core/v1's: one object, two views, as kube-apiserver's
+	// cohabitating resources.
+	StorageOf schema.GroupResource
 }
 
 // Subresource is one subresource's storage, e.g. pods/status.
@@ -84,6 +91,19 @@ func (d *Descriptor) EtcdPrefix() string {
 // Namespaced reports whether the resource's objects live in namespaces.
 func (d *Descriptor) Namespaced() bool {
 	return d.Strategy != nil && d.Strategy.NamespaceScoped()
+}
+
+// NewView is the View that serves the descriptor's resource from stored, the Store of
+// StorageOf, with conversions and field-label conversions by convertor. Writes through
+// the view are judged by the descriptor's Strategy.
+func (d *Descriptor) NewView(stored *Store, convertor runtime.ObjectConvertor) *View {
+	return &View{
+		Store:       stored.WithStrategy(d.Strategy),
+		Kind:        d.GroupVersion.WithKind(d.Kind),
+		NewFunc:     d.NewFunc,
+		NewListFunc: d.NewListFunc,
+		Convertor:   convertor,
+	}
 }
 
 // NewStore is the generic Store of the descriptor's resource over s.

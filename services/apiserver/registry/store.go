@@ -301,7 +301,8 @@ func (e *Store) predicate(opts *metainternalversion.ListOptions) (storage.Select
 // GuaranteedUpdate so concurrent writers never lose each other's changes. The strategy's
 // PrepareForUpdate decides what may change; server-managed metadata is kept. An object
 // without a resourceVersion updates whatever is stored (unconditionally, as kube allows
-// for its built-in resources). Errors: 404, 409 Conflict for a stale resourceVersion
+// for most built-in resources), unless the strategy refuses that (422, see
+// UnconditionalUpdateStrategy). Errors: 404, 409 Conflict for a stale resourceVersion
 // (before validation), 422 Invalid, 400 for a name mismatch.
 // Mirrors Store.Update and rest.BeforeUpdate.
 func (e *Store) Update(ctx context.Context, namespace, name string, objInfo rest.UpdatedObjectInfo, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
@@ -329,6 +330,9 @@ func (e *Store) Update(ctx context.Context, namespace, name string, objInfo rest
 				return nil, err
 			}
 			switch rv := objMeta.GetResourceVersion(); {
+			case rv == "" && !e.allowUnconditionalUpdate():
+				return nil, apierrors.NewInvalid(schema.GroupKind{Group: e.Resource.Group, Kind: e.Resource.Resource}, name, field.ErrorList{
+					field.Invalid(field.NewPath("metadata", "resourceVersion"), uint64(0), "must be specified for an update")})
 			case rv == "":
 				objMeta.SetResourceVersion(existingMeta.GetResourceVersion())
 			case rv != existingMeta.GetResourceVersion():
@@ -368,6 +372,13 @@ func (e *Store) Update(ctx context.Context, namespace, name string, objInfo rest
 }
 
 var errDryRun = errors.New("dry run: not written")
+
+// allowUnconditionalUpdate reports whether an update without a resourceVersion is
+// accepted: yes unless the strategy says otherwise (see UnconditionalUpdateStrategy).
+func (e *Store) allowUnconditionalUpdate() bool {
+	s, ok := e.Strategy.(UnconditionalUpdateStrategy)
+	return !ok || s.AllowUnconditionalUpdate()
+}
 
 // shouldDeleteDuringUpdate reports whether obj, just written by an update, is being
 // deleted and nothing holds it any more: the strategy decides when it implements

@@ -100,3 +100,13 @@ type OrphanByDefaultStrategy interface {
 	// OrphanDependentsByDefault reports whether a delete without a policy orphans.
 	OrphanDependentsByDefault() bool
 }
+
+// UnconditionalUpdateStrategy is implemented by strategies that decide whether an update
+// naming no resourceVersion applies to whatever is stored (the Store's default, kube's
+// for most built-in resources) or is refused, so that every writer proves it read the
+// object it replaces. Mirrors rest.RESTUpdateStrategy's AllowUnconditionalUpdate.
+type UnconditionalUpdateStrategy interface {
+	// AllowUnconditionalUpdate reports whether an update without a resourceVersion is
+	// accepted.
+	AllowUnconditionalUpdate() bool
+}

@@ -14,6 +14,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -58,6 +60,8 @@ var ServedGroupVersions = []schema.GroupVersion{
 	discoveryv1.SchemeGroupVersion,
 	appsv1.SchemeGroupVersion,
 	batchv1.SchemeGroupVersion,
+	eventsv1.SchemeGroupVersion,
+	nodev1.SchemeGroupVersion,
 }
 
 func init() {
@@ -70,6 +74,10 @@ func init() {
 	utilruntime.Must(rbacv1.AddToScheme(Scheme))
 	utilruntime.Must(appsv1.AddToScheme(Scheme))
 	utilruntime.Must(batchv1.AddToScheme(Scheme))
+	utilruntime.Must(eventsv1.AddToScheme(Scheme))
+	utilruntime.Must(nodev1.AddToScheme(Scheme))
+	// events.k8s.io/v1 Events are core/v1 Events seen in other words.
+	utilruntime.Must(addEventConversions(Scheme))
 	// autoscaling/v1 Scale is what deployments/scale and replicasets/scale read and write.
 	utilruntime.Must(autoscalingv1.AddToScheme(Scheme))
 	// Status, WatchEvent and the option types live in the core group version too, as in

@@ -441,3 +441,38 @@ func TestNoContainersInANotReadySandbox(t *testing.T) {
 		t.Errorf("StartContainer in a stopped sandbox: %v, want FailedPrecondition", err)
 	}
 }
+
+// TestRuntimeHandlers: a sandbox runs with the default handler "" or the one named
+// after the runtime, and reports it; any other handler (a RuntimeClass's this runtime
+// does not have) fails the sandbox in containerd's words, naming the handler.
+func TestRuntimeHandlers(t *testing.T) {
+	c := serve(t)
+	ctx := context.Background()
+	st, err := c.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handlers []string
+	for _, h := range st.GetRuntimeHandlers() {
+		handlers = append(handlers, h.GetName())
+	}
+	if !slices.Equal(handlers, []string{"", sim.RuntimeName}) {
+		t.Errorf("Status runtime handlers %q", handlers)
+	}
+	for i, handler := range []string{"", sim.RuntimeName} {
+		resp, err := c.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{
+			Config: sandboxConfig("handler-"+string(rune('a'+i)), nil), RuntimeHandler: handler,
+		})
+		if err != nil {
+			t.Fatalf("handler %q: %v", handler, err)
+		}
+		st, err := c.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: resp.GetPodSandboxId()})
+		if err != nil || st.GetStatus().GetRuntimeHandler() != handler {
+			t.Errorf("handler %q: status %v %v", handler, st.GetStatus().GetRuntimeHandler(), err)
+		}
+	}
+	_, err = c.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig("handler-x", nil), RuntimeHandler: "test-handler"})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `failed to get sandbox runtime: no runtime for "test-handler" is configured`) {
+		t.Errorf("unknown handler: %v", err)
+	}
+}

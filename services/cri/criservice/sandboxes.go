@@ -51,8 +51,10 @@ func newID() string {
 }
 
 // RunPodSandbox creates a READY sandbox with a new 64-hex-digit ID, creates its
-// LogDirectory, and asks the driver for its pod IP. Errors: InvalidArgument
-// without metadata or for a runtime handler other than the default "";
+// LogDirectory, and asks the driver for its pod IP. It runs with the default
+// runtime handler "" or the one named after the runtime (Handlers), which are the
+// same. Errors: InvalidArgument without metadata or for any other runtime handler
+// (a RuntimeClass whose handler this runtime does not have), in containerd's words;
 // AlreadyExists when a sandbox with the same name, namespace, uid and attempt
 // exists (containerd reserves that name).
 func (s *Service) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
@@ -60,8 +62,10 @@ func (s *Service) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandbox
 	if cfg.GetMetadata() == nil {
 		return nil, status.Error(codes.InvalidArgument, "sandbox config must include metadata")
 	}
-	if h := req.GetRuntimeHandler(); h != "" {
-		return nil, status.Errorf(codes.InvalidArgument, "no runtime for handler %q is configured; only the default handler exists", h)
+	handler := req.GetRuntimeHandler()
+	if !slices.Contains(s.Handlers(), handler) {
+		return nil, status.Errorf(codes.InvalidArgument, "failed to get sandbox runtime: no runtime for %q is configured (%s serves the handlers %q)",
+			handler, s.name, s.Handlers())
 	}
 	if dir := cfg.GetLogDirectory(); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -83,6 +87,7 @@ func (s *Service) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandbox
 	}
 	sb := &sandbox{
 		id:        newID(),
+		handler:   handler,
 		config:    cfg,
 		state:     runtimeapi.PodSandboxState_SANDBOX_READY,
 		createdAt: time.Now().UnixNano(),

@@ -219,9 +219,15 @@ func (s *Service) Version(context.Context, *runtimeapi.VersionRequest) (*runtime
 	}, nil
 }
 
+// Handlers are the runtime handlers a sandbox may ask for: the default "" and the
+// runtime's name (e.g. "skiff-sim"), both the same runtime. A RuntimeClass naming the
+// latter runs its pods here; one naming anything else fails their sandboxes, as a
+// handler containerd has no runtime for does.
+func (s *Service) Handlers() []string { return []string{"", s.name} }
+
 // Status reports the RuntimeReady condition, true, and NetworkReady, true unless the
-// driver is a NetworkConditioner that says otherwise, and the default runtime handler
-// ("") as the only one.
+// driver is a NetworkConditioner that says otherwise, and the runtime handlers
+// (Handlers).
 func (s *Service) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
 	network := &runtimeapi.RuntimeCondition{Type: runtimeapi.NetworkReady, Status: true}
 	if c, ok := s.driver.(NetworkConditioner); ok {
@@ -232,7 +238,10 @@ func (s *Service) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeap
 			{Type: runtimeapi.RuntimeReady, Status: true},
 			network,
 		}},
-		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{}}},
+		RuntimeHandlers: []*runtimeapi.RuntimeHandler{
+			{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{}},
+			{Name: s.name, Features: &runtimeapi.RuntimeHandlerFeatures{}},
+		},
 	}, nil
 }
 

@@ -25,6 +25,11 @@ const (
 	ErrImageNeverPullPolicy = "ErrImageNeverPull"
 )
 
+// Pod sandbox event reasons.
+const (
+	FailedCreatePodSandBox = "FailedCreatePodSandBox"
+)
+
 // Node event reasons.
 const (
 	NodeReady       = "NodeReady"

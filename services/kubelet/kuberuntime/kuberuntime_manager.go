@@ -69,6 +69,11 @@ type Options struct {
 	// every pull is anonymous.
 	PullSecrets func(context.Context, *v1.Pod) []v1.Secret
 
+	// RuntimeClassManager resolves a pod's RuntimeClass to the runtime
+	// handler its sandbox runs with; nil runs every sandbox with the
+	// runtime's default handler ("").
+	RuntimeClassManager RuntimeClassManager
+
 	// RuntimeHelper resolves each container's environment and mounts and
 	// each pod's cgroup parent (the kubelet); nil means plain env values
 	// only, no volumes and no cgroup parent.
@@ -90,6 +95,13 @@ type RuntimeHelper interface {
 	GetPodCgroupParent(pod *v1.Pod) string
 }
 
+// RuntimeClassManager resolves RuntimeClasses (kubelet's runtimeclass.Manager).
+type RuntimeClassManager interface {
+	// LookupRuntimeHandler returns the runtime handler of the RuntimeClass
+	// runtimeClassName names, "" for none.
+	LookupRuntimeHandler(ctx context.Context, runtimeClassName *string) (string, error)
+}
+
 // Manager is the kubelet's CRI client: it reads runtime state (GetPods,
 // GetPodStatus) and drives a pod towards its spec (SyncPod, KillPod). It keeps
 // no pod state of its own beyond the runtime's name and the image-pull
@@ -107,11 +119,12 @@ type Manager struct {
 	livenessManager  *results.Manager
 	startupManager   *results.Manager
 	// runner runs the containers' postStart and preStop hooks.
-	runner         *lifecycle.HandlerRunner
-	podDNS         func(*v1.Pod) (*runtimeapi.DNSConfig, error)
-	pullSecrets    func(context.Context, *v1.Pod) []v1.Secret
-	runtimeHelper  RuntimeHelper
-	memoryCapacity int64
+	runner              *lifecycle.HandlerRunner
+	podDNS              func(*v1.Pod) (*runtimeapi.DNSConfig, error)
+	pullSecrets         func(context.Context, *v1.Pod) []v1.Secret
+	runtimeHelper       RuntimeHelper
+	runtimeClassManager RuntimeClassManager
+	memoryCapacity      int64
 
 	mu             sync.Mutex
 	runtimeName    string
@@ -141,8 +154,9 @@ func NewManager(conn grpc.ClientConnInterface, opts Options) *Manager {
 		podDNS:           opts.PodDNS,
 		pullSecrets:      opts.PullSecrets,
 
-		runtimeHelper:  opts.RuntimeHelper,
-		memoryCapacity: opts.MemoryCapacity,
+		runtimeHelper:       opts.RuntimeHelper,
+		runtimeClassManager: opts.RuntimeClassManager,
+		memoryCapacity:      opts.MemoryCapacity,
 	}
 	if m.runtimeHelper == nil {
 		m.runtimeHelper = plainRuntimeHelper{}

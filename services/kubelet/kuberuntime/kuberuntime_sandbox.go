@@ -127,12 +127,25 @@ func toRuntimeProtocol(p v1.Protocol) runtimeapi.Protocol {
 	return runtimeapi.Protocol_TCP
 }
 
-// createPodSandbox makes the pod's log directory and runs the sandbox; it
-// returns the sandbox id, or a message and error for the pod status.
-func (m *Manager) createPodSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, string, error) {
+// createPodSandbox makes the pod's log directory and runs the sandbox with the
+// runtime handler of the pod's RuntimeClass; it returns the sandbox id, or a
+// message and error for the pod status and the FailedCreatePodSandBox event (a
+// RuntimeClass that does not exist, a handler the runtime does not know).
+// Mirrors kubeGenericRuntimeManager.createPodSandbox.
+func (m *Manager) createPodSandbox(ctx context.Context, pod *v1.Pod, cfg *runtimeapi.PodSandboxConfig) (string, string, error) {
 	if err := os.MkdirAll(cfg.GetLogDirectory(), 0o755); err != nil {
 		msg := fmt.Sprintf("create pod log directory %q: %v", cfg.GetLogDirectory(), err)
 		return "", msg, fmt.Errorf("%s", msg)
+	}
+	runtimeHandler := ""
+	if m.runtimeClassManager != nil {
+		var err error
+		if runtimeHandler, err = m.runtimeClassManager.LookupRuntimeHandler(ctx, pod.Spec.RuntimeClassName); err != nil {
+			return "", fmt.Sprintf("Failed to create pod sandbox: %v", err), err
+		}
+		if runtimeHandler != "" {
+			m.logger.Info("running pod with runtime handler", "pod", podRef(pod), "runtimeHandler", runtimeHandler)
+		}
 	}
 	cctx, cancel := m.callCtx(ctx)
 	defer cancel()

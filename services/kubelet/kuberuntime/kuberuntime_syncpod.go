@@ -235,10 +235,11 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 	if changes.CreateSandbox {
 		r := container.NewSyncResult(container.CreatePodSandbox, podRef(pod))
 		result.AddSyncResult(r)
-		id, msg, err := m.createPodSandbox(ctx, sandboxConfig, "")
+		id, msg, err := m.createPodSandbox(ctx, pod, sandboxConfig)
 		if err != nil {
 			m.logger.Error("failed to create pod sandbox", "pod", podRef(pod), "err", err)
 			r.Fail(container.ErrCreatePodSandbox, msg)
+			m.recordContainerEvent(pod, nil, v1.EventTypeWarning, events.FailedCreatePodSandBox, "%s", msg)
 			return result
 		}
 		podSandboxID = id

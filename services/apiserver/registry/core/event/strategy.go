@@ -54,20 +54,21 @@ func (Strategy) PrepareForCreate(context.Context, runtime.Object) {}
 // PrepareForUpdate keeps the event as sent (reporters update count and lastTimestamp).
 func (Strategy) PrepareForUpdate(context.Context, runtime.Object, runtime.Object) {}
 
-// Validate checks metadata and that involvedObject's namespace matches the event's.
+// Validate checks metadata and kube's rules for events written through core/v1 (see
+// ValidateEventCreate).
 func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
 	ev := obj.(*corev1.Event)
 	allErrs := apivalidation.ValidateObjectMeta(&ev.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
-	if ns := ev.InvolvedObject.Namespace; ns != "" && ns != ev.Namespace {
-		allErrs = append(allErrs, field.Invalid(field.NewPath("involvedObject", "namespace"), ns, "does not match event.namespace"))
-	}
-	return allErrs
+	return append(allErrs, ValidateEventCreate(ev, corev1.SchemeGroupVersion)...)
 }
 
-// ValidateUpdate checks an update like a create, plus the metadata update rules.
-func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	allErrs := s.Validate(ctx, obj)
-	return append(allErrs, apivalidation.ValidateObjectMetaUpdate(&obj.(*corev1.Event).ObjectMeta, &old.(*corev1.Event).ObjectMeta, field.NewPath("metadata"))...)
+// ValidateUpdate checks an update as kube does through core/v1 (see ValidateEventUpdate),
+// plus the metadata update rules.
+func (Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	ev, oldEv := obj.(*corev1.Event), old.(*corev1.Event)
+	allErrs := apivalidation.ValidateObjectMeta(&ev.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	allErrs = append(allErrs, ValidateEventUpdate(ev, oldEv, corev1.SchemeGroupVersion)...)
+	return append(allErrs, apivalidation.ValidateObjectMetaUpdate(&ev.ObjectMeta, &oldEv.ObjectMeta, field.NewPath("metadata"))...)
 }
 
 // GetAttrs returns labels and the selectable fields of kube's EventToSelectableFields

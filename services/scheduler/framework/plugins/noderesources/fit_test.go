@@ -33,6 +33,13 @@ func pod(containers []v1.Container, initContainers ...v1.Container) *v1.Pod {
 	return p
 }
 
+// withOverhead sets p's spec.overhead, as the RuntimeClass admission plugin does; ""
+// leaves a resource out.
+func withOverhead(p *v1.Pod, cpu, memory string) *v1.Pod {
+	p.Spec.Overhead = container(cpu, memory).Resources.Requests
+	return p
+}
+
 func nodeInfo(cpu, memory string, pods int64, existing ...*v1.Pod) *framework.NodeInfo {
 	ni := framework.NewNodeInfo(existing...)
 	ni.SetNode(&v1.Node{
@@ -95,6 +102,23 @@ func TestFitFilter(t *testing.T) {
 			pod:         pod([]v1.Container{container("1600m", "")}, sidecar),
 			node:        nodeInfo("2", "2Gi", 10),
 			wantReasons: []string{"Insufficient cpu"},
+		},
+		{
+			name:        "a pod's overhead (its RuntimeClass's) is added to its requests",
+			pod:         withOverhead(pod([]v1.Container{container("1800m", "")}), "300m", ""),
+			node:        nodeInfo("2", "2Gi", 10),
+			wantReasons: []string{"Insufficient cpu"},
+		},
+		{
+			name:        "the overhead of the pods on the node is in use",
+			pod:         pod([]v1.Container{container("", "600Mi")}),
+			node:        nodeInfo("2", "2Gi", 10, withOverhead(pod([]v1.Container{container("", "1Gi")}), "", "500Mi")),
+			wantReasons: []string{"Insufficient memory"},
+		},
+		{
+			name: "without the overhead the same pod fits",
+			pod:  pod([]v1.Container{container("1800m", "")}),
+			node: nodeInfo("2", "2Gi", 10),
 		},
 		{
 			name:        "a full node is Too many pods",
