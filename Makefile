@@ -168,3 +168,28 @@ test-compose: images offline-images
 ##              table of docs/reliability.md. FAULTS_PODS (90 a row) sets the size.
 test-faults: images offline-images
 	cd tests && SKIFF_FAULTS_TEST=1 COMPOSE="$(COMPOSE)" $(GO) test -count=1 -timeout 40m -v ./faults/
+
+# ---- Kubernetes' conformance suite (docs/conformance.md) ----
+K8S_VERSION     ?= v1.32.4
+CONFORMANCE_DIR ?= $(HOME)/.cache/skiff-conformance
+CONFORMANCE_ENV := CONFORMANCE_DIR=$(CONFORMANCE_DIR) K8S_VERSION=$(K8S_VERSION) GO="$(GO)"
+
+.PHONY: conformance-build test-conformance test-conformance-ci
+
+## conformance-build: e2e.test and ginkgo of K8S_VERSION from the Go module proxy, and the
+##                    test images it runs, built offline, into CONFORMANCE_DIR (kept once built)
+conformance-build:
+	$(CONFORMANCE_ENV) scripts/conformance/build.sh
+	$(CONFORMANCE_ENV) scripts/conformance/images.sh
+
+## test-conformance: the [Conformance] specs of K8S_VERSION's e2e suite against a two-node
+##                   skiff on containerd (as root, after scripts/install-containerd.sh);
+##                   regenerates docs/conformance.md. FOCUS, SKIP and PROCS narrow or widen it
+test-conformance: build coredns conformance-build
+	$(CONFORMANCE_ENV) scripts/conformance/run.sh
+
+## test-conformance-ci: the slice CI runs: the specs tests/conformance/ci-focus.txt names,
+##                      each of which must pass; docs/conformance.md is left as it is
+test-conformance-ci: build coredns conformance-build
+	$(CONFORMANCE_ENV) FOCUS_FILE=tests/conformance/ci-focus.txt EXPECT=tests/conformance/ci-focus.txt \
+		REPORT= scripts/conformance/run.sh

@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -191,7 +192,13 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	apiURL := "https://" + l.Addr().String()
 	// The PKI is made once and kept: restarts reuse the CA and every identity.
 	pkiDir := filepath.Join(dataDir, "pki")
-	if _, err := pki.Init(pki.InitOptions{Dir: pkiDir, APIServerURL: apiURL, APIServerHosts: []string{cfg.BindAddress}, TokenTTL: pki.DefaultBootstrapTokenTTL}); err != nil {
+	// Its serving certificates also name the address every listener binds, which a
+	// kubelet on another host dials (not 0.0.0.0: nobody dials that).
+	var hosts []string
+	if ip, err := netip.ParseAddr(cfg.BindAddress); err != nil || !ip.IsUnspecified() {
+		hosts = []string{cfg.BindAddress}
+	}
+	if _, err := pki.Init(pki.InitOptions{Dir: pkiDir, APIServerURL: apiURL, Hosts: hosts, TokenTTL: pki.DefaultBootstrapTokenTTL}); err != nil {
 		return nil, nil, err
 	}
 	ca, err := pki.LoadCA(pkiDir)
@@ -228,6 +235,13 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		apiConfig.EtcdCompactionInterval = max(cfg.EtcdCompactionInterval, 0)
 	}
 	apiConfig.NATSTLS = obs.natsTLS(apiConfig.NATSTLS)
+	// The kubernetes Service points at the address the apiserver binds, as
+	// kube-apiserver's --advertise-address defaults to its --bind-address; an
+	// unspecified or loopback one (which Endpoints may not hold) leaves the choice to
+	// the apiserver: the default-route address.
+	if ip := net.ParseIP(cfg.BindAddress); ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
+		apiConfig.AdvertiseAddress = ip
+	}
 	// exec, attach, port-forward and logs: apiserver → exec-proxy → kubelet.
 	streams, err := listenExecProxy(pkiDir, ca, cfg.BindAddress, cfg.ExecProxyPort)
 	if err != nil {

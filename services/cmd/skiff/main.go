@@ -31,6 +31,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "kube-dns" {
 		os.Exit(kubeDNSMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "containerd" {
+		os.Exit(containerdMain(os.Args[2:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "token" {
 		os.Exit(tokenMain(os.Args[2:], os.Stdout, os.Stderr))
 	}

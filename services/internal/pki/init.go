@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -159,6 +160,11 @@ type InitOptions struct {
 	APIServerURL string
 	// APIServerHosts are extra SANs (DNS names or IPs) for the apiserver certificate.
 	APIServerHosts []string
+	// Hosts are extra SANs (DNS names or IPs) for every serving certificate of the
+	// control plane's host: the apiserver's, exec-proxy's, NATS's and etcd's (the
+	// all-in-one's --bind-address, which a kubelet on another host dials). A certificate
+	// that exists is kept as it is: a new address needs a new directory.
+	Hosts []string
 	// TokenTTL is the lifetime of a bootstrap token Init makes (when the directory has
 	// none that is still valid); 0 means it never expires. DefaultBootstrapTokenTTL is
 	// kubeadm's 24 h.
@@ -203,7 +209,18 @@ func Init(opts InitOptions) (written []string, err error) {
 	}
 	ca := cas[ClusterCA]
 
-	apiHosts := append(append([]string{}, DefaultAPIServerHosts...), opts.APIServerHosts...)
+	hosts := func(defaults []string, extra ...[]string) []string {
+		all := append([]string{}, defaults...)
+		for _, e := range append(extra, opts.Hosts) {
+			for _, h := range e {
+				if !slices.Contains(all, h) {
+					all = append(all, h)
+				}
+			}
+		}
+		return all
+	}
+	apiHosts := hosts(DefaultAPIServerHosts, opts.APIServerHosts)
 	if u, _ := url.Parse(opts.APIServerURL); u.Hostname() != "" {
 		apiHosts = append(apiHosts, u.Hostname())
 	}
@@ -216,7 +233,7 @@ func Init(opts InitOptions) (written []string, err error) {
 	// etcd's serving and peer certificates are also its clients' (a member dials its
 	// peers, and etcd's gRPC gateway dials etcd itself), as kubeadm issues them.
 	etcdMember := func(cn string) func(*CA) (KeyPair, error) {
-		return func(ca *CA) (KeyPair, error) { return ca.IssueServingAndClient(cn, DefaultEtcdHosts, 0) }
+		return func(ca *CA) (KeyPair, error) { return ca.IssueServingAndClient(cn, hosts(DefaultEtcdHosts), 0) }
 	}
 	pairs := []struct {
 		name   string
@@ -224,8 +241,8 @@ func Init(opts InitOptions) (written []string, err error) {
 		issue  func(*CA) (KeyPair, error)
 	}{
 		{APIServerName, ClusterCA, serving("skiff-apiserver", apiHosts)},
-		{ExecProxyServingName, ClusterCA, serving("skiff-exec-proxy", DefaultExecProxyHosts)},
-		{NATSServerName, ClusterCA, serving("skiff-nats", DefaultNATSHosts)},
+		{ExecProxyServingName, ClusterCA, serving("skiff-exec-proxy", hosts(DefaultExecProxyHosts))},
+		{NATSServerName, ClusterCA, serving("skiff-nats", hosts(DefaultNATSHosts))},
 		{APIServerNATSClient.Name, ClusterCA, client(APIServerNATSClient)},
 		{EtcdServerName, EtcdCA, etcdMember("skiff-etcd")},
 		{EtcdPeerName, EtcdCA, etcdMember("skiff-etcd-peer")},

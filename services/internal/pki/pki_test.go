@@ -15,7 +15,7 @@ import (
 
 func TestInitIsIdempotentAndIssuesIdentities(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pki")
-	written, err := Init(InitOptions{Dir: dir, APIServerHosts: []string{"skiff.example", "10.1.2.3"}})
+	written, err := Init(InitOptions{Dir: dir, APIServerHosts: []string{"skiff.example", "10.1.2.3"}, Hosts: []string{"10.9.8.7"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestInitIsIdempotentAndIssuesIdentities(t *testing.T) {
 		return cert
 	}
 	api := verify(APIServerName, ClusterCA, x509.ExtKeyUsageServerAuth)
-	for _, host := range []string{"localhost", "apiserver", "skiff.example", "127.0.0.1", "10.1.2.3"} {
+	for _, host := range []string{"localhost", "apiserver", "skiff.example", "127.0.0.1", "10.1.2.3", "10.9.8.7"} {
 		if err := api.VerifyHostname(host); err != nil {
 			t.Errorf("apiserver certificate: %v", err)
 		}
@@ -77,8 +77,16 @@ func TestInitIsIdempotentAndIssuesIdentities(t *testing.T) {
 		a    Authority
 		host string
 	}{{EtcdServerName, EtcdCA, "etcd"}, {EtcdPeerName, EtcdCA, "etcd"}, {NATSServerName, ClusterCA, "nats"}, {ExecProxyServingName, ClusterCA, "exec-proxy"}} {
-		if err := verify(s.name, s.a, x509.ExtKeyUsageServerAuth).VerifyHostname(s.host); err != nil {
-			t.Errorf("%s: %v", s.name, err)
+		cert := verify(s.name, s.a, x509.ExtKeyUsageServerAuth)
+		// Hosts name the control plane's host in every serving certificate; the
+		// apiserver's own names stay the apiserver's.
+		for _, host := range []string{s.host, "10.9.8.7"} {
+			if err := cert.VerifyHostname(host); err != nil {
+				t.Errorf("%s: %v", s.name, err)
+			}
+		}
+		if err := cert.VerifyHostname("10.1.2.3"); err == nil {
+			t.Errorf("%s is valid for the apiserver's extra host 10.1.2.3", s.name)
 		}
 	}
 	for _, c := range []struct {

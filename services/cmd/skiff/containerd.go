@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"skiff.dev/services/cri/containerd"
+)
+
+// containerdMain runs `skiff containerd`: a private containerd for a kubelet that runs
+// apart from the all-in-one (a second node on the same host), as the all-in-one starts
+// its own with --runtime containerd: its config, socket, state and CNI configuration
+// under --dir, pods on the Linux bridge --bridge with the pod CIDR the kubelet gives
+// through CRI. It prints the CRI endpoint ("endpoint: unix://<dir>/containerd.sock"),
+// then runs until SIGINT or SIGTERM, when it removes every pod sandbox, stops
+// containerd and its shims and deletes the bridge. Needs root, containerd, runc and
+// the CNI plugins (scripts/install-containerd.sh).
+func containerdMain(args []string) int {
+	fs := flag.NewFlagSet("skiff containerd", flag.ContinueOnError)
+	var cfg containerd.Config
+	fs.StringVar(&cfg.Dir, "dir", "", "directory of the containerd's config, socket, state and CNI configuration (required)")
+	fs.StringVar(&cfg.Bridge, "bridge", containerd.DefaultBridge, "Linux bridge the pods attach to; each containerd on a host needs its own")
+	fs.StringVar(&cfg.SandboxImage, "pod-infra-container-image", containerd.DefaultSandboxImage, "pod sandbox (pause) image, present in the k8s.io namespace")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if cfg.Dir == "" {
+		fmt.Fprintln(os.Stderr, "usage: skiff containerd --dir DIR [--bridge skiff0] [--pod-infra-container-image IMAGE]")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg.Logger = slog.Default().With("component", "containerd")
+	d, err := containerd.Start(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "skiff containerd: %v\n", err)
+		return 1
+	}
+	fmt.Printf("endpoint: %s\n", d.Endpoint())
+	<-ctx.Done()
+	d.Stop()
+	return 0
+}
