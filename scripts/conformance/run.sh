@@ -13,7 +13,9 @@
 #   FOCUS_FILE       instead of FOCUS: a file of whole spec names, one per line (# comments)
 #   SKIP             regular expression of specs not to run (default none)
 #   PROCS            parallel ginkgo processes of the first pass (default 8)
-#   TIMEOUT          ginkgo's limit for each pass (default 3h)
+#   TIMEOUT          ginkgo's limit for the parallel pass (default 3h); specs still
+#                    running then are reported as interrupted, those not started as skipped
+#   SERIAL_TIMEOUT   the same for the [Serial] pass (default TIMEOUT)
 #   RESULTS          JUnit reports and ginkgo's output (default $CONFORMANCE_DIR/results)
 #   REPORT           the markdown report to write ("" = none; default docs/conformance.md)
 #   EXPECT           a file of spec names that must pass (FOCUS_FILE's format): the run
@@ -28,6 +30,7 @@ results=${RESULTS:-$dir/results}
 report=${REPORT-$root/docs/conformance.md}
 procs=${PROCS:-8}
 timeout=${TIMEOUT:-3h}
+serial_timeout=${SERIAL_TIMEOUT:-$timeout}
 skip=${SKIP:-}
 go=${GO:-go}
 
@@ -59,21 +62,21 @@ kubeconfig=$CLUSTER_DIR/admin.kubeconfig
 
 rm -rf "$results"
 mkdir -p "$results"
-# pass NAME PROCS LABEL-FILTER: one ginkgo run of e2e.test; its JUnit report is
+# pass NAME PROCS TIMEOUT LABEL-FILTER: one ginkgo run of e2e.test; its JUnit report is
 # $results/junit_NAME.xml, its console output $results/NAME.log. The suite's failures
 # are the report's business, not this script's: a failing spec does not stop it.
 pass() {
-	local name=$1 n=$2 labels=$3 start=$SECONDS rc=0
+	local name=$1 n=$2 limit=$3 labels=$4 start=$SECONDS rc=0
 	echo "run.sh: $name pass: $n process(es), label filter '$labels' (console: $results/$name.log)"
-	(cd "$results" && "$dir/ginkgo" --procs="$n" --timeout="$timeout" --no-color -v \
+	(cd "$results" && "$dir/ginkgo" --procs="$n" --timeout="$limit" --no-color -v \
 		--focus="$focus" ${skip:+--skip="$skip"} --label-filter="$labels" \
 		--output-dir="$results" --junit-report="junit_$name.xml" \
 		"$dir/e2e.test" -- --kubeconfig="$kubeconfig" --provider=skeleton \
 		--disable-log-dump) >"$results/$name.log" 2>&1 || rc=$?
 	echo "run.sh: $name pass ended (exit $rc) after $(((SECONDS - start) / 60)) min: $(grep -E '^(Ran|PASS|FAIL)' "$results/$name.log" | paste -sd' ')"
 }
-pass parallel "$procs" '!Serial && !Disruptive'
-pass serial 1 'Serial && !Disruptive'
+pass parallel "$procs" "$timeout" '!Serial && !Disruptive'
+pass serial 1 "$serial_timeout" 'Serial && !Disruptive'
 
 args=(-total 411 -k8s-version "$version" -commit "$(git -C "$root" rev-parse --short HEAD)"
 	-reasons "$root/scripts/conformance/reasons.tsv")
