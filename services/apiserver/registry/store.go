@@ -392,6 +392,21 @@ func (e *Store) shouldDeleteDuringUpdate(obj runtime.Object) bool {
 		(m.GetDeletionGracePeriodSeconds() == nil || *m.GetDeletionGracePeriodSeconds() == 0)
 }
 
+// KeepServerManagedMetadata gives obj the metadata a client cannot change from old:
+// uid, creationTimestamp, deletionTimestamp, deletionGracePeriodSeconds and
+// generation (the strategy moves generation on), and clears selfLink. An update
+// that sends other values (a patch built from an empty object carries
+// "creationTimestamp": null) is not refused for them: they are ignored, as kube's
+// rest.BeforeUpdate does.
+func KeepServerManagedMetadata(obj, old metav1.Object) {
+	obj.SetUID(old.GetUID())
+	obj.SetCreationTimestamp(old.GetCreationTimestamp())
+	obj.SetDeletionTimestamp(old.GetDeletionTimestamp())
+	obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
+	obj.SetGeneration(old.GetGeneration())
+	obj.SetSelfLink("")
+}
+
 // beforeUpdate checks identity, keeps server-managed metadata and runs the strategy.
 func (e *Store) beforeUpdate(ctx context.Context, namespace, name string, obj, old runtime.Object) error {
 	objMeta, err := meta.Accessor(obj)
@@ -416,13 +431,7 @@ func (e *Store) beforeUpdate(ctx context.Context, namespace, name string, obj, o
 	if uid := objMeta.GetUID(); uid != "" && uid != oldMeta.GetUID() {
 		return apierrors.NewConflict(e.Resource, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, oldMeta.GetUID()))
 	}
-	// Server-managed fields a client cannot change (rest.FillObjectMetaSystemFields).
-	objMeta.SetUID(oldMeta.GetUID())
-	objMeta.SetCreationTimestamp(oldMeta.GetCreationTimestamp())
-	objMeta.SetDeletionTimestamp(oldMeta.GetDeletionTimestamp())
-	objMeta.SetDeletionGracePeriodSeconds(oldMeta.GetDeletionGracePeriodSeconds())
-	objMeta.SetGeneration(oldMeta.GetGeneration())
-	objMeta.SetSelfLink("")
+	KeepServerManagedMetadata(objMeta, oldMeta)
 
 	e.Strategy.PrepareForUpdate(ctx, obj, old)
 	if errs := e.Strategy.ValidateUpdate(ctx, obj, old); len(errs) > 0 {

@@ -144,6 +144,12 @@ func (r *REST) Update(ctx context.Context, namespace, name string, objInfo rest.
 		if svc.Namespace == "" {
 			svc.Namespace = namespace
 		}
+		// Validated here, before the store's own checks: what the store keeps from
+		// the old object must not fail validation first.
+		if svc.UID != "" && svc.UID != oldSvc.UID {
+			return nil, apierrors.NewConflict(corev1.Resource("services"), name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", svc.UID, oldSvc.UID))
+		}
+		registry.KeepServerManagedMetadata(svc, oldSvc)
 		r.Strategy.PrepareForUpdate(ctx, svc, oldSvc)
 		if errs := r.Strategy.ValidateUpdate(ctx, svc, oldSvc); len(errs) > 0 {
 			return nil, apierrors.NewInvalid(serviceKind, name, errs)

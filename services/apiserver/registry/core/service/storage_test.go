@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -93,6 +94,24 @@ func TestServices(t *testing.T) {
 		}
 		if ip := net.ParseIP(svc.Spec.ClusterIP); ip == nil || !strings.HasPrefix(svc.Spec.ClusterIP, "10.") || svc.Spec.ClusterIPs[0] != svc.Spec.ClusterIP {
 			t.Fatalf("clusterIP %q clusterIPs %v", svc.Spec.ClusterIP, svc.Spec.ClusterIPs)
+		}
+	})
+
+	t.Run("a patch built from an empty Service (creationTimestamp: null) changes only what it sets", func(t *testing.T) {
+		created, err := svcs.Create(ctx, clusterIPService("patched", ""), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the conformance suite's service status lifecycle test sends: json.Marshal of a
+		// Service holding only labels.
+		patch := []byte(`{"metadata":{"labels":{"test-service":"patched"},"creationTimestamp":null},"spec":{},"status":{"loadBalancer":{}}}`)
+		svc, err := svcs.Patch(ctx, "patched", types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if svc.Labels["test-service"] != "patched" || !svc.CreationTimestamp.Equal(&created.CreationTimestamp) || svc.Spec.ClusterIP != created.Spec.ClusterIP {
+			t.Fatalf("patched Service: labels %v, creationTimestamp %v (was %v), clusterIP %s (was %s)",
+				svc.Labels, svc.CreationTimestamp, created.CreationTimestamp, svc.Spec.ClusterIP, created.Spec.ClusterIP)
 		}
 	})
 
