@@ -47,7 +47,8 @@ func (kl *Kubelet) GenerateRunContainerOptions(ctx context.Context, pod *v1.Pod,
 	if ok {
 		mounts = append(mounts, hosts)
 	}
-	return &container.RunContainerOptions{Envs: envs, Mounts: mounts}, nil
+	return &container.RunContainerOptions{Envs: envs, Mounts: mounts,
+		PodContainerDir: filepath.Join(kl.rootDir, "pods", string(pod.UID), "containers", c.Name)}, nil
 }
 
 // GetPodCgroupParent returns the pod's cgroup in kube's QoS hierarchy, named

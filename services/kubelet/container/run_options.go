@@ -11,6 +11,10 @@ type RunContainerOptions struct {
 	Envs []EnvVar
 	// Mounts are the container's volume mounts, in volumeMounts order.
 	Mounts []Mount
+	// PodContainerDir is the kubelet's directory for this container of the pod
+	// (<root-dir>/pods/<uid>/containers/<name>), where its termination message
+	// files go; "" for none.
+	PodContainerDir string
 }
 
 // EnvVar is one resolved environment variable.

@@ -118,8 +118,9 @@ func calcRestartCountByLogDir(dir string) int {
 // restartCount: the environment and mounts the RuntimeHelper resolves,
 // command and args with $(VAR) expanded from that environment, and the
 // cgroup resources and oom_score_adj of the container's requests, limits
-// and QoS class. Mirrors kuberuntime's generateContainerConfig (without
-// devices and security contexts beyond namespaces).
+// and QoS class, the security context (containerSecurityContext; a container
+// whose runAsNonRoot its user breaks is refused), and the termination message
+// file. Mirrors kuberuntime's generateContainerConfig (without devices).
 func (m *Manager) generateContainerConfig(ctx context.Context, c *v1.Container, pod *v1.Pod, restartCount int, imageRef string, podIPs []string) (*runtimeapi.ContainerConfig, error) {
 	opts, err := m.runtimeHelper.GenerateRunContainerOptions(ctx, pod, c, podIPs)
 	if err != nil {
@@ -137,6 +138,22 @@ func (m *Manager) generateContainerConfig(ctx context.Context, c *v1.Container, 
 	}
 	mounts, err := makeMounts(opts.Mounts, isPrivileged(c))
 	if err != nil {
+		return nil, err
+	}
+	if tm, err := terminationMessageMount(c, opts.PodContainerDir); err != nil {
+		return nil, err
+	} else if tm != nil {
+		mounts = append(mounts, tm)
+	}
+	if sc := effectiveSecurityContext(pod, c); sc.RunAsNonRoot != nil && *sc.RunAsNonRoot && sc.RunAsUser == nil {
+		uid, user, err := m.imageUser(ctx, imageRef)
+		if err != nil {
+			return nil, err
+		}
+		if err := verifyRunAsNonRoot(pod, c, uid, user); err != nil {
+			return nil, err
+		}
+	} else if err := verifyRunAsNonRoot(pod, c, nil, ""); err != nil {
 		return nil, err
 	}
 	mapping := expansion.MappingFuncFor(envMap)
@@ -166,9 +183,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, c *v1.Container, 
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
 			Resources: resources,
-			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
-				NamespaceOptions: namespacesForPod(pod),
-			},
+			SecurityContext: containerSecurityContext(pod, c),
 		},
 	}, nil
 }

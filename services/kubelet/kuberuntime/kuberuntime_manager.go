@@ -361,7 +361,17 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		if resp.GetStatus() == nil {
 			return nil, fmt.Errorf("CRI ContainerStatus %s: no status", c.GetId())
 		}
-		status.ContainerStatuses = append(status.ContainerStatuses, toKubeContainerStatus(resp.GetStatus(), runtimeName))
+		cs := toKubeContainerStatus(resp.GetStatus(), runtimeName)
+		if resp.GetStatus().GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
+			// The runtime's message, then what the container wrote for its end.
+			if msg := terminationMessage(resp.GetStatus()); msg != "" {
+				if cs.Message != "" {
+					cs.Message += ": "
+				}
+				cs.Message += msg
+			}
+		}
+		status.ContainerStatuses = append(status.ContainerStatuses, cs)
 	}
 	slices.SortStableFunc(status.ContainerStatuses, func(a, b *container.Status) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	return status, nil

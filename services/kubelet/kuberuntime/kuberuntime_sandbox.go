@@ -51,10 +51,9 @@ func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) (*runtim
 		Labels:       newPodLabels(pod),
 		Annotations:  newPodAnnotations(pod),
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
-			CgroupParent: m.runtimeHelper.GetPodCgroupParent(pod),
-			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-				NamespaceOptions: namespacesForPod(pod),
-			},
+			CgroupParent:    m.runtimeHelper.GetPodCgroupParent(pod),
+			SecurityContext: sandboxSecurityContext(pod),
+			Sysctls:         sandboxSysctls(pod),
 		},
 	}
 	if m.podDNS != nil {
