@@ -701,11 +701,27 @@ func podNames(pods []*v1.Pod) []string {
 	return names
 }
 
-// getPodsToSync returns the desired pods whose workers asked for a resync.
+// getPodsToSync returns the desired pods whose workers asked for a resync, and
+// those past their activeDeadlineSeconds and not yet terminal, so that the
+// deadline fails them within a second (kube's activeDeadlineHandler.ShouldSync).
 func (kl *Kubelet) getPodsToSync() []*v1.Pod {
 	var pods []*v1.Pod
+	queued := map[types.UID]bool{}
 	for _, uid := range kl.workQueue.GetWork() {
 		if pod, ok := kl.podManager.GetPodByUID(uid); ok {
+			pods = append(pods, pod)
+			queued[uid] = true
+		}
+	}
+	now := time.Now()
+	for _, pod := range kl.podManager.GetPods() {
+		if queued[pod.UID] || pod.Spec.ActiveDeadlineSeconds == nil {
+			continue
+		}
+		if s, ok := kl.statusManager.GetPodStatus(pod.UID); ok && (s.Phase == v1.PodFailed || s.Phase == v1.PodSucceeded) {
+			continue
+		}
+		if pastActiveDeadline(pod, kl.podStartTime(pod), now) {
 			pods = append(pods, pod)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -147,7 +148,15 @@ func (kl *Kubelet) generateAPIPodStatus(pod *v1.Pod, podStatus *container.PodSta
 			s.Phase = pod.Status.Phase
 		}
 	}
-	if s.Phase == oldPodStatus.Phase {
+	deadlineExceeded := false
+	if s.Phase != v1.PodFailed && s.Phase != v1.PodSucceeded && pastActiveDeadline(pod, kl.podStartTime(pod), time.Now()) {
+		// Failed for its activeDeadlineSeconds: the pod workers stop its containers.
+		s.Phase, s.Reason, s.Message = v1.PodFailed, reasonDeadlineExceeded, messageDeadlineExceeded
+		deadlineExceeded = oldPodStatus.Phase != v1.PodFailed
+	}
+	if deadlineExceeded {
+		kl.recorder.Eventf(pod, v1.EventTypeNormal, reasonDeadlineExceeded, messageDeadlineExceeded)
+	} else if s.Phase == oldPodStatus.Phase {
 		s.Reason, s.Message = oldPodStatus.Reason, oldPodStatus.Message
 		if s.Reason == "" {
 			s.Reason = pod.Status.Reason
