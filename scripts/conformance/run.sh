@@ -79,7 +79,12 @@ pass parallel "$procs" "$timeout" '!Serial && !Disruptive'
 pass serial 1 "$serial_timeout" 'Serial && !Disruptive'
 
 args=(-total 411 -k8s-version "$version" -commit "$(git -C "$root" rev-parse --short HEAD)"
-	-reasons "$root/scripts/conformance/reasons.tsv")
+	-reasons "$root/scripts/conformance/reasons.tsv" -header "$results/header.md")
+{
+	cat "$root/scripts/conformance/header.md"
+	echo
+	echo "This run: \`make test-conformance\` with PROCS=$procs parallel processes, limits of $timeout (parallel pass) and $serial_timeout ([Serial] pass)${FOCUS_FILE:+, the specs $FOCUS_FILE names}${FOCUS:+, FOCUS='$FOCUS'}${SKIP:+, SKIP='$SKIP'}, on $(nproc) CPU cores."
+} >"$results/header.md"
 [ -z "${EXPECT:-}" ] || args+=(-expect "$EXPECT")
 if [ -n "$report" ]; then
 	args+=(-out "$report")

@@ -182,7 +182,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, c *v1.Container, 
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources: resources,
+			Resources:       resources,
 			SecurityContext: containerSecurityContext(pod, c),
 		},
 	}, nil
