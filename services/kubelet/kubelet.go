@@ -33,7 +33,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -223,6 +226,12 @@ type Kubelet struct {
 	logger                    *slog.Logger
 	recorder                  record.EventRecorder
 	tracer                    trace.Tracer
+
+	// services feeds the service links of pods' environments (serviceLister, with
+	// serviceHasSynced); started by run.
+	services         informers.SharedInformerFactory
+	serviceLister    corelisters.ServiceLister
+	serviceHasSynced cache.InformerSynced
 
 	conn                grpc.ClientConnInterface // closed by run when an io.Closer
 	containerRuntime    *kuberuntime.Manager
@@ -437,6 +446,10 @@ func New(cfg Config) (*Kubelet, error) {
 	})
 	kl.podWorkers = podworkers.New(kl, kl.podCache, kl.pleg, kl.workQueue, cfg.SyncFrequency, backOffPeriod, logger)
 	kl.podConfig = config.NewPodConfig(cfg.Client, cfg.NodeName, logger)
+	// Every Service, for pods' service links, as kube's kubelet watches them.
+	kl.services = informers.NewSharedInformerFactory(cfg.Client, 0)
+	kl.serviceLister = kl.services.Core().V1().Services().Lister()
+	kl.serviceHasSynced = kl.services.Core().V1().Services().Informer().HasSynced
 	if cfg.PodManifestPath != "" {
 		kl.podConfig.AddFileSource(cfg.PodManifestPath, cfg.FileCheckFrequency)
 	}
@@ -531,6 +544,8 @@ func (kl *Kubelet) run(ctx context.Context) error {
 	start(kl.updateRuntimeUpLoop)
 	start(kl.pleg.Run)
 	start(kl.podConfig.Run)
+	kl.services.Start(ctx.Done())
+	defer kl.services.Shutdown()
 	start(kl.containerLogManager.Run)
 
 	start(kl.volumeManager.Run)

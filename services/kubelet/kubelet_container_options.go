@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,12 +13,16 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 
 	"skiff.dev/services/kubelet/cm"
 	"skiff.dev/services/kubelet/container"
+	"skiff.dev/services/kubelet/envvars"
 	"skiff.dev/services/kubelet/expansion"
 	"skiff.dev/services/kubelet/fieldpath"
+	kubetypes "skiff.dev/services/kubelet/types"
 	"skiff.dev/services/kubelet/volumemanager"
 )
 
@@ -68,7 +73,8 @@ func (kl *Kubelet) GetPodCgroupParent(pod *v1.Pod) string {
 // ConfigMap or Secret. A missing object or key is an error in kube's words
 // (`couldn't find key K in ConfigMap ns/name`, `configmaps "name" not
 // found`) unless the reference is optional, which drops the variable.
-// Mirrors Kubelet.makeEnvironmentVariables (without service links).
+// Last come the service links (serviceEnvVars) the container does not define; a
+// $(VAR) reference may name them. Mirrors Kubelet.makeEnvironmentVariables.
 func (kl *Kubelet) makeEnvironmentVariables(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) ([]container.EnvVar, error) {
 	var (
 		configMaps = map[string]*v1.ConfigMap{}
@@ -146,7 +152,11 @@ func (kl *Kubelet) makeEnvironmentVariables(ctx context.Context, pod *v1.Pod, c 
 		}
 	}
 
-	mapping := expansion.MappingFuncFor(env.values)
+	serviceEnv, err := kl.serviceEnvVars(pod)
+	if err != nil {
+		return nil, err
+	}
+	mapping := expansion.MappingFuncFor(env.values, serviceEnv)
 	var defaultedPod *v1.Pod
 	for _, e := range c.Env {
 		value := e.Value
@@ -212,7 +222,60 @@ func (kl *Kubelet) makeEnvironmentVariables(ctx context.Context, pod *v1.Pod, c 
 		}
 		env.set(e.Name, value)
 	}
+	// The service links the container does not define itself come last.
+	for _, k := range sortedKeys(serviceEnv) {
+		if _, defined := env.values[k]; !defined {
+			env.set(k, serviceEnv[k])
+		}
+	}
 	return env.list(), nil
+}
+
+// masterServices are the default namespace's Services every pod gets variables for,
+// whatever its enableServiceLinks (kube's masterServices).
+var masterServices = []string{"kubernetes"}
+
+// serviceEnvVars are the service links of pod's environment: the variables of the
+// kubernetes Service, and with enableServiceLinks (the default) of every Service in
+// the pod's namespace that has a cluster IP. Until the kubelet has read the Services
+// once, a pod from the API gets an error rather than an environment without them
+// (kube's "services have not yet been read at least once"). Mirrors
+// Kubelet.getServiceEnvVarMap.
+func (kl *Kubelet) serviceEnvVars(pod *v1.Pod) (map[string]string, error) {
+	out := map[string]string{}
+	if kl.serviceLister == nil {
+		return out, nil
+	}
+	if !kubetypes.IsStaticPod(pod) && kl.serviceHasSynced != nil && !kl.serviceHasSynced() {
+		return nil, fmt.Errorf("services have not yet been read at least once, cannot construct envvars")
+	}
+	services, err := kl.serviceLister.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("failed to list services when setting up env vars: %w", err)
+	}
+	links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks
+	byName := map[string]*v1.Service{}
+	for _, svc := range services {
+		if !envvars.IsServiceIPSet(svc) {
+			continue
+		}
+		switch {
+		case svc.Namespace == metav1.NamespaceDefault && slices.Contains(masterServices, svc.Name):
+			if _, seen := byName[svc.Name]; !seen {
+				byName[svc.Name] = svc
+			}
+		case svc.Namespace == pod.Namespace && links:
+			byName[svc.Name] = svc
+		}
+	}
+	mapped := make([]*v1.Service, 0, len(byName))
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		mapped = append(mapped, byName[name])
+	}
+	for _, e := range envvars.FromServices(mapped) {
+		out[e.Name] = e.Value
+	}
+	return out, nil
 }
 
 // podFieldSelectorRuntimeValue answers an env fieldRef: the fields only the
