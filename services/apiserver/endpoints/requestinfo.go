@@ -22,7 +22,8 @@ type RequestInfo struct {
 // parseResourcePath splits the path after /api/v1 or /apis/<group>/<version> into a
 // RequestInfo. A leading "namespaces/<ns>/<resource>" names a namespaced resource only
 // when <resource> is one gv serves namespaced; otherwise "namespaces" is the resource
-// itself (GET /api/v1/namespaces/default). Unknown shapes are 404 NotFound.
+// itself (GET /api/v1/namespaces/default). A proxy subresource takes the rest of the
+// path as the proxied one. Unknown shapes are 404 NotFound.
 func parseResourcePath(rest string, gv *APIGroupVersion) (RequestInfo, error) {
 	parts := strings.Split(strings.Trim(rest, "/"), "/")
 	if len(parts) == 1 && parts[0] == "" {
@@ -41,6 +42,11 @@ func parseResourcePath(rest string, gv *APIGroupVersion) (RequestInfo, error) {
 				info.Name, info.Subresource = parts[3], parts[4]
 				return info, nil
 			}
+			if parts[4] == "proxy" {
+				// .../pods/<name>/proxy/<path>: the path is the proxy's.
+				info.Name, info.Subresource = parts[3], parts[4]
+				return info, nil
+			}
 			return RequestInfo{}, notFoundPath(rest)
 		}
 	}
@@ -52,7 +58,11 @@ func parseResourcePath(rest string, gv *APIGroupVersion) (RequestInfo, error) {
 	case 3:
 		info.Name, info.Subresource = parts[1], parts[2]
 	default:
-		return RequestInfo{}, notFoundPath(rest)
+		if parts[2] != "proxy" {
+			return RequestInfo{}, notFoundPath(rest)
+		}
+		// .../nodes/<name>/proxy/<path>
+		info.Name, info.Subresource = parts[1], parts[2]
 	}
 	return info, nil
 }

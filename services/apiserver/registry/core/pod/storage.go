@@ -15,8 +15,9 @@ import (
 	"skiff.dev/services/apiserver/registry/rest"
 )
 
-// NewDescriptor serves pods with their status, binding, exec, attach, portforward and
-// log subresources; the streaming ones are proxied to ep (nil answers them 503).
+// NewDescriptor serves pods with their status, binding, exec, attach, portforward, log
+// and proxy subresources; the streaming ones are proxied to ep (nil answers them 503),
+// proxy to the pod itself.
 // Mirrors k8s.io/kubernetes/pkg/registry/core/pod/storage.PodStorage.
 func NewDescriptor(ep *ExecProxy) registry.Descriptor {
 	return registry.Descriptor{
@@ -38,6 +39,7 @@ func NewDescriptor(ep *ExecProxy) registry.Descriptor {
 				"attach":      {Kind: "PodAttachOptions", Storage: streams["attach"]},
 				"portforward": {Kind: "PodPortForwardOptions", Storage: streams["portforward"]},
 				"log":         {Kind: "Pod", Storage: streams["log"]},
+				"proxy":       {Kind: "Pod", Storage: &PodProxyREST{store: store}},
 			}, nil
 		},
 	}

@@ -55,7 +55,7 @@ func NewDescriptor(allocs Allocators) registry.Descriptor {
 		NewFunc:      func() runtime.Object { return &corev1.Service{} },
 		NewListFunc:  func() runtime.Object { return &corev1.ServiceList{} },
 		Strategy:     strategy,
-		REST: func(store *registry.Store, _ registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
+		REST: func(store *registry.Store, stores registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
 			if allocs.IPs == nil || allocs.NodePorts == nil {
 				return nil, nil, errors.New("services: service IP and node port allocators are required")
 			}
@@ -69,6 +69,7 @@ func NewDescriptor(allocs Allocators) registry.Descriptor {
 			}
 			return r, map[string]registry.Subresource{
 				"status": {Kind: "Service", Storage: store.WithStrategy(StatusStrategy{strategy})},
+				"proxy":  {Kind: "Service", Storage: &ProxyREST{services: store, stores: stores}},
 			}, nil
 		},
 	}
