@@ -71,9 +71,10 @@ func NewController(pods coreinformers.PodInformer, services coreinformers.Servic
 		DeleteFunc: c.enqueue,
 	})
 	_, _ = pods.Informer().AddEventHandler(servicepods.PodHandler(c.services, c.queue.Add))
-	// An Endpoints object changed or deleted by someone else is put back.
+	// An Endpoints object deleted by someone else is put back. Updates are not watched,
+	// as in kube: the Endpoints of a Service that does not exist (yet) are their
+	// writer's until a Service of that name comes and goes.
 	_, _ = endpoints.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, cur interface{}) { c.enqueue(cur) },
 		DeleteFunc: c.enqueue,
 	})
 	return c

@@ -41,11 +41,24 @@ type Strategy struct{}
 // NamespaceScoped is true.
 func (Strategy) NamespaceScoped() bool { return true }
 
-// PrepareForCreate changes nothing: Endpoints have no status.
-func (Strategy) PrepareForCreate(context.Context, runtime.Object) {}
+// PrepareForCreate fills the defaults: a port's protocol is TCP when unset (v1
+// SetDefaults_EndpointPort). Endpoints have no status.
+func (Strategy) PrepareForCreate(_ context.Context, obj runtime.Object) { setDefaults(obj.(*corev1.Endpoints)) }
 
-// PrepareForUpdate changes nothing.
-func (Strategy) PrepareForUpdate(context.Context, runtime.Object, runtime.Object) {}
+// PrepareForUpdate fills the same defaults.
+func (Strategy) PrepareForUpdate(_ context.Context, obj, _ runtime.Object) {
+	setDefaults(obj.(*corev1.Endpoints))
+}
+
+func setDefaults(ep *corev1.Endpoints) {
+	for i := range ep.Subsets {
+		for j := range ep.Subsets[i].Ports {
+			if ep.Subsets[i].Ports[j].Protocol == "" {
+				ep.Subsets[i].Ports[j].Protocol = corev1.ProtocolTCP
+			}
+		}
+	}
+}
 
 var supportedProtocols = sets.New(corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP)
 

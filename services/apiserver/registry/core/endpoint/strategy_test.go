@@ -60,3 +60,11 @@ func TestFormatEndpoints(t *testing.T) {
 		})
 	}
 }
+
+func TestPrepareDefaultsPortProtocol(t *testing.T) {
+	ep := &corev1.Endpoints{Subsets: []corev1.EndpointSubset{{Ports: []corev1.EndpointPort{{Port: 80}, {Port: 53, Protocol: corev1.ProtocolUDP}}}}}
+	Strategy{}.PrepareForCreate(context.Background(), ep)
+	if got := ep.Subsets[0].Ports; got[0].Protocol != corev1.ProtocolTCP || got[1].Protocol != corev1.ProtocolUDP {
+		t.Fatalf("protocols after defaulting: %v", got)
+	}
+}

@@ -1,12 +1,14 @@
 package pod
 
 import (
+	"fmt"
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"regexp"
 )
 
 var (
@@ -60,6 +62,9 @@ func validatePodSpec(spec *corev1.PodSpec, fldPath *field.Path) field.ErrorList 
 		for _, msg := range validation.IsDNS1123Subdomain(spec.NodeName) {
 			allErrs = append(allErrs, field.Invalid(fldPath.Child("nodeName"), spec.NodeName, msg))
 		}
+	}
+	if sc := spec.SecurityContext; sc != nil {
+		allErrs = append(allErrs, validateSysctls(sc.Sysctls, fldPath.Child("securityContext", "sysctls"))...)
 	}
 	for k, v := range spec.NodeSelector {
 		for _, msg := range validation.IsQualifiedName(k) {
@@ -148,4 +153,35 @@ func ValidatePodStatusUpdate(newPod, oldPod *corev1.Pod) field.ErrorList {
 
 func isTerminal(phase corev1.PodPhase) bool {
 	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
+}
+
+// sysctlNameRegexp is what a sysctl name looks like, with dots or slashes between its
+// segments (kube's SysctlContainSlashFmt); sysctlMaxLength its longest.
+var sysctlNameRegexp = regexp.MustCompile("^" + sysctlContainSlashFmt + "$")
+
+const (
+	sysctlSegmentFmt      = "[a-z0-9]([-_a-z0-9]*[a-z0-9])?"
+	sysctlContainSlashFmt = "(" + sysctlSegmentFmt + "[\\./])*" + sysctlSegmentFmt
+	sysctlMaxLength       = 253
+)
+
+// validateSysctls checks the pod's sysctls: each named, validly, and once. Whether a
+// node allows one is the kubelet's business. Mirrors validateSysctls.
+func validateSysctls(sysctls []corev1.Sysctl, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	names := sets.New[string]()
+	for i, s := range sysctls {
+		namePath := fldPath.Index(i).Child("name")
+		switch {
+		case s.Name == "":
+			allErrs = append(allErrs, field.Required(namePath, ""))
+		case len(s.Name) > sysctlMaxLength || !sysctlNameRegexp.MatchString(s.Name):
+			allErrs = append(allErrs, field.Invalid(namePath, s.Name,
+				fmt.Sprintf("must have at most %d characters and match regex %s", sysctlMaxLength, sysctlNameRegexp)))
+		case names.Has(s.Name):
+			allErrs = append(allErrs, field.Duplicate(namePath, s.Name))
+		}
+		names.Insert(s.Name)
+	}
+	return allErrs
 }
