@@ -60,6 +60,9 @@ MIRRORS=(
 # jessie-dnsutils's 1.5.0. Both build from the module proxy with today's Go.
 AGNHOST_COREDNS=1.6.2
 JESSIE_COREDNS=1.5.0
+# The Debian release whose busybox source package the busybox image's busybox is built
+# from: trixie's 1.37.0 is the nearest to upstream's 1.36.1 ($SUITE's is 1.35.0).
+BUSYBOX_SUITE=trixie
 
 # Image names: the suite's, for $version (checked against `e2e.test --list-images`).
 AGNHOST=registry.k8s.io/e2e-test-images/agnhost:2.53
@@ -255,15 +258,72 @@ build_agnhost() {
   differs: base is Debian $SUITE (variant essential: coreutils, dash as /bin/sh, ...) instead of Alpine 3.19 (busybox, musl); the tools upstream installs with apk are Debian's packages of the same programs (bind9's dig and nslookup as Alpine's bind-tools, netcat-openbsd, iproute2, iperf 2, curl, bash), and every other command Alpine's busybox provides (wget, ps, ping, ...) is a link to Debian's busybox"
 }
 
+# busybox_static: $work/busybox-static, a static busybox built from Debian
+# $BUSYBOX_SUITE's busybox source package (apt-get source through a temporary apt
+# configuration of deb-src lines, so the host's sources are untouched) as debian/rules
+# builds busybox-static's (debian/config/pkg/static, Debian's build flags), with Debian's
+# patches except two: revert-9c143ce52da11ec3d21a3491c3749841d3dc10f0.patch, which makes
+# ash drop environment variables whose names are not shell identifiers ("data-1=value-1")
+# instead of passing them to children as upstream's does (tests run `sh -c env` with such
+# names from envFrom), and temp-deb-installer-hack.patch, which only builds on that revert
+# (an option, off in the static flavour, to keep them for debian-installer). Stripped as
+# dh_strip does; checked to pass such a variable on. Kept if built.
+busybox_static() {
+	local bin=$work/busybox-static src=$work/busybox-src apt patch
+	local skip=(revert-9c143ce52da11ec3d21a3491c3749841d3dc10f0.patch temp-deb-installer-hack.patch)
+	[ -x "$bin" ] && return
+	need dpkg-source dpkg-dev
+	need bzip2 bzip2
+	echo "  busybox: Debian $BUSYBOX_SUITE's busybox source package (static flavour, without the revert of upstream 9c143ce5)"
+	rm -rf "$src"
+	mkdir -p "$src/apt/lists/partial" "$src/apt/cache/archives/partial"
+	printf 'deb-src %s\n' "http://deb.debian.org/debian $BUSYBOX_SUITE main" \
+		"http://deb.debian.org/debian $BUSYBOX_SUITE-updates main" \
+		"http://deb.debian.org/debian-security $BUSYBOX_SUITE-security main" >"$src/apt/sources.list"
+	apt=(-q -o Dir::Etc::SourceList="$src/apt/sources.list" -o Dir::Etc::SourceParts=-
+		-o Dir::State::Lists="$src/apt/lists" -o Dir::Cache="$src/apt/cache"
+		-o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= -o Debug::NoLocking=1
+		-o APT::Sandbox::User=root)
+	apt-get "${apt[@]}" update >/dev/null
+	(cd "$src" && apt-get "${apt[@]}" source --download-only busybox >/dev/null)
+	# apt checked the files against the archive's signed Sources; the uploader's signature
+	# of the .dsc is not checked again (Debian's keyring of uploaders is not installed).
+	dpkg-source --no-check --skip-patches -x "$src"/busybox_*.dsc "$src/tree" >/dev/null
+	# The two patches out of the series (each must be there: a new upload may change
+	# them), then dpkg-source applies the rest. debian/rules compares the configuration
+	# it regenerates with debian/config/pkg/static, which names the skipped patch's option.
+	for patch in "${skip[@]}"; do
+		grep -qxF "$patch" "$src/tree/debian/patches/series" || {
+			echo "images.sh: busybox's debian/patches/series has no $patch (update images.sh)" >&2
+			exit 1
+		}
+	done
+	grep -vxF "${skip[@]/#/-e}" "$src/tree/debian/patches/series" >"$src/series"
+	mv "$src/series" "$src/tree/debian/patches/series"
+	sed -i '/^# CONFIG_FEATURE_DI_ENV_HACK is not set$/d' "$src/tree/debian/config/pkg/static"
+	(cd "$src/tree" && dpkg-source --before-build . >/dev/null)
+	if ! (cd "$src/tree" && DEB_BUILD_OPTIONS="parallel=$(nproc) terse" debian/rules b/static/.stamp-build) >"$src/build.log" 2>&1; then
+		tail -30 "$src/build.log" >&2
+		exit 1
+	fi
+	strip --remove-section=.comment --remove-section=.note -o "$bin.tmp" "$src/tree/b/static/busybox"
+	env 'data-1=value-1' "$bin.tmp" sh -c env | grep -qx 'data-1=value-1' || {
+		echo "images.sh: the busybox built does not pass data-1=value-1 on to children" >&2
+		exit 1
+	}
+	mv "$bin.tmp" "$bin"
+	rm -rf "$src"
+}
+
 build_busybox() {
 	present "$BUSYBOX" && return
-	local root=$work/busybox/root applet
-	echo "  busybox: Debian's busybox-static (scripts/busybox.sh)"
+	local root=$work/busybox/root applet banner
+	busybox_static
 	rm -rf "$root"
 	mkdir -p "$root"/{bin,etc,home,root,tmp,usr/sbin,var/spool/mail,var/www}
 	chmod 1777 "$root/tmp"
 	chmod 700 "$root/root"
-	"$defs/../../busybox.sh" "$root/bin/busybox"
+	install -m 0755 "$work/busybox-static" "$root/bin/busybox"
 	for applet in $("$root/bin/busybox" --list); do
 		[ "$applet" = busybox ] || ln -s busybox "$root/bin/$applet"
 	done
@@ -274,8 +334,10 @@ build_busybox() {
 	printf '%s\n' root:x:0: daemon:x:1: bin:x:2: sys:x:3: adm:x:4: tty:x:5: disk:x:6: \
 		wheel:x:10:root staff:x:50: users:x:100: nogroup:x:65534: >"$root/etc/group"
 	tar -C "$root" --owner=0 --group=0 --numeric-owner -cf "$work/busybox/rootfs.tar" .
-	image "$BUSYBOX" busybox "  holds: Debian's busybox-static ($("$root/bin/busybox" | head -1 | sed 's/ multi-call.*//')) as /bin/busybox with a link per applet in /bin, /etc/passwd and /etc/group as docker-library's busybox build writes them (root, daemon, bin, sys, nobody 65534), CMD [sh]
-  differs: BusyBox $("$root/bin/busybox" | head -1 | cut -d' ' -f2) (Debian $SUITE's build) instead of 1.36.1; the same applets tests use (sh, echo, cat, ls, id, sleep, wget, nslookup, ...)"
+	# "BusyBox v1.37.0 (Debian 1:1.37.0-6)"
+	banner=$("$root/bin/busybox" | head -1 | sed 's/ multi-call.*//')
+	image "$BUSYBOX" busybox "  holds: $banner, built from Debian $BUSYBOX_SUITE's busybox source package as its busybox-static (debian/config/pkg/static) with Debian's patches except the revert of upstream commit 9c143ce5 (revert-9c143ce52da11ec3d21a3491c3749841d3dc10f0.patch, and temp-deb-installer-hack.patch, which builds on it), so that ash passes environment variables whose names are not shell identifiers (data-1=...) to children as upstream's does; statically linked with Debian's glibc; as /bin/busybox with a link per applet in /bin, /etc/passwd and /etc/group as docker-library's busybox build writes them (root, daemon, bin, sys, nobody 65534), CMD [sh]
+  differs: BusyBox $(cut -d' ' -f2 <<<"$banner" | tr -d v) with Debian's patches (but that revert) instead of 1.36.1; the same applets tests use (sh, echo, cat, ls, id, sleep, wget, nslookup, ...)"
 }
 
 # httpd_rootfs: apache2-bin laid out as the official image's /usr/local/apache2. Debian's
