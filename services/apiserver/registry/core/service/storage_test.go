@@ -115,6 +115,29 @@ func TestServices(t *testing.T) {
 		}
 	})
 
+	t.Run("a NodePort Service becomes ExternalName: its IPs, node ports and traffic policy go", func(t *testing.T) {
+		in := clusterIPService("to-external", "")
+		in.Spec.Type = corev1.ServiceTypeNodePort
+		svc, err := svcs.Create(ctx, in, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip := svc.Spec.ClusterIP
+		// What the conformance suite sends: the object read back, with only the type and
+		// externalName changed.
+		svc.Spec.Type, svc.Spec.ExternalName = corev1.ServiceTypeExternalName, "foo.example.com"
+		out, err := svcs.Update(ctx, svc, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Spec.ClusterIP != "" || len(out.Spec.ClusterIPs) != 0 || out.Spec.Ports[0].NodePort != 0 || out.Spec.ExternalTrafficPolicy != "" || len(out.Spec.IPFamilies) != 0 {
+			t.Fatalf("ExternalName Service keeps %+v", out.Spec)
+		}
+		if _, err := svcs.Create(ctx, clusterIPService("reuses-ip", ip), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("the IP the Service gave up: %v", err)
+		}
+	})
+
 	t.Run("a requested IP in use is refused with kube's message, and freed on delete", func(t *testing.T) {
 		if _, err := svcs.Create(ctx, clusterIPService("first", "10.96.0.10"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

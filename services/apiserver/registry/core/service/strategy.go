@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -58,7 +59,78 @@ func (s Strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	svc, oldSvc := obj.(*corev1.Service), old.(*corev1.Service)
 	svc.Status = oldSvc.Status
 	patchAllocatedValues(svc, oldSvc)
+	dropTypeDependentFields(svc, oldSvc)
 	s.setDefaults(svc)
+}
+
+// dropTypeDependentFields wipes what a type change makes meaningless, where the update
+// left the old (perhaps allocated) value as it was: clusterIPs and IP families when
+// leaving for ExternalName, node ports when no longer NodePort or LoadBalancer, the
+// health-check node port, allocateLoadBalancerNodePorts and loadBalancerClass when no
+// longer LoadBalancer, externalTrafficPolicy when no longer externally accessible, and
+// a LoadBalancer status. A value the update changed is kept, for validation to judge.
+// Mirrors kube's dropTypeDependentFields.
+func dropTypeDependentFields(svc, old *corev1.Service) {
+	spec, oldSpec := &svc.Spec, &old.Spec
+	if needsClusterIP(old) && !needsClusterIP(svc) {
+		if spec.ClusterIP == oldSpec.ClusterIP && slices.Equal(spec.ClusterIPs, oldSpec.ClusterIPs) {
+			spec.ClusterIP, spec.ClusterIPs = "", nil
+		}
+		if slices.Equal(spec.IPFamilies, oldSpec.IPFamilies) {
+			spec.IPFamilies = nil
+		}
+		if ptr.Equal(spec.IPFamilyPolicy, oldSpec.IPFamilyPolicy) {
+			spec.IPFamilyPolicy = nil
+		}
+	}
+	if needsNodePort(old) && !needsNodePort(svc) && sameNodePorts(svc, old) {
+		for i := range spec.Ports {
+			spec.Ports[i].NodePort = 0
+		}
+	}
+	loadBalancer := func(s *corev1.ServiceSpec) bool { return s.Type == corev1.ServiceTypeLoadBalancer }
+	if loadBalancer(oldSpec) && !loadBalancer(spec) {
+		if spec.HealthCheckNodePort == oldSpec.HealthCheckNodePort {
+			spec.HealthCheckNodePort = 0
+		}
+		if ptr.Equal(spec.AllocateLoadBalancerNodePorts, oldSpec.AllocateLoadBalancerNodePorts) {
+			spec.AllocateLoadBalancerNodePorts = nil
+		}
+		if ptr.Equal(spec.LoadBalancerClass, oldSpec.LoadBalancerClass) {
+			spec.LoadBalancerClass = nil
+		}
+	}
+	if externallyAccessible(old) && !externallyAccessible(svc) && spec.ExternalTrafficPolicy == oldSpec.ExternalTrafficPolicy {
+		spec.ExternalTrafficPolicy = ""
+	}
+	if !loadBalancer(spec) {
+		svc.Status.LoadBalancer = corev1.LoadBalancerStatus{}
+	}
+}
+
+// sameNodePorts reports whether svc's ports carry the node ports old's did, in order.
+func sameNodePorts(svc, old *corev1.Service) bool {
+	if len(svc.Spec.Ports) != len(old.Spec.Ports) {
+		return false
+	}
+	for i := range svc.Spec.Ports {
+		if svc.Spec.Ports[i].NodePort != old.Spec.Ports[i].NodePort {
+			return false
+		}
+	}
+	return true
+}
+
+// externallyAccessible reports whether svc is reached from outside the cluster: a
+// NodePort or LoadBalancer Service, or a ClusterIP one with external IPs.
+func externallyAccessible(svc *corev1.Service) bool {
+	switch svc.Spec.Type {
+	case corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer:
+		return true
+	case corev1.ServiceTypeClusterIP:
+		return len(svc.Spec.ExternalIPs) > 0
+	}
+	return false
 }
 
 // patchAllocatedValues copies the allocated clusterIPs and node ports of old into svc
