@@ -107,6 +107,9 @@ type Config struct {
 	// ServiceAccountIssuer is the tokens' iss (--service-account-issuer); "" means
 	// serviceaccount.DefaultIssuer.
 	ServiceAccountIssuer string
+	// ServiceAccountJWKSURI is the jwks_uri service-account issuer discovery names
+	// (--service-account-jwks-uri); "" means the issuer's URL with /openid/v1/jwks.
+	ServiceAccountJWKSURI string
 	// APIAudiences are the audiences a token must name one of to authenticate here, and
 	// those a TokenRequest naming none gets (--api-audiences); nil means the issuer.
 	APIAudiences []string
@@ -347,6 +350,10 @@ func New(cfg Config) (_ *APIServer, err error) {
 	// one max-in-flight limit.
 	metrics := prometheus.NewRegistry()
 	inFlight := endpoints.NewMaxInFlight(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, metrics)
+	discovery, err := tokens.Verifier.Discovery(cfg.ServiceAccountJWKSURI)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: service-account issuer discovery: %w", err)
+	}
 	s.handler = endpoints.NewHandler(endpoints.Config{
 		Authenticator: authenticator,
 		Authorizer:    authorizer,
@@ -356,6 +363,8 @@ func New(cfg Config) (_ *APIServer, err error) {
 		Ready:         s.ready,
 		Metrics:       metrics,
 		InFlight:      inFlight,
+		// Service-account issuer discovery.
+		ServiceAccountDiscovery: &discovery,
 		// Schemas of every served kind, for /openapi/v3 and server-side apply.
 		OpenAPIDefinitions: openapi.GetOpenAPIDefinitions,
 	})

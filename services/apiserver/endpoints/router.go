@@ -19,6 +19,7 @@ import (
 	"skiff.dev/services/apiserver/admission"
 	"skiff.dev/services/apiserver/authentication"
 	"skiff.dev/services/apiserver/authorization"
+	"skiff.dev/services/apiserver/serviceaccount"
 )
 
 // Version is what /version reports. kubectl's dispatcher picks the kubectl binary from
@@ -66,9 +67,14 @@ type Config struct {
 	// (the event sink), and MaxRequestsInFlight and MaxMutatingRequestsInFlight are not
 	// read; nil builds one of them.
 	InFlight *MaxInFlight
+	// ServiceAccountDiscovery, when set, is served at /.well-known/openid-configuration
+	// and /openid/v1/jwks (kube's service-account issuer discovery), to whoever may get
+	// those non-resource URLs (RBAC's system:service-account-issuer-discovery).
+	ServiceAccountDiscovery *serviceaccount.DiscoveryDocuments
 }
 
 // NewHandler returns the apiserver's HTTP handler: /version, /healthz, /livez, /readyz,
+// service-account issuer discovery,
 // legacy discovery (/api, /apis, /api/v1, /apis/<group>, /apis/<group>/<version>) and
 // every resource URL under them.
 func NewHandler(cfg Config) http.Handler {
@@ -102,6 +108,16 @@ func NewHandler(cfg Config) http.Handler {
 	ok := func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok"))
+	}
+	if d := cfg.ServiceAccountDiscovery; d != nil {
+		r.Get(serviceaccount.OpenIDConfigurationPath, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(d.OpenIDConfiguration)
+		})
+		r.Get(serviceaccount.JWKSPath, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/jwk-set+json")
+			_, _ = w.Write(d.JWKS)
+		})
 	}
 	r.Handle("/metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
 	r.Get("/healthz", ok)

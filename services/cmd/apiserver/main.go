@@ -42,6 +42,7 @@ func main() {
 	natsCalloutKeyFile := flag.String("nats-auth-callout-key-file", "", "account nkey seed signing the answers to NATS's auth callout, whose public key is the issuer in NATS's configuration (skiff nats-config) (default: <pki-dir>/nats-auth-callout.nk)")
 	execProxyURL := flag.String("exec-proxy-url", "", "exec-proxy base URL for pods/exec, attach, portforward and log, e.g. https://exec-proxy:10443 (\"\" = those answer 503)")
 	saIssuer := flag.String("service-account-issuer", "", "iss of the service-account tokens the apiserver issues (default https://kubernetes.default.svc.cluster.local)")
+	saJWKSURI := flag.String("service-account-jwks-uri", "", "jwks_uri of service-account issuer discovery (/.well-known/openid-configuration); default the issuer's URL with /openid/v1/jwks")
 	apiAudiences := flag.String("api-audiences", "", "comma-separated audiences a service-account token must name one of, and the default of a TokenRequest (default: the issuer)")
 	serviceClusterIPRange := flag.String("service-cluster-ip-range", apiserver.DefaultServiceClusterIPRange, "CIDR Service ClusterIPs are allocated from; its first address is the kubernetes Service's")
 	serviceNodePortRange := flag.String("service-node-port-range", apiserver.DefaultServiceNodePortRange, "port range NodePorts are allocated from, e.g. 30000-32767")
@@ -91,6 +92,7 @@ func main() {
 	configure := func(cfg *apiserver.Config) {
 		cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange, cfg.AdvertiseAddress = *serviceClusterIPRange, *serviceNodePortRange, advertiseIP
 		cfg.ServiceAccountIssuer = *saIssuer
+		cfg.ServiceAccountJWKSURI = *saJWKSURI
 		cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight = *maxInflight, *maxMutatingInflight
 		cfg.EtcdCompactionInterval = *compactionInterval
 		if *natsCalloutKeyFile != "" {
