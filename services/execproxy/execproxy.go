@@ -317,6 +317,9 @@ func containerOf(pod *v1.Pod, name string) (string, error) {
 	for _, c := range pod.Spec.InitContainers {
 		all = append(all, c.Name)
 	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		all = append(all, c.Name)
+	}
 	if name == "" {
 		if len(names) == 1 {
 			return names[0], nil

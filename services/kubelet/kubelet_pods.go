@@ -215,6 +215,13 @@ func (kl *Kubelet) convertStatusToAPIStatus(pod *v1.Pod, podStatus *container.Po
 	if hasInit {
 		s.InitContainerStatuses = kl.convertToAPIContainerStatuses(pod, podStatus, oldPodStatus.InitContainerStatuses, pod.Spec.InitContainers, hasInit, true)
 	}
+	if len(pod.Spec.EphemeralContainers) > 0 {
+		ephemeral := make([]v1.Container, len(pod.Spec.EphemeralContainers))
+		for i := range pod.Spec.EphemeralContainers {
+			ephemeral[i] = v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		}
+		s.EphemeralContainerStatuses = kl.convertToAPIContainerStatuses(pod, podStatus, oldPodStatus.EphemeralContainerStatuses, ephemeral, false, false)
+	}
 	return &s
 }
 

@@ -27,6 +27,9 @@ import (
 type startSpec struct {
 	container *v1.Container
 	isInit    bool
+	// target is an ephemeral container's targetContainerName: it joins that
+	// container's process namespace.
+	target string
 }
 
 // startContainer pulls the image, creates the container, starts it and runs
@@ -54,6 +57,9 @@ func (m *Manager) startContainer(ctx context.Context, podSandboxID string, sandb
 	}
 
 	cfg, err := m.generateContainerConfig(ctx, c, pod, restartCount, imageRef, podIPs)
+	if err == nil && spec.target != "" {
+		err = targetNamespace(cfg, spec.target, podStatus)
+	}
 	if err != nil {
 		m.recordContainerEvent(pod, c, v1.EventTypeWarning, events.FailedToCreateContainer, "Error: %v", err)
 		return err.Error(), container.ErrCreateContainerConfig
@@ -527,4 +533,17 @@ func (m *Manager) RunInContainer(ctx context.Context, id container.ContainerID, 
 		return out, &container.ExitError{Code: int(resp.GetExitCode())}
 	}
 	return out, nil
+}
+
+// targetNamespace puts an ephemeral container in the process namespace of its target
+// container, the running one named target. Mirrors kuberuntime's
+// generateContainerConfig for an ephemeral container's TargetContainerName.
+func targetNamespace(cfg *runtimeapi.ContainerConfig, target string, podStatus *container.PodStatus) error {
+	cs := podStatus.FindContainerStatusByName(target)
+	if cs == nil || cs.State != container.ContainerStateRunning {
+		return fmt.Errorf("target container %q is not running", target)
+	}
+	ns := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	ns.Pid, ns.TargetId = runtimeapi.NamespaceMode_TARGET, cs.ID.ID
+	return nil
 }

@@ -29,6 +29,9 @@ type podActions struct {
 	NextInitContainerToStart *v1.Container
 	// ContainersToStart are indexes into pod.Spec.Containers.
 	ContainersToStart []int
+	// EphemeralContainersToStart are indexes into pod.Spec.EphemeralContainers:
+	// those the runtime never ran (one is never restarted).
+	EphemeralContainersToStart []int
 	// ContainersToKill are running containers to stop (keyed by id).
 	ContainersToKill map[container.ContainerID]containerToKillInfo
 }
@@ -99,6 +102,13 @@ func (m *Manager) computePodActions(pod *v1.Pod, podStatus *container.PodStatus)
 		}
 		changes.ContainersToStart = toStart
 		return changes
+	}
+
+	// Ephemeral containers start even while the pod initializes, and only once.
+	for i := range pod.Spec.EphemeralContainers {
+		if podStatus.FindContainerStatusByName(pod.Spec.EphemeralContainers[i].Name) == nil {
+			changes.EphemeralContainersToStart = append(changes.EphemeralContainersToStart, i)
+		}
 	}
 
 	initLastStatus, next, done := findNextInitContainerToRun(pod, podStatus)
@@ -174,8 +184,8 @@ func (m *Manager) computePodActions(pod *v1.Pod, podStatus *container.PodStatus)
 // SyncPod drives the runtime towards pod's spec from podStatus, the runtime's
 // current view, in kubelet's steps: (1) compute the actions; (2) kill the pod
 // if its sandbox must be replaced (or nothing should run any more); (3) kill
-// unwanted containers; (4) create the sandbox; (5) start the next init
-// container; (6) start the containers, except those in crash-loop backoff
+// unwanted containers; (4) create the sandbox; (5) start the ephemeral containers
+// never run and the next init container; (6) start the containers, except those in crash-loop backoff
 // (backOff, keyed per pod and container spec: 10 s doubling to 300 s). Every
 // step's outcome is in the returned result; its Error() is nil when all
 // succeeded. Mirrors kubeGenericRuntimeManager.SyncPod.
@@ -275,7 +285,12 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 		return nil
 	}
 
-	// Step 5.
+	// Step 5: ephemeral containers first, so that a pod whose initialization fails
+	// can still be debugged.
+	for _, idx := range changes.EphemeralContainersToStart {
+		ec := &pod.Spec.EphemeralContainers[idx]
+		_ = start("ephemeral container", startSpec{container: (*v1.Container)(&ec.EphemeralContainerCommon), target: ec.TargetContainerName})
+	}
 	if next := changes.NextInitContainerToStart; next != nil {
 		if err := start("init container", startSpec{container: next, isInit: true}); err != nil {
 			return result

@@ -156,6 +156,11 @@ func hasContainer(pod *v1.Pod, name string) error {
 			return nil
 		}
 	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		if c.Name == name {
+			return nil
+		}
+	}
 	return apierrors.NewBadRequest(fmt.Sprintf("container %s is not valid for pod %s", name, pod.Name))
 }
 

@@ -346,7 +346,7 @@ func normalizeStatus(pod *v1.Pod, status *v1.PodStatus) {
 			norm(&s.Terminated.FinishedAt)
 		}
 	}
-	for _, list := range [][]v1.ContainerStatus{status.ContainerStatuses, status.InitContainerStatuses} {
+	for _, list := range [][]v1.ContainerStatus{status.ContainerStatuses, status.InitContainerStatuses, status.EphemeralContainerStatuses} {
 		for i := range list {
 			normState(&list[i].State)
 			normState(&list[i].LastTerminationState)
@@ -358,6 +358,7 @@ func normalizeStatus(pod *v1.Pod, status *v1.PodStatus) {
 		order[c.Name] = i
 	}
 	slices.SortStableFunc(status.InitContainerStatuses, func(a, b v1.ContainerStatus) int { return order[a.Name] - order[b.Name] })
+	slices.SortStableFunc(status.EphemeralContainerStatuses, func(a, b v1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // isPodStatusByKubeletEqual compares two statuses on what the kubelet owns:

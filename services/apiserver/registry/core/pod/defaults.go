@@ -56,6 +56,9 @@ func SetPodSpecDefaults(spec *corev1.PodSpec) {
 	for i := range spec.Containers {
 		setContainerDefaults(&spec.Containers[i])
 	}
+	for i := range spec.EphemeralContainers {
+		setContainerDefaults((*corev1.Container)(&spec.EphemeralContainers[i].EphemeralContainerCommon))
+	}
 }
 
 func setContainerDefaults(c *corev1.Container) {

@@ -15,8 +15,8 @@ import (
 	"skiff.dev/services/apiserver/registry/rest"
 )
 
-// NewDescriptor serves pods with their status, binding, exec, attach, portforward, log
-// and proxy subresources; the streaming ones are proxied to ep (nil answers them 503),
+// NewDescriptor serves pods with their status, ephemeralcontainers, binding, exec,
+// attach, portforward, log and proxy subresources; the streaming ones are proxied to ep (nil answers them 503),
 // proxy to the pod itself.
 // Mirrors k8s.io/kubernetes/pkg/registry/core/pod/storage.PodStorage.
 func NewDescriptor(ep *ExecProxy) registry.Descriptor {
@@ -40,6 +40,8 @@ func NewDescriptor(ep *ExecProxy) registry.Descriptor {
 				"portforward": {Kind: "PodPortForwardOptions", Storage: streams["portforward"]},
 				"log":         {Kind: "Pod", Storage: streams["log"]},
 				"proxy":       {Kind: "Pod", Storage: &PodProxyREST{store: store}},
+				// kubectl debug adds ephemeral containers here.
+				"ephemeralcontainers": {Kind: "Pod", Storage: store.WithStrategy(EphemeralContainersStrategy{})},
 			}, nil
 		},
 	}

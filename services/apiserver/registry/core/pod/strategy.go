@@ -80,7 +80,13 @@ func linkToPodTrace(ctx context.Context, pod *corev1.Pod) {
 
 // Validate checks a new pod. Mirrors ValidatePodCreate.
 func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
-	return ValidatePod(obj.(*corev1.Pod))
+	pod := obj.(*corev1.Pod)
+	allErrs := ValidatePod(pod)
+	if len(pod.Spec.EphemeralContainers) > 0 {
+		// They come later, through pods/ephemeralcontainers (kube's validatePodCreate).
+		allErrs = append(allErrs, field.Forbidden(field.NewPath("spec", "ephemeralContainers"), "cannot be set on create"))
+	}
+	return allErrs
 }
 
 // ValidateUpdate allows only the mutable parts of a pod's spec to change. Mirrors
@@ -195,4 +201,28 @@ func specEqualIgnoringMutable(newSpec, oldSpec *corev1.PodSpec) bool {
 	mungedNew.ActiveDeadlineSeconds = oldSpec.ActiveDeadlineSeconds
 	mungedNew.Tolerations = oldSpec.Tolerations
 	return apiequality.Semantic.DeepEqual(mungedNew, oldSpec)
+}
+
+// EphemeralContainersStrategy is the strategy for pods/ephemeralcontainers: only
+// spec.ephemeralContainers may change, by additions. Mirrors
+// podEphemeralContainersStrategy.
+type EphemeralContainersStrategy struct{ Strategy }
+
+// PrepareForUpdate keeps everything of the stored pod but its ephemeral containers,
+// which it takes from the update, defaulted.
+func (EphemeralContainersStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	newPod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
+	pod := oldPod.DeepCopy()
+	pod.Name, pod.Namespace, pod.ResourceVersion, pod.UID = newPod.Name, newPod.Namespace, newPod.ResourceVersion, newPod.UID
+	pod.Spec.EphemeralContainers = newPod.Spec.EphemeralContainers
+	for i := range pod.Spec.EphemeralContainers {
+		setContainerDefaults((*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
+	}
+	*newPod = *pod
+}
+
+// ValidateUpdate allows only new ephemeral containers. Mirrors
+// ValidatePodEphemeralContainersUpdate.
+func (EphemeralContainersStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return ValidatePodEphemeralContainersUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))
 }

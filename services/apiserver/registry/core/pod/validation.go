@@ -3,6 +3,7 @@ package pod
 import (
 	"fmt"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -37,6 +38,9 @@ func ValidatePodTemplateSpec(t *corev1.PodTemplateSpec, fldPath *field.Path) fie
 	metaPath := fldPath.Child("metadata")
 	allErrs := metav1validation.ValidateLabels(t.Labels, metaPath.Child("labels"))
 	allErrs = append(allErrs, apivalidation.ValidateAnnotations(t.Annotations, metaPath.Child("annotations"))...)
+	if len(t.Spec.EphemeralContainers) > 0 {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("spec", "ephemeralContainers"), "ephemeral containers not allowed in pod template"))
+	}
 	return append(allErrs, validatePodSpec(&t.Spec, fldPath.Child("spec"))...)
 }
 
@@ -48,6 +52,7 @@ func validatePodSpec(spec *corev1.PodSpec, fldPath *field.Path) field.ErrorList 
 		allErrs = append(allErrs, field.Required(fldPath.Child("containers"), ""))
 	}
 	allErrs = append(allErrs, validateContainers(spec.Containers, names, fldPath.Child("containers"))...)
+	allErrs = append(allErrs, validateEphemeralContainers(spec, names, fldPath.Child("ephemeralContainers"))...)
 	allErrs = append(allErrs, validateProbesAndHooks(spec, fldPath)...)
 	if !supportedRestartPolicies.Has(spec.RestartPolicy) {
 		allErrs = append(allErrs, field.NotSupported(fldPath.Child("restartPolicy"), spec.RestartPolicy, sets.List(supportedRestartPolicies)))
@@ -182,6 +187,77 @@ func validateSysctls(sysctls []corev1.Sysctl, fldPath *field.Path) field.ErrorLi
 			allErrs = append(allErrs, field.Duplicate(namePath, s.Name))
 		}
 		names.Insert(s.Name)
+	}
+	return allErrs
+}
+
+// ephemeralForbidden is kube's reason for a field an ephemeral container may not set.
+const ephemeralForbidden = "cannot be set for an Ephemeral Container"
+
+// validateEphemeralContainers checks spec's ephemeral containers: each a valid container
+// named uniquely among all the pod's (names holds the others'), targeting one of the
+// pod's other containers if any, and setting none of what would make it part of the
+// workload (ports, resources, lifecycle hooks, probes, a restart policy, subPaths).
+// Mirrors validateEphemeralContainers.
+func validateEphemeralContainers(spec *corev1.PodSpec, names sets.Set[string], fldPath *field.Path) field.ErrorList {
+	if len(spec.EphemeralContainers) == 0 {
+		return nil
+	}
+	others := names.Clone()
+	containers := make([]corev1.Container, len(spec.EphemeralContainers))
+	for i := range spec.EphemeralContainers {
+		containers[i] = corev1.Container(spec.EphemeralContainers[i].EphemeralContainerCommon)
+	}
+	allErrs := validateContainers(containers, names, fldPath)
+	for i, ec := range spec.EphemeralContainers {
+		idx := fldPath.Index(i)
+		if ec.TargetContainerName != "" && !others.Has(ec.TargetContainerName) {
+			allErrs = append(allErrs, field.NotFound(idx.Child("targetContainerName"), ec.TargetContainerName))
+		}
+		set := map[string]bool{
+			"ports": len(ec.Ports) > 0, "resources": len(ec.Resources.Limits) > 0 || len(ec.Resources.Requests) > 0 || len(ec.Resources.Claims) > 0,
+			"resizePolicy": len(ec.ResizePolicy) > 0, "restartPolicy": ec.RestartPolicy != nil, "lifecycle": ec.Lifecycle != nil,
+			"livenessProbe": ec.LivenessProbe != nil, "readinessProbe": ec.ReadinessProbe != nil, "startupProbe": ec.StartupProbe != nil,
+		}
+		for _, f := range []string{"ports", "resources", "resizePolicy", "restartPolicy", "lifecycle", "livenessProbe", "readinessProbe", "startupProbe"} {
+			if set[f] {
+				allErrs = append(allErrs, field.Forbidden(idx.Child(f), ephemeralForbidden))
+			}
+		}
+		for j, vm := range ec.VolumeMounts {
+			if vm.SubPath != "" {
+				allErrs = append(allErrs, field.Forbidden(idx.Child("volumeMounts").Index(j).Child("subPath"), ephemeralForbidden))
+			}
+			if vm.SubPathExpr != "" {
+				allErrs = append(allErrs, field.Forbidden(idx.Child("volumeMounts").Index(j).Child("subPathExpr"), ephemeralForbidden))
+			}
+		}
+	}
+	return allErrs
+}
+
+// ValidatePodEphemeralContainersUpdate checks a pods/ephemeralcontainers write: the pod
+// stays valid, and its existing ephemeral containers are neither removed nor changed
+// (only new ones may come); a static pod's mirror takes none. Mirrors
+// ValidatePodEphemeralContainersUpdate.
+func ValidatePodEphemeralContainersUpdate(newPod, oldPod *corev1.Pod) field.ErrorList {
+	if _, ok := oldPod.Annotations[corev1.MirrorPodAnnotationKey]; ok {
+		return field.ErrorList{field.Forbidden(field.NewPath(""), "static pods do not support ephemeral containers")}
+	}
+	allErrs := apivalidation.ValidateObjectMetaUpdate(&newPod.ObjectMeta, &oldPod.ObjectMeta, field.NewPath("metadata"))
+	allErrs = append(allErrs, ValidatePod(newPod)...)
+	specPath := field.NewPath("spec", "ephemeralContainers")
+	byName := map[string]*corev1.EphemeralContainer{}
+	for i := range newPod.Spec.EphemeralContainers {
+		byName[newPod.Spec.EphemeralContainers[i].Name] = &newPod.Spec.EphemeralContainers[i]
+	}
+	for _, old := range oldPod.Spec.EphemeralContainers {
+		switch cur, ok := byName[old.Name]; {
+		case !ok:
+			allErrs = append(allErrs, field.Forbidden(specPath, fmt.Sprintf("existing ephemeral containers %q may not be removed\n", old.Name)))
+		case !apiequality.Semantic.DeepEqual(old, *cur):
+			allErrs = append(allErrs, field.Forbidden(specPath, fmt.Sprintf("existing ephemeral containers %q may not be changed\n", old.Name)))
+		}
 	}
 	return allErrs
 }
