@@ -43,7 +43,9 @@ func (Strategy) NamespaceScoped() bool { return true }
 
 // PrepareForCreate fills the defaults: a port's protocol is TCP when unset (v1
 // SetDefaults_EndpointPort). Endpoints have no status.
-func (Strategy) PrepareForCreate(_ context.Context, obj runtime.Object) { setDefaults(obj.(*corev1.Endpoints)) }
+func (Strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+	setDefaults(obj.(*corev1.Endpoints))
+}
 
 // PrepareForUpdate fills the same defaults.
 func (Strategy) PrepareForUpdate(_ context.Context, obj, _ runtime.Object) {
