@@ -131,6 +131,7 @@ func TestTerminationMessage(t *testing.T) {
 		"2026-01-01T00:00:00.000000000Z stderr P partial ",
 		"2026-01-01T00:00:00.000000000Z stderr F end",
 		"not a CRI line",
+		"2026-01-01T00:00:00.000000000Z stdout P DONE",
 	}, "\n") + "\n"
 	if err := os.WriteFile(logPath, []byte(log), 0o644); err != nil {
 		t.Fatal(err)
@@ -142,7 +143,7 @@ func TestTerminationMessage(t *testing.T) {
 			Mounts:      []*runtimeapi.Mount{{ContainerPath: "/dev/termination-log", HostPath: file}},
 		}
 	}
-	if got := terminationMessage(status(v1.TerminationMessageFallbackToLogsOnError, 1)); got != "first line\npartial end\n" {
+	if got := terminationMessage(status(v1.TerminationMessageFallbackToLogsOnError, 1)); got != "first line\npartial end\nDONE" {
 		t.Errorf("empty file, FallbackToLogsOnError, failed: %q; want the log's tail", got)
 	}
 	if got := terminationMessage(status(v1.TerminationMessageFallbackToLogsOnError, 0)); got != "" {

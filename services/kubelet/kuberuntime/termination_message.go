@@ -125,6 +125,13 @@ func logTail(path string, lines int, maxBytes int) string {
 			tail = tail[1:]
 		}
 	}
+	if partial != nil {
+		// The log ends mid-line (a last write without a newline): that too.
+		tail = append(tail, partial)
+		if len(tail) > lines {
+			tail = tail[1:]
+		}
+	}
 	out := bytes.Join(tail, nil)
 	if len(out) > maxBytes {
 		out = out[len(out)-maxBytes:]
