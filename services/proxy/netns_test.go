@@ -152,6 +152,10 @@ func TestRealNFTablesInNetns(t *testing.T) {
 	if _, err := dial("10.96.0.22:81"); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("a Service without endpoints: got %v, want connection refused", err)
 	}
+	// A port the Service does not have is refused too, not routed away.
+	if _, err := dial("10.96.0.20:81"); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("a port the Service lacks: got %v, want connection refused", err)
+	}
 	// ClientIP affinity: once a client has reached a backend, it keeps it.
 	first, err := dial("10.96.0.24:80")
 	if err != nil {

@@ -22,6 +22,8 @@ const (
 	markMasqChain          = "mark-for-masquerade"
 	rejectChain            = "reject-chain"
 	endpointsCheckChain    = "service-endpoints-check"
+	clusterIPsCheckChain   = "cluster-ips-check"
+	clusterIPsSet          = "cluster-ips"
 	serviceIPsMap          = "service-ips"
 	serviceNodePortsMap    = "service-nodeports"
 	noEndpointServicesMap  = "no-endpoint-services"
@@ -119,20 +121,31 @@ func buildRules(tx *knftables.Transaction, services ServicePortMap, endpoints En
 	chain(endpointsCheckChain)
 	rule(endpointsCheckChain, "ip daddr . meta l4proto . th dport vmap", "@", noEndpointServicesMap)
 	rule(endpointsCheckChain, "fib daddr type local", noLocalhost, "meta l4proto . th dport vmap", "@", noEndpointNodePortsMap)
+	// A new connection still addressed to a ClusterIP after DNAT asked for a port or
+	// protocol the Service does not have: refused, as kube's nftables mode does
+	// (cluster-ips-check), rather than routed out of the node.
+	wantSets := map[string]bool{clusterIPsSet: true}
+	tx.Add(&knftables.Set{Name: clusterIPsSet, Type: "ipv4_addr", Comment: knftables.PtrTo("Active ClusterIPs")})
+	tx.Flush(&knftables.Set{Name: clusterIPsSet})
+	chain(clusterIPsCheckChain)
+	rule(clusterIPsCheckChain, "ip daddr", "@", clusterIPsSet, "goto", rejectChain)
 	// The hooks last, once what they jump to exists.
 	for _, bc := range baseChains {
 		wantChains[bc.name] = true
 		tx.Add(&knftables.Chain{Name: bc.name, Type: knftables.PtrTo(bc.typ), Hook: knftables.PtrTo(bc.hook), Priority: knftables.PtrTo(bc.priority)})
 		tx.Flush(&knftables.Chain{Name: bc.name})
 		rule(bc.name, bc.rule)
+		if bc.hook == knftables.ForwardHook || bc.hook == knftables.OutputHook && bc.typ == knftables.FilterType {
+			rule(bc.name, "ct state new jump", clusterIPsCheckChain)
+		}
 	}
 
-	wantSets := map[string]bool{}
 	names := make([]ServicePortName, 0, len(services))
 	for name := range services {
 		names = append(names, name)
 	}
 	sortServicePortNames(names)
+	clusterIPs := map[string]bool{}
 	for _, name := range names {
 		sp := services[name]
 		base := portChainBase(sp)
@@ -191,6 +204,10 @@ func buildRules(tx *knftables.Transaction, services ServicePortMap, endpoints En
 		internal := clusterChain
 		if sp.internalPolicyLocal {
 			internal = localChain
+		}
+		if !clusterIPs[sp.clusterIP] {
+			clusterIPs[sp.clusterIP] = true
+			tx.Add(&knftables.Element{Set: clusterIPsSet, Key: []string{sp.clusterIP}})
 		}
 		if internal != "" {
 			tx.Add(&knftables.Element{Map: serviceIPsMap, Key: []string{sp.clusterIP, proto, fmt.Sprint(sp.port)}, Value: []string{"goto " + internal}})
