@@ -107,6 +107,9 @@ const (
 type Config struct {
 	// NodeName is the Node object's name and the Lease's holder; required.
 	NodeName string
+	// AllowedUnsafeSysctls are the sysctls besides kube's safe ones a pod may set
+	// (--allowed-unsafe-sysctls): names, or prefixes ending in * ("net.core.*").
+	AllowedUnsafeSysctls []string
 	// Client is a clientset to the API server; required.
 	Client kubernetes.Interface
 	// RuntimeEndpoint is the CRI socket, "unix:///path" or a path; required unless
@@ -227,6 +230,7 @@ type Kubelet struct {
 	recorder                  record.EventRecorder
 	tracer                    trace.Tracer
 
+	allowedUnsafeSysctls []string
 	// services feeds the service links of pods' environments (serviceLister, with
 	// serviceHasSynced); started by run.
 	services         informers.SharedInformerFactory
@@ -352,6 +356,7 @@ func New(cfg Config) (*Kubelet, error) {
 	kl := &Kubelet{
 		nodeName:                  cfg.NodeName,
 		kubeClient:                cfg.Client,
+		allowedUnsafeSysctls:      cfg.AllowedUnsafeSysctls,
 		rootDir:                   cfg.RootDir,
 		clusterDomain:             cfg.ClusterDomain,
 		podLogsDir:                filepath.Join(cfg.RootDir, "pods"),
@@ -744,8 +749,9 @@ func (kl *Kubelet) getPodsToSync() []*v1.Pod {
 }
 
 // HandlePodAdditions records new pods as desired and starts their workers,
-// oldest first. Mirrors Kubelet.HandlePodAdditions (without admission: the
-// scheduler's fit is trusted).
+// oldest first; a pod whose sysctls this node does not allow is rejected (Failed,
+// SysctlForbidden) instead. Mirrors Kubelet.HandlePodAdditions (without resource
+// admission: the scheduler's fit is trusted).
 func (kl *Kubelet) HandlePodAdditions(pods []*v1.Pod) {
 	start := time.Now()
 	pods = slices.Clone(pods)
@@ -756,6 +762,12 @@ func (kl *Kubelet) HandlePodAdditions(pods []*v1.Pod) {
 		if kubetypes.IsMirrorPod(pod) {
 			kl.handleMirrorPod(pod, start)
 			continue
+		}
+		if s, ok := kl.statusManager.GetPodStatus(pod.UID); !ok || s.Phase != v1.PodFailed {
+			if why := admitSysctls(pod, kl.allowedUnsafeSysctls); why != "" {
+				kl.rejectPod(pod, reasonSysctlForbidden, why)
+				continue
+			}
 		}
 		kl.podWorkers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, UpdateType: podworkers.SyncPodCreate, StartTime: start})
 	}

@@ -68,6 +68,7 @@ func main() {
 	fileCheckFrequency := flag.Duration("file-check-frequency", 20*time.Second, "how often --pod-manifest-path is read again")
 	evictionHard := flag.String("eviction-hard", eviction.DefaultEvictionHard, "thresholds (signal<quantity or percentage, comma-separated; signals memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available) below which the node reports MemoryPressure, DiskPressure or PIDPressure; pods are not evicted")
 	eventedPLEG := flag.Bool("evented-pleg", true, "read the runtime's container events (CRI GetContainerEvents) and relist it only every 5 min, as kube's EventedPLEG feature gate does; false, or a runtime without the event stream (containerd before 1.7), relists every second")
+	allowedUnsafeSysctls := flag.String("allowed-unsafe-sysctls", "", "comma-separated sysctls (or prefixes ending in *, e.g. 'net.core.*') pods may set besides kube's safe ones; a pod asking for another is rejected (SysctlForbidden)")
 	hollowNodes := flag.Int("hollow-nodes", 0, "run this many hollow nodes (kubemark's) instead of one kubelet: each the real kubelet over its own simulated runtime, joining through --bootstrap-kubeconfig, with its state under <root-dir>/<name>; no kubelet API")
 	hollowNamePrefix := flag.String("hollow-name-prefix", hollow.DefaultNamePrefix, "with --hollow-nodes, the nodes' names are this prefix followed by 0, 1, ...")
 	srv := serving.NewOptions("")
@@ -202,19 +203,24 @@ func main() {
 		serverAddr = net.JoinHostPort(*address, strconv.Itoa(*port))
 	}
 
+	var unsafeSysctls []string
+	if *allowedUnsafeSysctls != "" {
+		unsafeSysctls = strings.Split(*allowedUnsafeSysctls, ",")
+	}
 	kl, err := kubelet.New(kubelet.Config{
-		NodeName:        *nodeName,
-		Client:          client,
-		RuntimeEndpoint: *endpoint,
-		GenericPLEG:     !*eventedPLEG,
-		RootDir:         *rootDir,
-		EvictionHard:    thresholds,
-		NodeIP:          *nodeIP,
-		ServerAddr:      serverAddr,
-		ServerTLS:       serverTLS,
-		Logger:          logger,
-		Recorder:        recorder,
-		TracerProvider:  tp,
+		AllowedUnsafeSysctls: unsafeSysctls,
+		NodeName:             *nodeName,
+		Client:               client,
+		RuntimeEndpoint:      *endpoint,
+		GenericPLEG:          !*eventedPLEG,
+		RootDir:              *rootDir,
+		EvictionHard:         thresholds,
+		NodeIP:               *nodeIP,
+		ServerAddr:           serverAddr,
+		ServerTLS:            serverTLS,
+		Logger:               logger,
+		Recorder:             recorder,
+		TracerProvider:       tp,
 
 		PodManifestPath:    *podManifestPath,
 		FileCheckFrequency: *fileCheckFrequency,
