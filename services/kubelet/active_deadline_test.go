@@ -63,6 +63,12 @@ func TestActiveDeadlineFailsThePod(t *testing.T) {
 	}
 	// Once the kubelet holds the Failed status, the pod is no longer synced for it.
 	kl.statusManager.SetPodStatus(near, s)
+	// Stopped for it, its container exits 0 (pause does on SIGTERM): still Failed.
+	stopped := &container.PodStatus{ID: "uid-deadline", ContainerStatuses: []*container.Status{{ID: container.ContainerID{Type: testRuntime, ID: "c1"},
+		Name: "app", State: container.ContainerStateExited, ExitCode: 0, StartedAt: started.Time, FinishedAt: time.Now()}}}
+	if s := kl.generateAPIPodStatus(near, stopped, true); s.Phase != v1.PodFailed || s.Reason != "DeadlineExceeded" {
+		t.Fatalf("after its containers stopped: phase %s reason %q; want Failed DeadlineExceeded", s.Phase, s.Reason)
+	}
 	if got := kl.getPodsToSync(); len(got) != 0 {
 		t.Fatalf("failed pod: pods to sync %v", got)
 	}

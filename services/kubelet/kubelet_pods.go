@@ -148,15 +148,7 @@ func (kl *Kubelet) generateAPIPodStatus(pod *v1.Pod, podStatus *container.PodSta
 			s.Phase = pod.Status.Phase
 		}
 	}
-	deadlineExceeded := false
-	if s.Phase != v1.PodFailed && s.Phase != v1.PodSucceeded && pastActiveDeadline(pod, kl.podStartTime(pod), time.Now()) {
-		// Failed for its activeDeadlineSeconds: the pod workers stop its containers.
-		s.Phase, s.Reason, s.Message = v1.PodFailed, reasonDeadlineExceeded, messageDeadlineExceeded
-		deadlineExceeded = oldPodStatus.Phase != v1.PodFailed
-	}
-	if deadlineExceeded {
-		kl.recorder.Eventf(pod, v1.EventTypeNormal, reasonDeadlineExceeded, messageDeadlineExceeded)
-	} else if s.Phase == oldPodStatus.Phase {
+	if s.Phase == oldPodStatus.Phase {
 		s.Reason, s.Message = oldPodStatus.Reason, oldPodStatus.Message
 		if s.Reason == "" {
 			s.Reason = pod.Status.Reason
@@ -164,6 +156,15 @@ func (kl *Kubelet) generateAPIPodStatus(pod *v1.Pod, podStatus *container.PodSta
 		if s.Message == "" {
 			s.Message = pod.Status.Message
 		}
+	}
+	// Past its activeDeadlineSeconds the pod is Failed, whatever its containers did
+	// once stopped for it (pause exits 0 on SIGTERM), as kube's ShouldEvict overrides
+	// the phase; a pod that had succeeded first stays Succeeded.
+	if oldPodStatus.Phase != v1.PodSucceeded && pastActiveDeadline(pod, kl.podStartTime(pod), time.Now()) {
+		if oldPodStatus.Phase != v1.PodFailed {
+			kl.recorder.Eventf(pod, v1.EventTypeNormal, reasonDeadlineExceeded, messageDeadlineExceeded)
+		}
+		s.Phase, s.Reason, s.Message = v1.PodFailed, reasonDeadlineExceeded, messageDeadlineExceeded
 	}
 
 	kl.probeManager.UpdatePodStatus(pod, s)
