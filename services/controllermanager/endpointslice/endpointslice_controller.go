@@ -13,9 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +33,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/controllermanager/internal/servicepods"
+	"skiff.dev/services/controllermanager/internal/slicetracker"
 	"skiff.dev/services/controllermanager/internal/worker"
 )
 
@@ -61,7 +60,7 @@ type Controller struct {
 	// tracker remembers the slices this controller wrote until its informer has seen
 	// them, so a sync on a stale cache does not create the same slices twice (kube's
 	// endpointSliceTracker).
-	tracker *tracker
+	tracker *slicetracker.Tracker
 	// MaxEndpointsPerSlice bounds each slice; default 100.
 	MaxEndpointsPerSlice int
 }
@@ -79,7 +78,7 @@ func NewController(pods coreinformers.PodInformer, services coreinformers.Servic
 		synced:   []cache.InformerSynced{pods.Informer().HasSynced, services.Informer().HasSynced, slices.Informer().HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "endpoint_slice"}),
-		tracker:              newTracker(),
+		tracker:              slicetracker.New(),
 		MaxEndpointsPerSlice: MaxEndpointsPerSlice,
 	}
 	_, _ = services.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -98,7 +97,7 @@ func NewController(pods coreinformers.PodInformer, services coreinformers.Servic
 			if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
 				// The informer has seen the slice go: whatever this controller wrote to
 				// it is in the past.
-				c.tracker.observedDelete(slice.Namespace+"/"+slice.Labels[discoveryv1.LabelServiceName], slice.Name)
+				c.tracker.ObservedDelete(slice.Namespace+"/"+slice.Labels[discoveryv1.LabelServiceName], slice.Name)
 			}
 			c.sliceChanged(obj)
 		},
@@ -154,7 +153,7 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if c.tracker.stale(key, existing) {
+	if c.tracker.Stale(key, existing) {
 		return errStaleCache
 	}
 	svc, err := c.services.Services(namespace).Get(name)
@@ -177,7 +176,7 @@ func (c *Controller) deleteAll(ctx context.Context, key string, existing []*disc
 		if err := c.client.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		c.tracker.deleted(key, s.Name)
+		c.tracker.Deleted(key, s.Name)
 	}
 	return nil
 }
@@ -339,7 +338,7 @@ func (c *Controller) reconcile(ctx context.Context, key string, svc *corev1.Serv
 			c.recorder.Eventf(svc, corev1.EventTypeWarning, "FailedToUpdateEndpointSlices", "Error updating Endpoint Slices for Service %s: %v", key, err)
 			return err
 		}
-		c.tracker.wrote(key, created)
+		c.tracker.Wrote(key, created)
 	}
 	for i, s := range existing {
 		if used[i] {
@@ -348,7 +347,7 @@ func (c *Controller) reconcile(ctx context.Context, key string, svc *corev1.Serv
 		if err := c.client.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		c.tracker.deleted(key, s.Name)
+		c.tracker.Deleted(key, s.Name)
 	}
 	return nil
 }
@@ -414,72 +413,6 @@ func (c *Controller) update(ctx context.Context, key string, svc *corev1.Service
 		c.recorder.Eventf(svc, corev1.EventTypeWarning, "FailedToUpdateEndpointSlices", "Error updating Endpoint Slices for Service %s: %v", key, err)
 		return err
 	}
-	c.tracker.wrote(key, updated)
+	c.tracker.Wrote(key, updated)
 	return nil
-}
-
-// tracker records, per Service, the resourceVersion of each slice the controller wrote
-// and the slices it deleted, until the informer shows them.
-type tracker struct {
-	mu      sync.Mutex
-	written map[string]map[string]int64 // service key → slice name → resourceVersion
-	gone    map[string]map[string]bool  // service key → deleted slice names
-}
-
-func newTracker() *tracker {
-	return &tracker{written: map[string]map[string]int64{}, gone: map[string]map[string]bool{}}
-}
-
-func (t *tracker) wrote(key string, s *discoveryv1.EndpointSlice) {
-	rv, _ := strconv.ParseInt(s.ResourceVersion, 10, 64)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.written[key] == nil {
-		t.written[key] = map[string]int64{}
-	}
-	t.written[key][s.Name] = rv
-}
-
-func (t *tracker) deleted(key, name string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.gone[key] == nil {
-		t.gone[key] = map[string]bool{}
-	}
-	t.gone[key][name] = true
-	delete(t.written[key], name)
-}
-
-func (t *tracker) observedDelete(key, name string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.written[key], name)
-	delete(t.gone[key], name)
-}
-
-// stale reports whether the informer's slices of key lag behind the controller's own
-// writes; the records it finds reflected are dropped.
-func (t *tracker) stale(key string, seen []*discoveryv1.EndpointSlice) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	byName := map[string]int64{}
-	for _, s := range seen {
-		byName[s.Name], _ = strconv.ParseInt(s.ResourceVersion, 10, 64)
-	}
-	stale := false
-	for name, rv := range t.written[key] {
-		if got, ok := byName[name]; ok && got >= rv {
-			delete(t.written[key], name)
-		} else {
-			stale = true
-		}
-	}
-	for name := range t.gone[key] {
-		if _, ok := byName[name]; ok {
-			stale = true
-		} else {
-			delete(t.gone[key], name)
-		}
-	}
-	return stale
 }
