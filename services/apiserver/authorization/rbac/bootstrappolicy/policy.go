@@ -298,6 +298,14 @@ func controllerRoles() []rbacv1.ClusterRole {
 			rule("update").groups(legacyGroup).resources("services/finalizers").done(),
 			rule("get", "list", "watch", "create", "update", "delete").groups(discoveryGroup).resources("endpointslices").done(),
 			eventsRule()),
+		// Updates on the owners' finalizers let it set blockOwnerDeletion on the slices'
+		// ownerReferences to their Endpoints.
+		c("endpointslicemirroring-controller",
+			rule(Read...).groups(legacyGroup).resources("services", "endpoints").done(),
+			rule("update").groups(legacyGroup).resources("services/finalizers").done(),
+			rule("update").groups(legacyGroup).resources("endpoints/finalizers").done(),
+			rule("get", "list", "watch", "create", "update", "delete").groups(discoveryGroup).resources("endpointslices").done(),
+			eventsRule()),
 		c("generic-garbage-collector",
 			rule("get", "list", "watch", "patch", "update", "delete").groups("*").resources("*").done(),
 			eventsRule()),
