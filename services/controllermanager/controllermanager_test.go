@@ -50,6 +50,19 @@ func TestReplicationControllerIsKnownByKubesNames(t *testing.T) {
 	}
 }
 
+// TestEndpointSliceMirroringIsKnownByKubesNames: --controllers takes kube's name of the
+// endpointslice mirroring controller and its alias, and "*" enables it.
+func TestEndpointSliceMirroringIsKnownByKubesNames(t *testing.T) {
+	for _, name := range []string{"endpointslice-mirroring-controller", "endpointslicemirroring"} {
+		if got := controllerName(name); got != EndpointSliceMirroring {
+			t.Errorf("controllerName(%q) = %q, want %q", name, got, EndpointSliceMirroring)
+		}
+	}
+	if !IsControllerEnabled(EndpointSliceMirroring, []string{"*"}) || IsControllerEnabled(EndpointSliceMirroring, []string{"*", "-endpointslicemirroring"}) {
+		t.Error("the endpointslice mirroring controller is not enabled by * and disabled by its alias")
+	}
+}
+
 func TestOptionsValidateRejectsUnknownController(t *testing.T) {
 	o := DefaultOptions()
 	o.Controllers = []string{"*", "-no-such-controller"}
