@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -158,7 +159,9 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	return nil
 }
 
-// endpointsLabels are the Service's labels, plus the headless label for a headless one.
+// endpointsLabels are the Service's labels, plus the headless label for a headless one
+// and skip-mirror (the EndpointSlice controller writes this Service's slices, not the
+// mirroring controller), as kube's endpoints controller sets them.
 func endpointsLabels(svc *corev1.Service) map[string]string {
 	l := map[string]string{}
 	for k, v := range svc.Labels {
@@ -168,9 +171,7 @@ func endpointsLabels(svc *corev1.Service) map[string]string {
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		l[LabelHeadless] = ""
 	}
-	if len(l) == 0 {
-		return nil
-	}
+	l[discoveryv1.LabelSkipMirror] = "true"
 	return l
 }
 
