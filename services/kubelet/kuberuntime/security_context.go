@@ -157,17 +157,7 @@ func seccompProfile(p *v1.SeccompProfile) *runtimeapi.SecurityProfile {
 	if p == nil {
 		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
 	}
-	switch p.Type {
-	case v1.SeccompProfileTypeRuntimeDefault:
-		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
-	case v1.SeccompProfileTypeLocalhost:
-		ref := ""
-		if p.LocalhostProfile != nil {
-			ref = *p.LocalhostProfile
-		}
-		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: ref}
-	}
-	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+	return securityProfile(p.Type == v1.SeccompProfileTypeRuntimeDefault, p.Type == v1.SeccompProfileTypeLocalhost, p.LocalhostProfile)
 }
 
 // appArmorProfile is the CRI form of p; nil when none is asked for (the runtime's
@@ -176,13 +166,19 @@ func appArmorProfile(p *v1.AppArmorProfile) *runtimeapi.SecurityProfile {
 	if p == nil {
 		return nil
 	}
-	switch p.Type {
-	case v1.AppArmorProfileTypeRuntimeDefault:
+	return securityProfile(p.Type == v1.AppArmorProfileTypeRuntimeDefault, p.Type == v1.AppArmorProfileTypeLocalhost, p.LocalhostProfile)
+}
+
+// securityProfile is a seccomp or AppArmor profile in CRI's terms: the runtime's
+// default, a profile on the node (localhostRef), or Unconfined.
+func securityProfile(runtimeDefault, localhost bool, localhostRef *string) *runtimeapi.SecurityProfile {
+	switch {
+	case runtimeDefault:
 		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
-	case v1.AppArmorProfileTypeLocalhost:
+	case localhost:
 		ref := ""
-		if p.LocalhostProfile != nil {
-			ref = *p.LocalhostProfile
+		if localhostRef != nil {
+			ref = *localhostRef
 		}
 		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: ref}
 	}

@@ -70,7 +70,13 @@ type proxyResponder struct{}
 
 func (proxyResponder) Error(w http.ResponseWriter, req *http.Request, err error) {
 	slog.Debug("proxy to a pod failed", "url", req.URL.String(), "err", err)
-	st := apierrors.NewServiceUnavailable(fmt.Sprintf("error trying to reach service: %v", err)).ErrStatus
+	WriteServiceUnavailable(w, fmt.Sprintf("error trying to reach service: %v", err))
+}
+
+// WriteServiceUnavailable answers a proxied request its backend did not take: a 503
+// Status with message, as kube-apiserver's proxy responders write it.
+func WriteServiceUnavailable(w http.ResponseWriter, message string) {
+	st := apierrors.NewServiceUnavailable(message).ErrStatus
 	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(int(st.Code))

@@ -3,7 +3,6 @@ package pod
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,10 +12,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"skiff.dev/services/apiserver/registry/rest"
 )
 
 // Front-proxy headers that carry the caller's identity to exec-proxy
@@ -119,9 +119,5 @@ type responder struct{}
 
 func (responder) Error(w http.ResponseWriter, req *http.Request, err error) {
 	slog.Error("proxy to exec-proxy failed", "url", req.URL.String(), "err", err)
-	st := apierrors.NewServiceUnavailable(fmt.Sprintf("exec-proxy is unavailable: %v", err)).ErrStatus
-	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(int(st.Code))
-	_ = json.NewEncoder(w).Encode(&st)
+	rest.WriteServiceUnavailable(w, fmt.Sprintf("exec-proxy is unavailable: %v", err))
 }
