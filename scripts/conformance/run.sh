@@ -3,7 +3,8 @@
 # from images.sh) against the two-node skiff of cluster.sh, which it brings up first and
 # always takes down. The specs FOCUS selects run in two passes, as upstream's conformance
 # image runs them: those ginkgo may run in parallel ($PROCS processes), then the
-# [Serial] ones one at a time. [Disruptive] specs never run (none is [Conformance]).
+# [Serial] ones one at a time, [Disruptive] ones included (two taint a node to see its
+# pods evicted).
 # Each pass writes its JUnit report under $RESULTS; then tests/conformance/report turns
 # them into $REPORT (docs/conformance.md for a whole run).
 #
@@ -34,9 +35,10 @@ serial_timeout=${SERIAL_TIMEOUT:-$timeout}
 skip=${SKIP:-}
 go=${GO:-go}
 
-# names_regexp FILE: one regular expression matching exactly the spec names FILE lists.
+# names_regexp FILE: one regular expression matching exactly the spec names FILE lists
+# (ginkgo matches it against a spec's full text, which has more before the name).
 names_regexp() {
-	grep -v -e '^#' -e '^[[:space:]]*$' "$1" | sed -e 's/[][\\.^$*+?(){}|/]/\\&/g' -e 's/^/^/' -e 's/$/$/' | paste -sd'|'
+	grep -v -e '^#' -e '^[[:space:]]*$' "$1" | sed -e 's/[][\\.^$*+?(){}|/]/\\&/g' -e 's/^/(^| )/' -e 's/$/$/' | paste -sd'|'
 }
 
 if [ -n "${FOCUS_FILE:-}" ]; then
@@ -76,7 +78,7 @@ pass() {
 	echo "run.sh: $name pass ended (exit $rc) after $(((SECONDS - start) / 60)) min: $(grep -E '^(Ran|PASS|FAIL)' "$results/$name.log" | paste -sd' ')"
 }
 pass parallel "$procs" "$timeout" '!Serial && !Disruptive'
-pass serial 1 "$serial_timeout" 'Serial && !Disruptive'
+pass serial 1 "$serial_timeout" 'Serial'
 
 args=(-total 411 -k8s-version "$version" -commit "$(git -C "$root" rev-parse --short HEAD)"
 	-reasons "$root/scripts/conformance/reasons.tsv" -header "$results/header.md")
@@ -85,7 +87,7 @@ args=(-total 411 -k8s-version "$version" -commit "$(git -C "$root" rev-parse --s
 	echo
 	echo "This run: \`make test-conformance\` with PROCS=$procs parallel processes, limits of $timeout (parallel pass) and $serial_timeout ([Serial] pass)${FOCUS_FILE:+, the specs $FOCUS_FILE names}${FOCUS:+, FOCUS='$FOCUS'}${SKIP:+, SKIP='$SKIP'}, on $(nproc) CPU cores."
 } >"$results/header.md"
-[ -z "${EXPECT:-}" ] || args+=(-expect "$EXPECT")
+[ -z "${EXPECT:-}" ] || args+=(-expect "$(realpath "$EXPECT")")
 if [ -n "$report" ]; then
 	args+=(-out "$report")
 else
