@@ -61,13 +61,21 @@ func TestValidateIngress(t *testing.T) {
 			"spec.rules[0].http.paths[0].pathType: Required value: pathType must be specified"},
 		{"pathType is one of three", func(ing *networkingv1.Ingress) { path0(ing).PathType = ptr.To(networkingv1.PathType("Regex")) },
 			`spec.rules[0].http.paths[0].pathType: Unsupported value: "Regex": supported values: "Exact", "ImplementationSpecific", "Prefix"`},
-		{"an Exact path is absolute", func(ing *networkingv1.Ingress) { path0(ing).Path, path0(ing).PathType = "foo", ptr.To(networkingv1.PathTypeExact) },
+		{"an Exact path is absolute", func(ing *networkingv1.Ingress) {
+			path0(ing).Path, path0(ing).PathType = "foo", ptr.To(networkingv1.PathTypeExact)
+		},
 			`spec.rules[0].http.paths[0].path: Invalid value: "foo": must be an absolute path`},
-		{"an Exact path needs a path", func(ing *networkingv1.Ingress) { path0(ing).Path, path0(ing).PathType = "", ptr.To(networkingv1.PathTypeExact) },
+		{"an Exact path needs a path", func(ing *networkingv1.Ingress) {
+			path0(ing).Path, path0(ing).PathType = "", ptr.To(networkingv1.PathTypeExact)
+		},
 			`spec.rules[0].http.paths[0].path: Invalid value: "": must be an absolute path`},
-		{"a Prefix path has no //", func(ing *networkingv1.Ingress) { path0(ing).Path, path0(ing).PathType = "/a//b", ptr.To(networkingv1.PathTypePrefix) },
+		{"a Prefix path has no //", func(ing *networkingv1.Ingress) {
+			path0(ing).Path, path0(ing).PathType = "/a//b", ptr.To(networkingv1.PathTypePrefix)
+		},
 			`spec.rules[0].http.paths[0].path: Invalid value: "/a//b": must not contain '//'`},
-		{"a Prefix path does not end in /..", func(ing *networkingv1.Ingress) { path0(ing).Path, path0(ing).PathType = "/a/..", ptr.To(networkingv1.PathTypePrefix) },
+		{"a Prefix path does not end in /..", func(ing *networkingv1.Ingress) {
+			path0(ing).Path, path0(ing).PathType = "/a/..", ptr.To(networkingv1.PathTypePrefix)
+		},
 			`spec.rules[0].http.paths[0].path: Invalid value: "/a/..": cannot end with '/..'`},
 		{"an ImplementationSpecific path is absolute when set", func(ing *networkingv1.Ingress) { path0(ing).Path = "foo" },
 			`spec.rules[0].http.paths[0].path: Invalid value: "foo": must be an absolute path`},
@@ -87,7 +95,9 @@ func TestValidateIngress(t *testing.T) {
 			"spec.defaultBackend.service.name: Required value"},
 		{"a service name is a DNS-1035 label", func(ing *networkingv1.Ingress) { ing.Spec.DefaultBackend.Service.Name = "1svc" },
 			`spec.defaultBackend.service.name: Invalid value: "1svc": a DNS-1035 label`},
-		{"a port name or number", func(ing *networkingv1.Ingress) { ing.Spec.DefaultBackend.Service.Port = networkingv1.ServiceBackendPort{} },
+		{"a port name or number", func(ing *networkingv1.Ingress) {
+			ing.Spec.DefaultBackend.Service.Port = networkingv1.ServiceBackendPort{}
+		},
 			"spec.defaultBackend: Required value: port name or number is required"},
 		{"not both a port name and number", func(ing *networkingv1.Ingress) { ing.Spec.DefaultBackend.Service.Port.Name = "http" },
 			`spec.defaultBackend: Invalid value: "": cannot set both port name & port number`},
@@ -97,7 +107,9 @@ func TestValidateIngress(t *testing.T) {
 			ing.Spec.DefaultBackend = &networkingv1.IngressBackend{Resource: &corev1Ref}
 			ing.Spec.DefaultBackend.Resource.Kind = ""
 		}, "spec.defaultBackend.resource.kind: Required value: kind is required"},
-		{"TLS hosts are DNS subdomains", func(ing *networkingv1.Ingress) { ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"Bad_Host"}}} },
+		{"TLS hosts are DNS subdomains", func(ing *networkingv1.Ingress) {
+			ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"Bad_Host"}}}
+		},
 			`spec.tls[0].hosts[0]: Invalid value: "Bad_Host"`},
 		{"a TLS secret name is a DNS subdomain", func(ing *networkingv1.Ingress) { ing.Spec.TLS = []networkingv1.IngressTLS{{SecretName: "Bad_Secret"}} },
 			`spec.tls[0].secretName: Invalid value: "Bad_Secret"`},
