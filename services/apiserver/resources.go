@@ -24,6 +24,8 @@ import (
 	"skiff.dev/services/apiserver/registry/core/serviceaccount"
 	"skiff.dev/services/apiserver/registry/discovery/endpointslice"
 	eventsevent "skiff.dev/services/apiserver/registry/events/event"
+	"skiff.dev/services/apiserver/registry/networking/ingress"
+	"skiff.dev/services/apiserver/registry/networking/ingressclass"
 	"skiff.dev/services/apiserver/registry/node/runtimeclass"
 	rbacregistry "skiff.dev/services/apiserver/registry/rbac"
 	"skiff.dev/services/apiserver/registry/rbac/clusterrole"
@@ -66,5 +68,7 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		cronjob.Descriptor,
 		eventsevent.Descriptor,
 		runtimeclass.Descriptor,
+		ingressclass.Descriptor,
+		ingress.Descriptor,
 	}
 }

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,6 +63,7 @@ var ServedGroupVersions = []schema.GroupVersion{
 	batchv1.SchemeGroupVersion,
 	eventsv1.SchemeGroupVersion,
 	nodev1.SchemeGroupVersion,
+	networkingv1.SchemeGroupVersion,
 }
 
 func init() {
@@ -76,6 +78,7 @@ func init() {
 	utilruntime.Must(batchv1.AddToScheme(Scheme))
 	utilruntime.Must(eventsv1.AddToScheme(Scheme))
 	utilruntime.Must(nodev1.AddToScheme(Scheme))
+	utilruntime.Must(networkingv1.AddToScheme(Scheme))
 	// events.k8s.io/v1 Events are core/v1 Events seen in other words.
 	utilruntime.Must(addEventConversions(Scheme))
 	// autoscaling/v1 Scale is what deployments/scale and replicasets/scale read and write.
