@@ -146,6 +146,11 @@ func (m *Manager) generateContainerConfig(ctx context.Context, c *v1.Container, 
 	if err != nil {
 		return nil, err
 	}
+	if sc := effectiveSecurityContext(pod, c); sc.ProcMount != nil && *sc.ProcMount == v1.UnmaskedProcMount {
+		// The masked and read-only /proc paths are the runtime's defaults; this kubelet
+		// cannot lift them, so it refuses rather than run the container masked.
+		return nil, fmt.Errorf("procMount %s is not supported by this kubelet", v1.UnmaskedProcMount)
+	}
 	if tm, err := terminationMessageMount(c, opts.PodContainerDir); err != nil {
 		return nil, err
 	} else if tm != nil {

@@ -159,3 +159,13 @@ func TestTerminationMessage(t *testing.T) {
 		t.Errorf("written file: %d bytes; want its first 4096", len(got))
 	}
 }
+
+func TestUnmaskedProcMountIsRefused(t *testing.T) {
+	m := &Manager{runtimeHelper: plainRuntimeHelper{}, podLogsDirectory: t.TempDir()}
+	unmasked := v1.UnmaskedProcMount
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", SecurityContext: &v1.SecurityContext{ProcMount: &unmasked}}}}}
+	if _, err := m.generateContainerConfig(context.Background(), &pod.Spec.Containers[0], pod, 0, "img", nil); err == nil || !strings.Contains(err.Error(), "procMount Unmasked is not supported") {
+		t.Fatalf("procMount Unmasked: err %v, want a refusal", err)
+	}
+}
