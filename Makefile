@@ -40,8 +40,8 @@ test: vet test-unit test-fuzz test-e2e
 
 # The services' tests and the containerd suite (with the skiff it starts) run with
 # client-go's cache mutation detector on, as kube's integration tests do: it panics when
-# anything modifies an object an informer holds, and the all-in-one's scheduler and
-# controller manager hold the apiserver watch cache's own objects. The other end-to-end
+# anything modifies an object an informer holds (the apiserver's RBAC authorizer holds
+# its watch cache's own objects). The other end-to-end
 # suites go without: its periodic deep comparisons, in the skiff they start, made
 # tests/clientgo's timing-bound restart test (run beside them) relist.
 TEST_ENV := KUBE_CACHE_MUTATION_DETECTOR=true

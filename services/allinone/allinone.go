@@ -301,12 +301,7 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	}
 	run("scheduler-events", schedEvents.Run)
 
-	// The scheduler and the controller manager read pods, nodes and the rest from the
-	// apiserver's watch cache in this process: one copy of each object, not one per
-	// informer, and nothing encoded or decoded for them. They write over HTTP, as their
-	// own identities.
-	sched, err := scheduler.New(scheduler.Config{Client: client, Recorder: schedEvents, TracerProvider: obs.scheduler,
-		ListWatchFor: api.ListWatchFor})
+	sched, err := scheduler.New(scheduler.Config{Client: client, Recorder: schedEvents, TracerProvider: obs.scheduler})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -327,7 +322,7 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 	}
 	run("controller-manager-events", cmEvents.Run)
 	cm, err := controllermanager.New(controllermanager.Config{Client: cmClient, RESTConfig: cmConfig, RootCA: ca.CertPEM, Events: cmEvents,
-		Options: cfg.ControllerManager, TracerProvider: obs.controllerManager, ListWatchFor: api.ListWatchFor})
+		Options: cfg.ControllerManager, TracerProvider: obs.controllerManager})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"time"
 
@@ -31,7 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/cache"
 	utilnetutils "k8s.io/utils/net"
 
 	"skiff.dev/services/apiserver/admission"
@@ -224,29 +222,6 @@ func (s *APIServer) stopCaches() {
 	for _, c := range s.caches {
 		c.Stop()
 	}
-}
-
-// ListWatchFor returns a ListerWatcher over the served resource whose objects have obj's
-// type (e.g. &corev1.Pod{} for pods, in every namespace; tweak, when set, changes every
-// list's and watch's options, as client-go's TweakListOptionsFunc), read in this process from its
-// watch cache (registry.ListWatch: an informer over it shares the cache's objects instead
-// of decoding its own copies), or nil when no resource, or more than one, stores that
-// type. The all-in-one gives it to its scheduler and controller manager.
-func (s *APIServer) ListWatchFor(obj runtime.Object, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
-	var found *registry.ListWatch
-	for gr, store := range s.stores {
-		if reflect.TypeOf(store.New()) != reflect.TypeOf(obj) {
-			continue
-		}
-		if found != nil {
-			return nil
-		}
-		found = &registry.ListWatch{Stores: s.stores, Resource: gr, Tweak: tweak}
-	}
-	if found == nil {
-		return nil
-	}
-	return found
 }
 
 // storeSet is every served resource's generic Store, by group and resource.

@@ -68,10 +68,6 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	// Clock drives the controllers; nil: the real clock.
 	Clock clock.WithTickerAndDelayedExecution
-	// ListWatchFor, in the apiserver's own process (the all-in-one), lists and watches
-	// what the controllers' informers hold there, sharing the watch cache's objects; nil
-	// lists and watches through Client, trimming managedFields on arrival.
-	ListWatchFor kubeclient.ListWatchFor
 	// Initializers are the controllers that can run; nil: NewControllerInitializers().
 	Initializers map[string]InitFunc
 }
@@ -154,22 +150,18 @@ func Run(ctx context.Context, cfg Config) error {
 // StartControllers starts every enabled controller with one shared informer factory,
 // then starts the informers (kube's StartControllers). The controllers stop when ctx ends.
 func (cm *ControllerManager) StartControllers(ctx context.Context) error {
-	// Informers over HTTP drop managedFields on arrival; in-process ones hold the watch
-	// cache's objects, with nothing to trim.
-	var factoryOptions []informers.SharedInformerOption
-	if cm.cfg.ListWatchFor == nil {
-		factoryOptions = append(factoryOptions, informers.WithTransform(kubeclient.TrimManagedFields))
-	}
+	// The informers drop managedFields on arrival: no controller reads them.
 	controllerCtx := ControllerContext{
-		Client:          cm.cfg.Client,
-		InformerFactory: cm.cfg.ListWatchFor.InformerFactory(informers.NewSharedInformerFactoryWithOptions(cm.cfg.Client, informerResync, factoryOptions...)),
-		RESTConfig:      cm.cfg.RESTConfig,
-		RootCA:          cm.cfg.RootCA,
-		Events:          cm.cfg.Events,
-		Options:         cm.cfg.Options,
-		Registerer:      cm.cfg.Registerer,
-		TracerProvider:  cm.cfg.TracerProvider,
-		Clock:           cm.cfg.Clock,
+		Client: cm.cfg.Client,
+		InformerFactory: informers.NewSharedInformerFactoryWithOptions(cm.cfg.Client, informerResync,
+			informers.WithTransform(kubeclient.TrimManagedFields)),
+		RESTConfig:     cm.cfg.RESTConfig,
+		RootCA:         cm.cfg.RootCA,
+		Events:         cm.cfg.Events,
+		Options:        cm.cfg.Options,
+		Registerer:     cm.cfg.Registerer,
+		TracerProvider: cm.cfg.TracerProvider,
+		Clock:          cm.cfg.Clock,
 	}
 	var names []string
 	for name := range cm.cfg.Initializers {

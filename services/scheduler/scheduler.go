@@ -68,10 +68,6 @@ type Config struct {
 	// TracerProvider traces each scheduling cycle inside the pod's trace; nil means the
 	// global provider.
 	TracerProvider trace.TracerProvider
-	// ListWatchFor, in the apiserver's own process (the all-in-one), lists and watches
-	// pods and nodes there, sharing the watch cache's objects; nil lists and watches
-	// them through Client.
-	ListWatchFor kubeclient.ListWatchFor
 }
 
 // Scheduler watches unscheduled pods and binds each to a node. Build it with
@@ -185,19 +181,12 @@ func newScheduler(cfg Config, opts ...option) (*Scheduler, error) {
 	s.podInformer = newPodInformer(cfg, podIndexers, unscheduledPodsFieldSelector)
 	s.podLister = corelisters.NewPodLister(s.podInformer.GetIndexer())
 	s.assignedPodInformer = newPodInformer(cfg, toolscache.Indexers{}, assignedPodsFieldSelector)
-	if lw := cfg.ListWatchFor.ListerWatcher(&v1.Node{}, nil); lw != nil {
-		s.nodeInformer = toolscache.NewSharedIndexInformer(lw, &v1.Node{}, 0, toolscache.Indexers{})
-	} else {
-		s.nodeInformer = coreinformers.NewNodeInformer(cfg.Client, 0, toolscache.Indexers{})
-	}
-	// The scheduler never reads managedFields; dropping them from what arrives over HTTP
-	// keeps every cached pod and node smaller (as kube-controller-manager's informers
-	// do). In-process informers hold the watch cache's objects: nothing to trim.
-	if cfg.ListWatchFor == nil {
-		for _, informer := range []toolscache.SharedIndexInformer{s.podInformer, s.assignedPodInformer, s.nodeInformer} {
-			if err := informer.SetTransform(kubeclient.TrimManagedFields); err != nil {
-				return nil, fmt.Errorf("scheduler: %w", err)
-			}
+	s.nodeInformer = coreinformers.NewNodeInformer(cfg.Client, 0, toolscache.Indexers{})
+	// The scheduler never reads managedFields; dropping them from what arrives keeps
+	// every cached pod and node smaller (as kube-controller-manager's informers do).
+	for _, informer := range []toolscache.SharedIndexInformer{s.podInformer, s.assignedPodInformer, s.nodeInformer} {
+		if err := informer.SetTransform(kubeclient.TrimManagedFields); err != nil {
+			return nil, fmt.Errorf("scheduler: %w", err)
 		}
 	}
 	if err := s.addAllEventHandlers(); err != nil {
@@ -260,12 +249,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	return nil
 }
 
-// newPodInformer is an informer of the pods fieldSelector selects, in-process when
-// cfg.ListWatchFor serves pods.
+// newPodInformer is an informer of the pods fieldSelector selects.
 func newPodInformer(cfg Config, indexers toolscache.Indexers, fieldSelector string) toolscache.SharedIndexInformer {
 	tweak := func(lo *metav1.ListOptions) { lo.FieldSelector = fieldSelector }
-	if lw := cfg.ListWatchFor.ListerWatcher(&v1.Pod{}, tweak); lw != nil {
-		return toolscache.NewSharedIndexInformer(lw, &v1.Pod{}, 0, indexers)
-	}
 	return coreinformers.NewFilteredPodInformer(cfg.Client, metav1.NamespaceAll, 0, indexers, tweak)
 }

@@ -16,13 +16,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
 	"skiff.dev/services/apiserver"
 	"skiff.dev/services/controllermanager/clusterroleaggregation"
@@ -165,15 +163,6 @@ func (s *Server) serve(l net.Listener) {
 	if err := api.WaitForBootstrapPolicy(ctx); err != nil {
 		s.t.Fatalf("RBAC bootstrap policy: %v", err)
 	}
-}
-
-// ListWatchFor is the running apiserver's APIServer.ListWatchFor: a ListerWatcher over
-// obj's resource in this process, as the all-in-one's scheduler and controller manager
-// read it. A restart leaves the ones it returned before reading the stopped apiserver.
-func (s *Server) ListWatchFor(obj runtime.Object, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.api.ListWatchFor(obj, tweak)
 }
 
 // StopAPIServer stops the apiserver (etcd keeps running), closing every open watch, as a

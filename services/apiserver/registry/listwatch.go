@@ -18,10 +18,10 @@ import (
 // of its own. They fall under the watch cache's sharing rule: nothing may mutate them,
 // as no informer's user may mutate what an informer hands out.
 //
-// It is how the apiserver's RBAC authorizer reads its policy and how the all-in-one's
-// scheduler and controller manager read what they watch; kube's equivalents read over
-// HTTP from their own processes. There is no authentication, authorization or
-// admission on this path: only the apiserver's own process has it. Options are those
+// It is how the apiserver's RBAC authorizer reads its policy, as kube-apiserver's reads
+// its own; there is no authentication, authorization or admission on this path, so
+// nothing outside the apiserver gets it (every other component lists and watches over
+// the API). Options are those
 // of an HTTP list or watch (selectors, resourceVersion, limit, continue, bookmarks);
 // timeoutSeconds is not applied, since no connection is ever rebalanced. Errors are
 // the Store's (410 Expired for a compacted resourceVersion, 400 for a field selector

@@ -9,8 +9,9 @@ import (
 	"skiff.dev/services/internal/kubeclient"
 )
 
-// TestTrimManagedFieldsLeavesItsInputAlone: the transform may see objects shared with
-// the apiserver's watch cache, so it trims a copy.
+// TestTrimManagedFieldsLeavesItsInputAlone: an informer's transform must not modify
+// what it is given (client-go may hand the same object to other handlers), so it trims a
+// copy.
 func TestTrimManagedFieldsLeavesItsInputAlone(t *testing.T) {
 	in := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"a": "b"},
