@@ -132,7 +132,7 @@ fmt:
 clean:
 	rm -rf $(BIN) $(DATA_DIR)
 
-# ---- the full stack in containers (compose.yaml; README "Run the full stack") ----
+# ---- the full stack in containers (compose.yaml; docs/operations.md, "Run the full stack") ----
 COMPOSE         ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 COMPOSE_PROJECT ?= skiff
 KUBELETS        ?= 3
