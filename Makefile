@@ -1,7 +1,9 @@
 # skiff: `make run` starts every service in one process; `make test` runs every test.
 GO        ?= go
 RUNTIME   ?= process
-DATA_DIR  ?= $(CURDIR)/skiff-data
+# skiff's state (etcd, PKI, admin kubeconfig) for run, up, down and clean:
+# $SKIFF_DATA_DIR when set (as bin/skiff itself reads it), else ./skiff-data.
+DATA_DIR  ?= $(or $(SKIFF_DATA_DIR),$(CURDIR)/skiff-data)
 BIN       := $(CURDIR)/bin
 GOTESTFLAGS ?= -count=1 -timeout 20m
 
@@ -27,9 +29,10 @@ $(BIN)/coredns:
 	GOBIN=$(BIN) CGO_ENABLED=0 GOWORK=off GOFLAGS=-trimpath \
 		$(GO) install -ldflags "-s -w" github.com/coredns/coredns@$(COREDNS_VERSION)
 
-## run: start skiff (etcd, apiserver, scheduler, runtime, kubelet) in one process;
-##      RUNTIME=process (default) runs real host processes, RUNTIME=sim simulates them,
-##      RUNTIME=containerd runs real containers in a private containerd (run as root)
+## run: start skiff (etcd, apiserver, scheduler, runtime, kubelet) in one process, its
+##      state in DATA_DIR; RUNTIME=process (default) runs real host processes,
+##      RUNTIME=sim simulates them, RUNTIME=containerd runs real containers in a
+##      private containerd (run as root)
 run:
 	cd services && $(GO) build -o $(BIN)/skiff ./cmd/skiff
 	$(BIN)/skiff --data-dir $(DATA_DIR) --runtime $(RUNTIME)
@@ -129,7 +132,7 @@ fmt:
 clean:
 	rm -rf $(BIN) $(DATA_DIR)
 
-# ---- the full stack in containers (compose.yaml; README "Run the full stack") ----
+# ---- the full stack in containers (compose.yaml; docs/operations.md, "Run the full stack") ----
 COMPOSE         ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 COMPOSE_PROJECT ?= skiff
 KUBELETS        ?= 3
