@@ -48,7 +48,7 @@ import (
 // Runtime names a built-in CRI runtime.
 type Runtime string
 
-// The built-in runtimes (DESIGN.md "Runtimes behind CRI").
+// The built-in runtimes.
 const (
 	RuntimeProcess Runtime = "process"
 	RuntimeSim     Runtime = "sim"
@@ -69,7 +69,7 @@ type Config struct {
 	DataDir string
 	// BindAddress is the address every listener binds, e.g. "127.0.0.1".
 	BindAddress string
-	// APIServerPort is the apiserver's port (DESIGN.md: 6443); 0 picks a free one.
+	// APIServerPort is the apiserver's port (6443); 0 picks a free one.
 	APIServerPort int
 	// EtcdPort is the embedded etcd's client port (2379); 0 picks a free one.
 	EtcdPort int
@@ -90,7 +90,7 @@ type Config struct {
 	// ManualCSRApproval turns csr-signer's auto-approval off: every
 	// CertificateSigningRequest waits for `kubectl certificate approve`.
 	ManualCSRApproval bool
-	// ExecProxyPort is exec-proxy's port (DESIGN.md: 10443); 0 picks a free one.
+	// ExecProxyPort is exec-proxy's port (10443); 0 picks a free one.
 	ExecProxyPort int
 	// KubeletPort is the kubelet API's port (10250); 0 picks a free one.
 	KubeletPort int

@@ -17,7 +17,7 @@ import (
 
 // streams is what kubectl exec, attach, port-forward and logs need in the
 // all-in-one: exec-proxy's listener and the TLS each hop uses, all from the
-// PKI directory (DESIGN.md "Identities").
+// PKI directory.
 type streams struct {
 	pkiDir   string
 	ca       *pki.CA

@@ -20,7 +20,7 @@ import (
 	"skiff.dev/services/internal/tracing"
 )
 
-// TestOnePodIsOneTrace is issue 6's "Done when": a pod created with a traceparent header
+// TestOnePodIsOneTrace: a pod created with a traceparent header
 // yields ONE trace holding, under the client's root span, every hop of the pod's
 // creation, each span from the service that did the work.
 func TestOnePodIsOneTrace(t *testing.T) {

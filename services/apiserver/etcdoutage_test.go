@@ -18,7 +18,7 @@ import (
 )
 
 // TestAPIServerRidesOutAnEtcdRestart stops etcd under a running apiserver and starts it
-// again (issue 17: every service retries its peers and recovers without a restart). The
+// again (every service retries its peers and recovers without a restart). The
 // apiserver is never restarted: /readyz fails while etcd is gone and passes once it is
 // back, a create sent during the outage completes with a 201 once etcd answers, and a
 // watch from a resourceVersion taken before the outage delivers each later event once,

@@ -17,7 +17,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 )
 
-// Identities the approver recognises (DESIGN.md, "Identities").
+// Identities the approver recognises.
 const (
 	// NodeUserPrefix starts every kubelet's user name: system:node:<node>.
 	NodeUserPrefix = "system:node:"

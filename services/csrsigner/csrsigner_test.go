@@ -21,7 +21,7 @@ import (
 	"skiff.dev/services/internal/eventrecorder"
 )
 
-// signerIdentity is the csr-signer's user (DESIGN.md, "Identities").
+// signerIdentity is the csr-signer's user.
 const signerIdentity = "system:skiff:csr-signer"
 
 func clientFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {

@@ -71,7 +71,7 @@ const (
 // apiserver and the kubelets.
 const ExecProxyUser = "system:skiff:exec-proxy"
 
-// DefaultPort is exec-proxy's port (DESIGN.md "Ports").
+// DefaultPort is exec-proxy's port.
 const DefaultPort = 10443
 
 // dialTimeout bounds reaching the kubelet before a 502.

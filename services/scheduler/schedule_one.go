@@ -65,8 +65,8 @@ func (s *Scheduler) scheduleOne(ctx context.Context) {
 		return
 	}
 	logger.Debug("attempting to schedule pod", "attempt", pInfo.Attempts)
-	// The cycle continues the trace of the request that created the pod (DESIGN.md
-	// "Trace propagation across a watch"); filter, score and bind are its children.
+	// The cycle continues the trace of the request that created the pod, carried across
+	// the watch by the pod's traceparent annotation; filter, score and bind are its children.
 	ctx, span := s.tracer.Start(tracing.ContextWithObjectTrace(ctx, pod), "SchedulingCycle",
 		trace.WithAttributes(tracing.PodAttributes(pod)...),
 		trace.WithAttributes(attribute.Int("skiff.scheduler.attempt", pInfo.Attempts)))

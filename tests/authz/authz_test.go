@@ -1,4 +1,4 @@
-// Package authz is the authorization and authentication matrix of issue 4, run against
+// Package authz is the authorization and authentication matrix, run against
 // the real apiserver (apiservertest: real etcd, real TLS on loopback): each row is a named
 // test case that says who asks, what they ask, and the answer Kubernetes would give.
 package authz

@@ -31,7 +31,7 @@ import (
 	"skiff.dev/tests/internal/composetest"
 )
 
-// Sizes of the scenario (the issue's "Done when").
+// Sizes of the scenario.
 const (
 	initialKubelets = 3
 	scaledKubelets  = 5
@@ -339,7 +339,7 @@ func (s *stack) testPodTrace(t *testing.T) {
 		}
 	}
 	if len(podOfTrace) == 0 {
-		t.Skip("pods carry no skiff.dev/traceparent annotation yet (tracing, issue 6)")
+		t.Skip("pods carry no skiff.dev/traceparent annotation yet")
 	}
 	want := []string{"skiff-apiserver", "skiff-scheduler", "skiff-kubelet"}
 	s.eventually(t, 2*time.Minute, "a pod's trace in Jaeger with apiserver, scheduler and kubelet spans", func(ctx context.Context) error {

@@ -23,7 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Sizes of the controller-manager scenario (issue 12's "Done when", issue 14's pod IPs).
+// Sizes of the controller-manager scenario.
 const (
 	cmKubelets         = 5
 	cmSurvivors        = 3
@@ -231,7 +231,7 @@ func (s *stack) testNodesDie(t *testing.T) []string {
 	return survivors
 }
 
-// testPodIPs checks issue 14's cluster-wide pod IPs: every node has a podCIDR of its
+// testPodIPs checks cluster-wide pod IPs: every node has a podCIDR of its
 // own (node IPAM), and every live pod's IP is unique and inside its node's podCIDR (the
 // sim runtime allocates from the range the kubelet hands it over CRI).
 func (s *stack) testPodIPs(t *testing.T, survivors []string) {

@@ -1,4 +1,4 @@
-// Package faults is skiff's fault matrix (issue 17): compose.yaml's full stack with
+// Package faults is skiff's fault matrix: compose.yaml's full stack with
 // simulated-runtime kubelets, and, for each fault in turn, pods created by 20 client-go
 // clients while the fault strikes: kill -9 of the apiserver, etcd, the scheduler leader,
 // the controller-manager leader, the csr-signer, NATS and a kubelet; etcd paused for
@@ -12,7 +12,7 @@
 // It runs only with SKIFF_FAULTS_TEST=1 (`make test-faults`). Knobs (environment):
 // FAULTS_PODS pods a row (default 90: CI), FAULTS_KUBELETS (3), FAULTS_CLIENTS (20),
 // FAULTS_CREATE_SECONDS over which a row's pods are created (15), FAULTS_ONLY a regular
-// expression choosing rows by name. The issue's full run is FAULTS_PODS=1000 with
+// expression choosing rows by name. The full run is FAULTS_PODS=1000 with
 // FAULTS_KUBELETS=10 (each kubelet takes 110 pods, as kube's default --max-pods).
 package faults
 

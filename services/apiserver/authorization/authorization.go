@@ -51,7 +51,7 @@ type Lookup interface {
 	NodePodsUse(ctx context.Context, namespace, node string, uses func(*corev1.Pod) bool) (bool, error)
 }
 
-// Identities and groups the authorizers single out (DESIGN.md "Identities").
+// Identities and groups the authorizers single out.
 const (
 	MastersGroup       = user.SystemPrivilegedGroup // system:masters
 	NodesGroup         = user.NodesGroup            // system:nodes

@@ -1,4 +1,4 @@
-// Package eventsink is the apiserver's end of DESIGN.md "Events": it consumes the
+// Package eventsink is the apiserver's end of skiff's event transport: it consumes the
 // core/v1 Events components publish to NATS JetStream (stream EVENTS) and persists each
 // in etcd through the events registry, whose store gives every event a 1 h lease.
 // Repeats of an event (same source, involved object, type, reason and message) are
@@ -54,7 +54,7 @@ import (
 	"skiff.dev/services/internal/natsauth"
 )
 
-// The JetStream layout of DESIGN.md "Events".
+// The JetStream layout of skiff's events.
 const (
 	// StreamName is the JetStream stream events are published to; its subjects are
 	// natsauth.EventSubjects.

@@ -1,7 +1,7 @@
 // Package eventrecorder is skiff's event recorder: components report core/v1 Events about the
 // objects they act on (Scheduled, Pulling, Started, ...), and the recorder delivers them
 // to the apiserver. Mirrors client-go's tools/record (EventRecorder, makeEvent), with
-// the transport of DESIGN.md "Events": each event is published to NATS JetStream
+// skiff's own transport: each event is published to NATS JetStream
 // (stream EVENTS, subject skiff.events.<namespace>.<publisher>, natsauth.EventSubject)
 // and the apiserver's consumer authorizes, persists and aggregates it; with no NATS URL
 // configured, the recorder POSTs the event and aggregates repeats itself, as client-go's

@@ -1,4 +1,4 @@
-// Package natsauth is who may do what on skiff's NATS (DESIGN.md "Trust model"): the
+// Package natsauth is who may do what on skiff's NATS: the
 // event subjects that carry their publisher's identity, the permissions each client
 // certificate gets, and the auth callout responder (nats-server's server/auth_callout.go,
 // non-operator mode) that grants them. The recorder publishes on the subjects, the

@@ -21,7 +21,7 @@ const serverName = "skiff"
 // default.
 const tlsTimeout = 2
 
-// DefaultPort is NATS's client port (DESIGN.md "Ports").
+// DefaultPort is NATS's client port.
 const DefaultPort = 4222
 
 // ConfigFile is what skiff's nats-server configuration file says: the one compose's

@@ -24,7 +24,7 @@ type Config struct {
 	StoreDir string
 	// Host is the listen address, e.g. "127.0.0.1".
 	Host string
-	// Port is the client port (DESIGN.md: 4222); 0 picks a free one, see Server.Port.
+	// Port is the client port (4222); 0 picks a free one, see Server.Port.
 	Port int
 	// ReadyTimeout bounds the wait for the server to accept clients; 0 means 10 s.
 	ReadyTimeout time.Duration

@@ -85,7 +85,7 @@ type Identity struct {
 	Organizations []string
 }
 
-// The identities of skiff's services (DESIGN.md "Identities"). Kubelets are not here:
+// The identities of skiff's services. Kubelets are not here:
 // each earns its own through a CertificateSigningRequest.
 var (
 	Admin     = Identity{Name: "admin", CommonName: "admin", Organizations: []string{"system:masters"}}

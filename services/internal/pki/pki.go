@@ -2,7 +2,7 @@
 // issues (ECDSA P-256, crypto/x509), bootstrap tokens, and the kubeconfigs that carry
 // them. `skiff pki init` lays a directory out the way kubeadm's `init phase certs` and
 // `kubeconfig` phases do (k8s.io/kubernetes/cmd/kubeadm/app/phases/certs), with skiff's
-// identities (DESIGN.md "Identities").
+// identities.
 package pki
 
 import (

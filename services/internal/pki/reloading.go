@@ -12,7 +12,7 @@ import (
 )
 
 // ReloadingClientTLS is the TLS configuration of a client with mutual TLS whose key pair
-// may be rotated under it (NATS's clients, DESIGN.md "Events"): it trusts the CA
+// may be rotated under it (NATS's clients): it trusts the CA
 // certificates in caPEM and presents the key pair of certFile and keyFile, which may name
 // the same file (a kubelet's kubelet-client-current.pem holds both; keyFile "" means
 // certFile). The pair is read again at every TLS handshake, that is every connect and

@@ -21,7 +21,7 @@ import (
 // mirror kube's component-base options (--v/--logging-format of logs.Options,
 // --healthz-bind-address/--metrics-bind-address, --profiling) and, in SecureServing,
 // kube-scheduler's and kube-controller-manager's secure serving, folded into one set
-// as DESIGN.md's "Every service" asks. A main builds them with NewOptions (and
+// every service shares. A main builds them with NewOptions (and
 // NewSecureServingOptions), registers them with AddFlags, then calls Logger and Start.
 type Options struct {
 	// LogLevel is slog's level name: debug, info, warn or error (--log-level).

@@ -1,5 +1,5 @@
-// Package serving runs the endpoints every skiff service exposes besides its own API
-// (DESIGN.md, "Every service"): /healthz and /livez (the process is up), /readyz (it can do
+// Package serving runs the endpoints every skiff service exposes besides its own API:
+// /healthz and /livez (the process is up), /readyz (it can do
 // its work), Prometheus /metrics and, with WithProfiling, Go's /debug/pprof; and the
 // flags every service shares for them and for logging (Options). A control-plane
 // component serves them on its secure port (SecureServingOptions): HTTPS, every caller

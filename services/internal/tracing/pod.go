@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TraceparentAnnotation holds the W3C traceparent of the request that created an object
-// (DESIGN.md "Trace propagation across a watch"). The apiserver sets it on pod create;
-// the scheduler and the kubelet continue that trace when they act on the pod.
+// TraceparentAnnotation holds the W3C traceparent of the request that created an object,
+// which carries the trace across a watch. The apiserver sets it on pod create; the
+// scheduler and the kubelet continue that trace when they act on the pod.
 const TraceparentAnnotation = "skiff.dev/traceparent"
 
 // InjectTraceparent stores the traceparent of ctx's span in obj's annotations, keeping

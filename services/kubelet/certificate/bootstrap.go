@@ -56,7 +56,7 @@ const (
 // 30 s, with 10 % jitter, until the context ends.
 var requestBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 30 * time.Second}
 
-// Subject names of kubelet identities (DESIGN.md, "Identities").
+// Subject names of kubelet identities.
 const (
 	nodeUserPrefix = "system:node:"
 	nodesGroup     = "system:nodes"

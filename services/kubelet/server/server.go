@@ -32,7 +32,7 @@ import (
 	"skiff.dev/services/internal/serving"
 )
 
-// Identities allowed to call the kubelet API (DESIGN.md "Identities").
+// Identities allowed to call the kubelet API.
 const (
 	// ExecProxyUser is exec-proxy's client certificate CommonName.
 	ExecProxyUser = "system:skiff:exec-proxy"

@@ -20,7 +20,7 @@ import (
 
 // DefaultAssumedPodTTL is how long an assumed pod whose binding succeeded
 // may wait for the assigned-pod informer to confirm it before the cache
-// drops it. kube-scheduler today never expires (issue 106361: expiring too
+// drops it. kube-scheduler today never expires (kubernetes/kubernetes#106361: expiring too
 // early double-books nodes when the apiserver is slow). skiff keeps a long
 // TTL instead because its field-selected informers cannot tell "bound" from
 // "deleted" on the unassigned side: a pod bound and deleted between two

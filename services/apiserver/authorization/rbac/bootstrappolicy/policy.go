@@ -35,7 +35,7 @@ const (
 	AggregateToView  = "rbac.authorization.k8s.io/aggregate-to-view"
 )
 
-// Identities the policy binds (DESIGN.md "Identities").
+// Identities the policy binds.
 const (
 	BootstrappersGroup = "system:bootstrappers"
 	CSRSignerUser      = "system:skiff:csr-signer"
