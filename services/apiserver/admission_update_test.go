@@ -11,14 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // TestAdmissionSeesUpdatesWithTheStoredObject pins that PUT and PATCH reach admission
 // with the new object and the one it replaces: NodeRestriction's update rules, which
 // compare the two, refuse what they must over real HTTP, for JSON and protobuf bodies.
 func TestAdmissionSeesUpdatesWithTheStoredObject(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(s.Config)
 	nodeConfig := s.ClientConfig("system:node:n1", "system:nodes")

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 func newPod(name string) *corev1.Pod {
@@ -58,7 +58,7 @@ func do(t *testing.T, client *http.Client, method, url, contentType, body string
 }
 
 func TestBadInputGetsStatusWithClientErrorCode(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx := context.Background()
 	bound := newPod("bound")
@@ -112,7 +112,7 @@ func TestBadInputGetsStatusWithClientErrorCode(t *testing.T) {
 }
 
 func TestCreateUpdateConflicts(t *testing.T) {
-	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	cs := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx := context.Background()
 	created, err := cs.CoreV1().Pods("default").Create(ctx, newPod("web"), metav1.CreateOptions{})
 	if err != nil {
@@ -212,7 +212,7 @@ func TestCreateUpdateConflicts(t *testing.T) {
 }
 
 func TestBindingAssignsNodeAndSetsPodScheduled(t *testing.T) {
-	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	cs := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx := context.Background()
 	pod, err := cs.CoreV1().Pods("default").Create(ctx, newPod("p"), metav1.CreateOptions{})
 	if err != nil {
@@ -248,7 +248,7 @@ func TestBindingAssignsNodeAndSetsPodScheduled(t *testing.T) {
 }
 
 func TestGracefulPodDeletion(t *testing.T) {
-	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	cs := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx := context.Background()
 	unscheduled, err := cs.CoreV1().Pods("default").Create(ctx, newPod("unscheduled"), metav1.CreateOptions{})
 	if err != nil {
@@ -292,7 +292,7 @@ func TestGracefulPodDeletion(t *testing.T) {
 }
 
 func TestWatchFromResourceVersionWithFieldSelector(t *testing.T) {
-	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	cs := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	before, err := cs.CoreV1().Pods("default").Create(ctx, newPod("before"), metav1.CreateOptions{})
@@ -334,7 +334,7 @@ func TestWatchFromResourceVersionWithFieldSelector(t *testing.T) {
 }
 
 func TestKubectlFacingShapes(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx := context.Background()
 	if _, err := cs.CoreV1().Pods("default").Create(ctx, newPod("t"), metav1.CreateOptions{}); err != nil {
@@ -417,7 +417,7 @@ func TestKubectlFacingShapes(t *testing.T) {
 }
 
 func TestNamespaceDeletionRemovesContentsThenNamespace(t *testing.T) {
-	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	cs := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}, metav1.CreateOptions{}); err != nil {
@@ -450,7 +450,7 @@ func TestNamespaceDeletionRemovesContentsThenNamespace(t *testing.T) {
 }
 
 func TestFinalizersHoldDeletionUntilRemoved(t *testing.T) {
-	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	cs := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx := context.Background()
 	p := newPod("held")
 	p.Finalizers = []string{"example.com/hold"}
@@ -473,7 +473,7 @@ func TestFinalizersHoldDeletionUntilRemoved(t *testing.T) {
 }
 
 func TestFieldValidation(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	pods := srv.URL + "/api/v1/namespaces/default/pods"
 	body := func(name string) string {
 		return `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"` + name + `"},"spec":{"bogusField":1,"containers":[{"name":"c","image":"x"}]}}`
@@ -498,7 +498,7 @@ func TestFieldValidation(t *testing.T) {
 }
 
 func TestDiscoveryOpenAPIAndMetrics(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	get := func(path, accept string) (*http.Response, []byte) {
 		req, _ := http.NewRequest("GET", srv.URL+path, nil)
 		if accept != "" {
@@ -564,7 +564,7 @@ func TestDiscoveryOpenAPIAndMetrics(t *testing.T) {
 }
 
 func TestWatchListSendsInitialEventsThenTheEndBookmark(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -616,7 +616,7 @@ func TestWatchListSendsInitialEventsThenTheEndBookmark(t *testing.T) {
 }
 
 func TestManagedFieldsRecordEachManager(t *testing.T) {
-	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	cs := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx := context.Background()
 	if _, err := cs.CoreV1().Pods("default").Create(ctx, newPod("m"), metav1.CreateOptions{FieldManager: "kubectl-run"}); err != nil {
 		t.Fatal(err)
@@ -638,7 +638,7 @@ func TestManagedFieldsRecordEachManager(t *testing.T) {
 // alone gives: CRUD, discovery with short names, deletion with its namespace, and
 // kube-root-ca.crt published into every namespace and put back when deleted.
 func TestConfigMapsAndTheRootCAConfigMap(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

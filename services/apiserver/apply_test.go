@@ -14,7 +14,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 const applyContentType = "application/apply-patch+yaml"
@@ -34,7 +34,7 @@ func owners(p *corev1.Pod) map[string]string {
 }
 
 func TestServerSideApply(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx := context.Background()
 	url := srv.URL + "/api/v1/namespaces/default/pods/web"
@@ -129,7 +129,7 @@ func TestServerSideApply(t *testing.T) {
 }
 
 func TestApplyRequests(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	url := srv.URL + "/api/v1/namespaces/default/pods/web"
 	for _, tc := range []struct {
 		name, query, contentType, body string
@@ -154,7 +154,7 @@ func TestApplyRequests(t *testing.T) {
 }
 
 func TestDryRunStoresNothing(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx := context.Background()
 	if _, err := cs.CoreV1().Pods("default").Create(ctx, newPod("live"), metav1.CreateOptions{}); err != nil {
@@ -203,7 +203,7 @@ func TestDryRunStoresNothing(t *testing.T) {
 }
 
 func TestDeleteCollectionOverHTTP(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx := context.Background()
 	for _, name := range []string{"a", "b", "c"} {

@@ -12,14 +12,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // BenchmarkCreatePod measures pod creates through the whole apiserver stack (HTTP,
 // decoding, admission, defaulting, validation, a real etcd Txn, encoding) from one
 // client, and reports creates/s.
 func BenchmarkCreatePod(b *testing.B) {
-	srv := apiservertest.StartServer(b)
+	srv := controlplanetest.StartServer(b)
 	url := srv.URL + "/api/v1/namespaces/default/pods"
 	client := srv.HTTPClient()
 	b.ResetTimer()
@@ -42,7 +42,7 @@ func BenchmarkCreatePod(b *testing.B) {
 // (resourceVersion "": etcd's revision, then the watch cache), from the cache as it is
 // ("0"), and paged 500 at a time as kubectl lists (each page a range read from etcd).
 func BenchmarkListPods(b *testing.B) {
-	srv := apiservertest.StartServer(b)
+	srv := controlplanetest.StartServer(b)
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx := context.Background()
 	const pods = 10000

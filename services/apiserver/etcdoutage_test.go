@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // TestAPIServerRidesOutAnEtcdRestart stops etcd under a running apiserver and starts it
@@ -24,7 +24,7 @@ import (
 // watch from a resourceVersion taken before the outage delivers each later event once,
 // in order.
 func TestAPIServerRidesOutAnEtcdRestart(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	httpClient := srv.HTTPClient()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // newEventsV1Event is the event the conformance suite's Events API tests create
@@ -44,7 +44,7 @@ func newEventsV1Event(namespace, name, label string) *eventsv1.Event {
 // otherwise; events.k8s.io's validation; delete and delete-collection; watch; discovery
 // and kubectl's Table.
 func TestEventsServedInBothGroups(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx := context.Background()
 	ns := "default"

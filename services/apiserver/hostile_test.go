@@ -8,14 +8,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // TestHostileRequestsGetAStatusAndStoreNothing sends malformed, oversized and
 // nonsensical requests to a real apiserver: each is answered by the metav1.Status
 // kube-apiserver gives, never a 500 or a dropped connection, and none stores an object.
 func TestHostileRequestsGetAStatusAndStoreNothing(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	cms := srv.URL + "/api/v1/namespaces/default/configmaps"
 	cm := func(data string) string {

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // conformanceIngress is the Ingress API conformance test's template: a default
@@ -48,7 +48,7 @@ func conformanceIngress(host string) *networkingv1.Ingress {
 // and cluster-wide), merge patch, update, patch and update of status (which keep the
 // spec), get of status, delete and delete-collection; and validation errors.
 func TestIngressesServed(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx := context.Background()
 	ns := "default"
@@ -240,7 +240,7 @@ func TestIngressesServed(t *testing.T) {
 // delete and delete-collection; the default-class annotation; an immutable
 // controller; kubectl's columns.
 func TestIngressClassesServed(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx := context.Background()
 	classes := cs.NetworkingV1().IngressClasses()

@@ -8,14 +8,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kube-openapi/pkg/spec3"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // TestOpenAPICoversEveryServedResource reads /openapi/v3 as client-go (and so kubectl)
 // does and checks that every resource discovery lists has a schema tagged with its kind
 // and a PATCH or POST operation for it: a resource added without `make openapi` fails.
 func TestOpenAPICoversEveryServedResource(t *testing.T) {
-	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	cs := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	paths, err := cs.Discovery().OpenAPIV3().Paths()
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestOpenAPICoversEveryServedResource(t *testing.T) {
 // TestOpenAPIV2 reads /openapi/v2 as protobuf, as client-go's discovery (and kubectl's
 // client-side validation) does.
 func TestOpenAPIV2(t *testing.T) {
-	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	cs := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	doc, err := cs.Discovery().OpenAPISchema()
 	if err != nil {
 		t.Fatal(err)

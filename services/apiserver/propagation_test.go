@@ -11,14 +11,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // TestDeletePropagationPolicy pins what each propagationPolicy leaves behind for the
 // garbage collector: Orphan and Foreground keep the object, marked, with their
 // finalizer; Background (and no policy) removes it at once.
 func TestDeletePropagationPolicy(t *testing.T) {
-	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	cs := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name          string
@@ -63,7 +63,7 @@ func TestDeletePropagationPolicy(t *testing.T) {
 }
 
 func TestDeletePropagationOptionsAreValidated(t *testing.T) {
-	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	cs := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx := context.Background()
 	if _, err := cs.CoreV1().Pods("default").Create(ctx, newPod("p"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // newRC is a ReplicationController that leaves its selector and replicas to defaulting.
@@ -41,7 +41,7 @@ func newRC(name string) *corev1.ReplicationController {
 // selector, strategic merge patch, server-side apply, watch, discovery and v1's orphaning
 // delete default.
 func TestReplicationControllersServed(t *testing.T) {
-	cfg := apiservertest.Start(t)
+	cfg := controlplanetest.Start(t)
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
 	rcs := cs.CoreV1().ReplicationControllers("default")
@@ -211,7 +211,7 @@ func TestReplicationControllersServed(t *testing.T) {
 // TestPodTemplatesServed covers v1 podtemplates: create with defaults, 422, list,
 // patch, delete collection.
 func TestPodTemplatesServed(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx := context.Background()
 	templates := cs.CoreV1().PodTemplates("default")

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // runtimeClassPod is the conformance suite's NewRuntimeClassPod.
@@ -38,7 +38,7 @@ func runtimeClassPod(class string) *corev1.Pod {
 // RuntimeClass admission plugin on pod create: a missing or deleted class is a 403, a
 // class's overhead is set on the pod.
 func TestRuntimeClassesServed(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx := context.Background()
 	classes := cs.NodeV1().RuntimeClasses()

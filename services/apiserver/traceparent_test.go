@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/tracing"
 )
 
@@ -28,7 +28,7 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // With tracing off (no exporter configured), the apiserver still keeps the creating
 // request's traceparent on the pod, so the services that export can continue it.
 func TestPodKeepsTheCreatingRequestsTraceparent(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	cfg := rest.CopyConfig(srv.Config)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {

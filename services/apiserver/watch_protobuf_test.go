@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientscheme "k8s.io/client-go/kubernetes/scheme"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // TestWatchServesProtobufToClientsThatPreferIt watches pods with client-go's Accept header
@@ -22,7 +22,7 @@ import (
 // length-prefixed frames of protobuf WatchEvents whose objects are protobuf pods. A JSON
 // Accept header still gets JSON lines.
 func TestWatchServesProtobufToClientsThatPreferIt(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 func newDeployment(name string) *appsv1.Deployment {
@@ -40,7 +40,7 @@ func newDeployment(name string) *appsv1.Deployment {
 // subresource in autoscaling/v1, the immutable selector and status-only writes to
 // deployments/status.
 func TestDeploymentServedWithScaleAndGeneration(t *testing.T) {
-	cfg := apiservertest.Start(t)
+	cfg := controlplanetest.Start(t)
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
 	deployments := cs.AppsV1().Deployments("default")
@@ -123,7 +123,7 @@ func TestDeploymentServedWithScaleAndGeneration(t *testing.T) {
 // controller-uid and job-name labels, the selector matches the uid, and a Job takes
 // its template's labels.
 func TestJobSelectorIsGenerated(t *testing.T) {
-	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	cs := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx := context.Background()
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "pi"},
@@ -160,7 +160,7 @@ func TestJobSelectorIsGenerated(t *testing.T) {
 // TestWorkloadTables pins kubectl's columns for deployments, replicasets, jobs,
 // replicationcontrollers and podtemplates.
 func TestWorkloadTables(t *testing.T) {
-	cfg := apiservertest.Start(t)
+	cfg := controlplanetest.Start(t)
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, newDeployment("web"), metav1.CreateOptions{}); err != nil {

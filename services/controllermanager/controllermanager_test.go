@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/leaderelection"
 	"skiff.dev/services/internal/pki"
 )
@@ -79,7 +79,7 @@ func TestOptionsValidateRejectsUnknownController(t *testing.T) {
 // apiserver: only the Lease holder starts its controllers, and when it stops the other
 // takes over.
 func TestLeaderElection(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.ClientConfig(pki.ControllerManager.CommonName))
 	var mu sync.Mutex
 	leading := map[string]bool{}
@@ -165,7 +165,7 @@ func TestLeaderElection(t *testing.T) {
 
 // TestRunStopsWhenAControllerFailsToStart pins that a start error is Run's error.
 func TestRunStopsWhenAControllerFailsToStart(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	boom := errors.New("boom")
 	election := leaderelection.DefaultOptions(LeaseName)

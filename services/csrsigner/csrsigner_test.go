@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/eventrecorder"
 )
 
@@ -35,7 +35,7 @@ func clientFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
 
 // startSigner runs a csr-signer as system:skiff:csr-signer against s until the test ends,
 // with cfg's approval settings.
-func startSigner(t *testing.T, s *apiservertest.Server, cfg Config) *Controller {
+func startSigner(t *testing.T, s *controlplanetest.Server, cfg Config) *Controller {
 	t.Helper()
 	cfg.Client, cfg.CA = clientFor(t, s.ClientConfig(signerIdentity)), s.CA
 	c, err := New(cfg)
@@ -109,7 +109,7 @@ func setApproval(t *testing.T, client kubernetes.Interface, name string, conditi
 }
 
 func TestBootstrapperGetsNodeClientCertificate(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	startSigner(t, s, Config{AutoApprove: true})
 	bootstrap := clientFor(t, s.TokenConfig(s.BootstrapToken.String()))
 
@@ -135,7 +135,7 @@ func TestBootstrapperGetsNodeClientCertificate(t *testing.T) {
 }
 
 func TestNodeAskingAnotherNodesCertificateIsNotApproved(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	c := startSigner(t, s, Config{AutoApprove: true})
 	nodeB := clientFor(t, s.ClientConfig("system:node:b", NodesGroup))
 
@@ -159,7 +159,7 @@ func TestNodeAskingAnotherNodesCertificateIsNotApproved(t *testing.T) {
 }
 
 func TestWithoutAutoApprovalAPersonDecides(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	startSigner(t, s, Config{MaxDuration: 2 * time.Hour})
 	admin := clientFor(t, s.Config)
 	bootstrap := clientFor(t, s.TokenConfig(s.BootstrapToken.String()))
@@ -183,7 +183,7 @@ func TestWithoutAutoApprovalAPersonDecides(t *testing.T) {
 }
 
 func TestApprovedRequestTheSignerRefusesFails(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	startSigner(t, s, Config{AutoApprove: true})
 	admin := clientFor(t, s.Config)
 
@@ -207,7 +207,7 @@ func TestApprovedRequestTheSignerRefusesFails(t *testing.T) {
 var approveServing = Config{AutoApprove: true, ApproveKubeletServing: true, Resolver: hosts{}}
 
 func TestNodeServingCertificateForItsOwnAddresses(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	startSigner(t, s, approveServing)
 	nodeA := clientFor(t, s.ClientConfig("system:node:a", NodesGroup))
 
@@ -231,7 +231,7 @@ func TestNodeServingCertificateForItsOwnAddresses(t *testing.T) {
 }
 
 func TestServingRequestIsApprovedOnceTheNodeReportsItsAddress(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	c := startSigner(t, s, approveServing)
 	ctx := context.Background()
 	nodeA := clientFor(t, s.ClientConfig("system:node:a", NodesGroup))
@@ -291,7 +291,7 @@ func waitingForApproval(t *testing.T, admin kubernetes.Interface, name string) [
 }
 
 // startRecordingSigner is startSigner with a real event recorder that POSTs its events.
-func startRecordingSigner(t *testing.T, s *apiservertest.Server, cfg Config) *Controller {
+func startRecordingSigner(t *testing.T, s *controlplanetest.Server, cfg Config) *Controller {
 	t.Helper()
 	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "csr-signer", Client: clientFor(t, s.ClientConfig(signerIdentity))})
 	if err != nil {
@@ -309,7 +309,7 @@ func startRecordingSigner(t *testing.T, s *apiservertest.Server, cfg Config) *Co
 // serving request for its very own addresses is left pending, as kube-controller-manager
 // leaves it, with an event that says why; a person's approval then gets it signed.
 func TestServingRequestWaitsForAPersonByDefault(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	c := startRecordingSigner(t, s, Config{AutoApprove: true})
 	ctx := context.Background()
 	admin, nodeA := clientFor(t, s.Config), clientFor(t, s.ClientConfig("system:node:a", NodesGroup))
@@ -341,7 +341,7 @@ func TestServingRequestWaitsForAPersonByDefault(t *testing.T) {
 // InternalIP as its own is not approved a certificate for it, and the event says whose
 // it is; once that other Node is gone, the request is looked at again and approved.
 func TestServingRequestForAnotherNodesAddressWaits(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	c := startRecordingSigner(t, s, approveServing)
 	ctx := context.Background()
 	admin, nodeA, nodeB := clientFor(t, s.Config), clientFor(t, s.ClientConfig("system:node:a", NodesGroup)), clientFor(t, s.ClientConfig("system:node:b", NodesGroup))

@@ -11,15 +11,15 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // TestRunLeavesNoGoroutines signs a certificate, cancels Run, and checks that none of the
 // controller's goroutines (informers, workqueue, worker) outlive it.
 func TestRunLeavesNoGoroutines(t *testing.T) {
-	// Without the namespace controllers apiservertest otherwise runs: their informers
+	// Without the namespace controllers controlplanetest otherwise runs: their informers
 	// would count as leaked.
-	s := apiservertest.StartServerWithoutControllers(t)
+	s := controlplanetest.StartServerWithoutControllers(t)
 	c, err := New(Config{Client: clientFor(t, s.ClientConfig(signerIdentity)), CA: s.CA, AutoApprove: true})
 	if err != nil {
 		t.Fatal(err)

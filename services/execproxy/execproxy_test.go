@@ -35,7 +35,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"skiff.dev/services/apiserver"
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/cri/process"
 	"skiff.dev/services/cri/socketharness"
 	"skiff.dev/services/execproxy"
@@ -53,7 +53,7 @@ const (
 // cluster is the whole chain, every part real: apiserver over etcd →
 // exec-proxy → kubelet API → process runtime's streaming server.
 type cluster struct {
-	api       *apiservertest.Server
+	api       *controlplanetest.Server
 	admin     *rest.Config
 	client    kubernetes.Interface
 	proxyAddr string
@@ -100,7 +100,7 @@ func startCluster(t *testing.T, opts ...clusterOptions) *cluster {
 	var frontProxyTLS *tls.Config
 	// No controllers: their informers re-watch after the restart below at times of their
 	// own, which the leak checks would count; the test makes what they would have made.
-	c.api = apiservertest.StartServerWithoutControllers(t, func(cfg *apiserver.Config) {
+	c.api = controlplanetest.StartServerWithoutControllers(t, func(cfg *apiserver.Config) {
 		if frontProxyTLS != nil {
 			cfg.ExecProxyURL = "https://" + c.proxyAddr
 			cfg.ProxyClientTLS = frontProxyTLS

@@ -14,14 +14,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/kubelet/container"
 	"skiff.dev/services/kubelet/util/manager"
 	"skiff.dev/services/kubelet/volumemanager"
 )
 
 func TestMakeEnvironmentVariables(t *testing.T) {
-	client := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	client := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx := context.Background()
 	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, &v1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "app"},
@@ -211,7 +211,7 @@ func TestMakeMounts(t *testing.T) {
 // ConfigMap watched (a volume rewrite may still come before SyncTerminatedPod takes the
 // volumes down), a pod already ended is not registered, and unregistering releases it.
 func TestPodObjectsStayWatchedUntilTheVolumesAreDown(t *testing.T) {
-	client := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	client := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx := context.Background()
 	kl := &Kubelet{configMapManager: manager.NewConfigMapManager(client), secretManager: manager.NewSecretManager(client)}
 	t.Cleanup(kl.configMapManager.Stop)

@@ -22,7 +22,7 @@ import (
 	kubetypes "k8s.io/kubelet/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/cri"
 	"skiff.dev/services/cri/sim"
 	"skiff.dev/services/cri/socketharness"
@@ -35,7 +35,7 @@ const nodeName = "node-1"
 // startAPIServer runs a fresh API server (over embedded etcd) for the test.
 func startAPIServer(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	cfg := apiservertest.Start(t)
+	cfg := controlplanetest.Start(t)
 	cfg.ContentType = "application/json"
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/cri/sim"
 	"skiff.dev/services/kubelet"
 )
@@ -39,7 +39,7 @@ spec:
 // back when deleted, follows a changed manifest, and goes with the file.
 func TestStaticPodsRunFromFilesWithMirrorPods(t *testing.T) {
 	ctx := context.Background()
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	admin := kubernetes.NewForConfigOrDie(srv.Config)
 	nodeConfig := srv.ClientConfig("system:node:"+nodeName, "system:nodes")
 	nodeClient := kubernetes.NewForConfigOrDie(nodeConfig)

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/cri/sim"
 	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/tracing"
@@ -28,7 +28,7 @@ const (
 )
 
 func TestSyncPodContinuesThePodTraceAndRecordsEvents(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	admin := kubernetes.NewForConfigOrDie(srv.Config)
 	cri := startSim(t)
 

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/scheduler"
 )
 
@@ -83,7 +83,7 @@ func podScheduled(pod *v1.Pod) *v1.PodCondition {
 }
 
 func TestSchedulerAgainstARealAPIServer(t *testing.T) {
-	client := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	client := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	createReadyNode(t, client, "node-a", "2")
 	createReadyNode(t, client, "node-b", "2")
 

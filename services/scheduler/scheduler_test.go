@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // testLogWriter sends the scheduler's logs to t.Log.
@@ -97,9 +97,9 @@ func newClient(t *testing.T, objects ...runtime.Object) kubernetes.Interface {
 	return client
 }
 
-func newServer(t *testing.T, objects ...runtime.Object) (kubernetes.Interface, *apiservertest.Server) {
+func newServer(t *testing.T, objects ...runtime.Object) (kubernetes.Interface, *controlplanetest.Server) {
 	t.Helper()
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx := context.Background()
 	for _, obj := range objects {

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/scheduler"
@@ -27,7 +27,7 @@ const (
 )
 
 func TestSchedulingCycleContinuesThePodTraceAndRecordsEvents(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	admin := kubernetes.NewForConfigOrDie(srv.Config)
 	createReadyNode(t, admin, "node-a", "2")
 

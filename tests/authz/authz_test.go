@@ -1,5 +1,5 @@
 // Package authz is the authorization and authentication matrix, run against
-// the real apiserver (apiservertest: real etcd, real TLS on loopback): each row is a named
+// the real apiserver (controlplanetest: real etcd, real TLS on loopback): each row is a named
 // test case that says who asks, what they ask, and the answer Kubernetes would give.
 package authz
 
@@ -33,19 +33,19 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // cluster is one apiserver with two nodes, a pod bound to each, and their leases.
 type cluster struct {
-	srv          *apiservertest.Server
+	srv          *controlplanetest.Server
 	admin        kubernetes.Interface
 	nodeA, nodeB kubernetes.Interface
 }
 
 func setup(t *testing.T) *cluster {
 	t.Helper()
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	c := &cluster{
 		srv:   srv,
 		admin: kubernetes.NewForConfigOrDie(srv.Config),
@@ -242,7 +242,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 }
 
 func TestAuthenticationMatrix(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	ctx := context.Background()
 
 	t.Run("no client certificate and no token: 401", func(t *testing.T) {
@@ -372,7 +372,7 @@ func foreignClientCert(t *testing.T, user, group string) tls.Certificate {
 // TestBootstrapTokenSecrets authenticates bootstrap tokens stored as kube-system Secrets
 // of type bootstrap.kubernetes.io/token, as kubeadm creates them.
 func TestBootstrapTokenSecrets(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	admin := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx := context.Background()
 	create := func(id, secret string, data map[string]string) {
@@ -428,7 +428,7 @@ func TestBootstrapTokenSecrets(t *testing.T) {
 // with a certificate from the etcd CA, as kubeadm's etcd does; the cluster CA, which
 // vouches for every node, is worth nothing there.
 func TestEtcdRequiresClientCertificate(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	roots := srv.EtcdCA.CertPool()
 	addr := strings.TrimPrefix(srv.Etcd.Endpoint(), "https://")
 	handshake := func(cert *tls.Certificate) error {

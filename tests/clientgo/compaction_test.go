@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"skiff.dev/services/apiserver"
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // TestInformersConvergeAcrossCompactions: with etcd compacted every 200 ms (kube's
@@ -22,7 +22,7 @@ import (
 // etcd holds, and a list continuation older than the compaction gets 410 Gone with
 // kube's reason Expired, which kubectl and client-go's pager answer by listing again.
 func TestInformersConvergeAcrossCompactions(t *testing.T) {
-	srv := apiservertest.StartServer(t, func(c *apiserver.Config) { c.EtcdCompactionInterval = 200 * time.Millisecond })
+	srv := controlplanetest.StartServer(t, func(c *apiserver.Config) { c.EtcdCompactionInterval = 200 * time.Millisecond })
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -28,7 +28,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 const (
@@ -144,7 +144,7 @@ func storeNames(store cache.Store) []string {
 }
 
 func TestInformersConvergeAcrossAnAPIServerRestart(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

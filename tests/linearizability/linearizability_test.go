@@ -31,7 +31,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 const (
@@ -45,7 +45,7 @@ var keys = []string{"lin-a", "lin-b", "lin-c"}
 // etcd is stopped and started again on the same data directory and port, and requires
 // the history to be linearizable.
 func TestLinearizableAcrossEtcdRestart(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	h := newHarness(t, s.Config)
 	h.staleWrite()
 	h.start()
@@ -88,7 +88,7 @@ func TestLinearizableAcrossEtcdRestart(t *testing.T) {
 // of updates dropped on the way to the apiserver: the checker must find the history not
 // linearizable, which shows the check above can fail.
 func TestBrokenStoreFailsCheck(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	cfg := rest.CopyConfig(s.Config)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return preconditionDroppingTransport{t: t, next: rt} }
 	h := newHarness(t, cfg)

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // grant gives user (or, with kind Group, the group) rules through a ClusterRole and
@@ -110,7 +110,7 @@ func wantForbidden(t *testing.T, err error, msg string) {
 // certificate needs verb sign, besides update on the subresource, as kube's
 // CertificateApproval and CertificateSigning plugins require.
 func TestCertificateApprovalAndSigning(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	admin := kubernetes.NewForConfigOrDie(s.Config)
 	client := func(user string, groups ...string) kubernetes.Interface {
 		return kubernetes.NewForConfigOrDie(s.ClientConfig(user, groups...))

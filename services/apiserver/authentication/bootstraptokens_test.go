@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/apiserver/authentication"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/pki"
 )
 
@@ -95,7 +95,7 @@ func TestBootstrapTokenFile(t *testing.T) {
 // TestDeletedBootstrapTokenFileIs401 runs the real apiserver: its bootstrap token
 // authenticates until the token file is deleted, and then gets 401.
 func TestDeletedBootstrapTokenFileIs401(t *testing.T) {
-	s := apiservertest.StartServerWithoutControllers(t)
+	s := controlplanetest.StartServerWithoutControllers(t)
 	client := kubernetes.NewForConfigOrDie(s.TokenConfig(s.BootstrapToken.String()))
 	review := func() (*authenticationv1.SelfSubjectReview, error) {
 		return client.AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})

@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/apiserver/eventsink"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/natsauth"
 	"skiff.dev/services/internal/pki"
@@ -146,7 +146,7 @@ func startCluster(t *testing.T) (string, string, kubernetes.Interface) {
 	natsDir := natsPKI(t)
 	ns := startNATS(t, natsDir, t.TempDir(), 0)
 	t.Cleanup(ns.Shutdown)
-	srv := apiservertest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
+	srv := controlplanetest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
 	return natsDir, ns.ClientURL(), kubernetes.NewForConfigOrDie(srv.Config)
 }
 
@@ -264,7 +264,7 @@ func TestRecorderWaitsForTheSinkToCreateTheStream(t *testing.T) {
 	cancel()
 	<-responded
 
-	srv := apiservertest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
+	srv := controlplanetest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
 	waitForEvents(t, kubernetes.NewForConfigOrDie(srv.Config), "early", 3, 30*time.Second)
 	if r.Dropped() != 0 {
 		t.Fatalf("dropped %d events", r.Dropped())

@@ -23,7 +23,7 @@ import (
 	"skiff.dev/services/apiserver/eventsink"
 
 	"skiff.dev/services/apiserver"
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/natsserver"
 	"skiff.dev/services/internal/pki"
@@ -31,7 +31,7 @@ import (
 
 // natsPKI makes the PKI NATS and its clients use: the server serves its nats-server key
 // pair and admits only clients with a certificate from its CA, as in the all-in-one and
-// compose. (apiservertest makes its own PKI once NATS runs; the apiserver's NATS client
+// compose. (controlplanetest makes its own PKI once NATS runs; the apiserver's NATS client
 // certificate comes from this one.)
 func natsPKI(t testing.TB) string {
 	t.Helper()
@@ -127,7 +127,7 @@ func TestEventsOverJetStreamArePersistedAndAggregated(t *testing.T) {
 	natsDir := natsPKI(t)
 	ns := startNATS(t, natsDir, t.TempDir(), 0)
 	t.Cleanup(ns.Shutdown)
-	srv := apiservertest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
+	srv := controlplanetest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 
 	r := startRecorder(t, schedulerRecorder(t, natsDir, ns.ClientURL(), "default-scheduler"))
@@ -163,7 +163,7 @@ func TestEventsOverJetStreamArePersistedAndAggregated(t *testing.T) {
 }
 
 func TestEventsArePostedWithoutNATS(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	r := startRecorder(t, eventrecorder.Config{Component: "kubelet", Host: "node-a", Client: client})
 	p := pod("db")
@@ -186,7 +186,7 @@ func TestEventsArePostedWithoutNATS(t *testing.T) {
 // TestRecorderStopDeliversWhatItHolds: events recorded before Start's stop returns are
 // stored when it has returned, so a process may exit right after it.
 func TestRecorderStopDeliversWhatItHolds(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	r, err := eventrecorder.New(eventrecorder.Config{Component: "default-scheduler", Client: client})
 	if err != nil {
@@ -208,7 +208,7 @@ func TestRecorderStopDeliversWhatItHolds(t *testing.T) {
 }
 
 func TestFieldSelectorsOnEvents(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	r := startRecorder(t, eventrecorder.Config{Component: "kubelet", Client: client})
 	a := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "default", UID: "uid-a"}}
@@ -254,7 +254,7 @@ func TestNATSOutageLosesNoAcceptedEvent(t *testing.T) {
 	ns := startNATS(t, natsDir, dir, 0)
 	port := ns.Port()
 	url := ns.ClientURL()
-	srv := apiservertest.StartServer(t, withNATS(t, natsDir, url))
+	srv := controlplanetest.StartServer(t, withNATS(t, natsDir, url))
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	cfg := schedulerRecorder(t, natsDir, url, "kubelet")
 	cfg.BufferSize = 10000
@@ -320,7 +320,7 @@ skiff_events_dropped_total{component="kubelet"} 2
 }
 
 func TestEventsLiveOneHourInEtcd(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	ev := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: "ttl.1", Namespace: "default"},
@@ -355,7 +355,7 @@ func TestEventsInAMissingNamespaceAreDropped(t *testing.T) {
 	natsDir := natsPKI(t)
 	ns := startNATS(t, natsDir, t.TempDir(), 0)
 	t.Cleanup(ns.Shutdown)
-	srv := apiservertest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
+	srv := controlplanetest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	r := startRecorder(t, schedulerRecorder(t, natsDir, ns.ClientURL(), "kubelet"))
 
@@ -373,7 +373,7 @@ func TestEventsInAMissingNamespaceAreDropped(t *testing.T) {
 }
 
 func TestRecorderDeliversWhatIsBufferedWhenItStops(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	r, err := eventrecorder.New(eventrecorder.Config{Component: "kubelet", Client: client})
 	if err != nil {
@@ -398,7 +398,7 @@ func TestReplicasShareTheConsumer(t *testing.T) {
 	natsDir := natsPKI(t)
 	ns := startNATS(t, natsDir, t.TempDir(), 0)
 	t.Cleanup(ns.Shutdown)
-	srv := apiservertest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
+	srv := controlplanetest.StartServer(t, withNATS(t, natsDir, ns.ClientURL()))
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 
 	etcdClient, err := srv.Etcd.Client()
@@ -470,7 +470,7 @@ func BenchmarkEventsThroughNATS(b *testing.B) {
 	natsDir := natsPKI(b)
 	ns := startNATS(b, natsDir, b.TempDir(), 0)
 	b.Cleanup(ns.Shutdown)
-	apiservertest.StartServer(b, withNATS(b, natsDir, ns.ClientURL()))
+	controlplanetest.StartServer(b, withNATS(b, natsDir, ns.ClientURL()))
 	r := startRecorder(b, schedulerRecorder(b, natsDir, ns.ClientURL(), "kubelet"))
 	nc, err := nats.Connect(ns.ClientURL(), nats.Secure(natsTLS(b, natsDir, pki.APIServerNATSClient.Name)))
 	if err != nil {

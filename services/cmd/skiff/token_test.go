@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/pki"
 )
 
@@ -29,7 +29,7 @@ func skiffToken(args ...string) (int, string, string) {
 // TestTokenCommands drives skiff token create, list and delete against the real
 // apiserver with the admin's kubeconfig, and checks what each token can do afterwards.
 func TestTokenCommands(t *testing.T) {
-	s := apiservertest.StartServerWithoutControllers(t)
+	s := controlplanetest.StartServerWithoutControllers(t)
 	admin := filepath.Join(s.PKIDir, pki.AdminKubeconfigFile)
 	whoami := func(token string) (string, error) {
 		client := kubernetes.NewForConfigOrDie(s.TokenConfig(token))

@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/controllermanager/cronjob"
 	"skiff.dev/services/controllermanager/garbagecollector"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/eventrecorder"
 )
 
@@ -26,7 +26,7 @@ import (
 // does not wait for the minute to turn) and the garbage collector.
 func start(t *testing.T, clock *clocktesting.FakeClock) kubernetes.Interface {
 	t.Helper()
-	cfg := apiservertest.Start(t)
+	cfg := controlplanetest.Start(t)
 	cfg.QPS, cfg.Burst = -1, 0
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/controllermanager/deployment"
 	"skiff.dev/services/controllermanager/replicaset"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/eventrecorder"
 )
 
@@ -32,7 +32,7 @@ const noKubeletLabel = "test.skiff.dev/no-kubelet"
 // Running and Ready through pods/status, unless it carries noKubeletLabel.
 func start(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	cfg := apiservertest.Start(t)
+	cfg := controlplanetest.Start(t)
 	cfg.QPS, cfg.Burst = -1, 0
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())

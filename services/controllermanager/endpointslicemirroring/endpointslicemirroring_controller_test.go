@@ -16,13 +16,13 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // startController runs the controller against a real apiserver and returns a client.
 func startController(t *testing.T) (context.Context, kubernetes.Interface) {
 	t.Helper()
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	srv.Config.QPS = -1
 	cs, err := kubernetes.NewForConfig(srv.Config)
 	if err != nil {

@@ -15,11 +15,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/controllermanager/deployment"
 	"skiff.dev/services/controllermanager/garbagecollector"
 	"skiff.dev/services/controllermanager/replicaset"
 	"skiff.dev/services/controllermanager/replicationcontroller"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/eventrecorder"
 )
 
@@ -27,7 +27,7 @@ import (
 // controllers and the garbage collector.
 func start(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	cfg := apiservertest.Start(t)
+	cfg := controlplanetest.Start(t)
 	cfg.QPS, cfg.Burst = -1, 0
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())

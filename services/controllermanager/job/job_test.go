@@ -17,10 +17,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/controllermanager/garbagecollector"
 	"skiff.dev/services/controllermanager/job"
 	"skiff.dev/services/controllermanager/ttlafterfinished"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/eventrecorder"
 )
 
@@ -29,7 +29,7 @@ import (
 // failure back-off is shortened to 10 ms so back-off limits are reached quickly.
 func start(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	cfg := apiservertest.Start(t)
+	cfg := controlplanetest.Start(t)
 	cfg.QPS, cfg.Burst = -1, 0
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/controllermanager/namespace"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/pki"
 )
 
@@ -24,7 +24,7 @@ import (
 // contents; with it the contents of every discovered resource go (a ConfigMap, a Role, a
 // pod, a Deployment), then the kubernetes finalizer, then the namespace.
 func TestNamespaceIsEmptiedThenRemoved(t *testing.T) {
-	srv := apiservertest.StartServerWithoutControllers(t)
+	srv := controlplanetest.StartServerWithoutControllers(t)
 	admin := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx := context.Background()
 
@@ -89,7 +89,7 @@ func TestNamespaceIsEmptiedThenRemoved(t *testing.T) {
 // TestFinalize pins namespaces/NAME/finalize: it changes only spec.finalizers, and a
 // terminating namespace goes when the last one does.
 func TestFinalize(t *testing.T) {
-	srv := apiservertest.StartServerWithoutControllers(t)
+	srv := controlplanetest.StartServerWithoutControllers(t)
 	admin := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx := context.Background()
 	ns, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fin"}}, metav1.CreateOptions{})

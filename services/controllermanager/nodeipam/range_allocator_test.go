@@ -13,14 +13,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // TestRangeAllocator runs the controller against a real apiserver: a node that already
 // holds a CIDR keeps it and nobody else gets it, new nodes each get a distinct one, and a
 // deleted node's CIDR is free again.
 func TestRangeAllocator(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx, cancel := context.WithCancel(context.Background())
 	nodes := client.CoreV1().Nodes()

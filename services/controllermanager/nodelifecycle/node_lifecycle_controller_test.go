@@ -16,7 +16,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // testConfig is kube's defaults.
@@ -36,7 +36,7 @@ type fixture struct {
 // by a fake clock; the test calls the controller's passes itself.
 func newFixture(t *testing.T, cfg Config) *fixture {
 	t.Helper()
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	t.Cleanup(factory.Shutdown) // after cancel: cleanups run last-registered first

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 type fixture struct {
@@ -26,7 +26,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, threshold int) *fixture {
 	t.Helper()
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	t.Cleanup(factory.Shutdown)

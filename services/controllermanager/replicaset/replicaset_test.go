@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/controllermanager/replicaset"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/eventrecorder"
 )
 
@@ -31,7 +31,7 @@ func start(t *testing.T) kubernetes.Interface {
 // startAPIServer runs a real apiserver and returns an unthrottled client of it.
 func startAPIServer(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	cfg := apiservertest.Start(t)
+	cfg := controlplanetest.Start(t)
 	cfg.QPS, cfg.Burst = -1, 0
 	return kubernetes.NewForConfigOrDie(cfg)
 }

@@ -12,9 +12,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/controllermanager/rootcacertpublisher"
 	"skiff.dev/services/controllermanager/serviceaccount"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/pki"
 )
 
@@ -23,7 +23,7 @@ import (
 // default ServiceAccount and kube-root-ca.crt, both come back when deleted or changed,
 // and a terminating namespace gets neither back.
 func TestDefaultServiceAccountAndRootCA(t *testing.T) {
-	srv := apiservertest.StartServerWithoutControllers(t)
+	srv := controlplanetest.StartServerWithoutControllers(t)
 	admin := kubernetes.NewForConfigOrDie(srv.Config)
 	client := kubernetes.NewForConfigOrDie(srv.ClientConfig(pki.ControllerManager.CommonName, pki.ControllerManager.Organizations...))
 	ctx, cancel := context.WithCancel(context.Background())

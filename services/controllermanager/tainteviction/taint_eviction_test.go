@@ -17,7 +17,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 var unreachable = v1.Taint{Key: v1.TaintNodeUnreachable, Effect: v1.TaintEffectNoExecute}
@@ -26,7 +26,7 @@ var unreachable = v1.Taint{Key: v1.TaintNodeUnreachable, Effect: v1.TaintEffectN
 // pods on a node tainted NoExecute are deleted at once, after their tolerationSeconds,
 // or never, and a taint lifted in time cancels the deletion.
 func TestTaintEviction(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	t.Cleanup(factory.Shutdown)

@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/controllermanager/tokencleaner"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/pki"
 )
 
@@ -22,7 +22,7 @@ import (
 // real apiserver: bootstrap token Secrets in kube-system go once their expiration has
 // passed, at that moment for one that expires while it runs; every other Secret stays.
 func TestTokenCleaner(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	admin := kubernetes.NewForConfigOrDie(s.Config)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/kubeclient"
 )
 
@@ -40,7 +40,7 @@ func (c *contentTypes) RoundTrip(req *http.Request) (*http.Response, error) {
 // TestProtobufClient drives a pod's writes, list and watch the way the kubelet and the
 // scheduler do, with the default content type: the apiserver takes and answers protobuf.
 func TestProtobufClient(t *testing.T) {
-	cfg := apiservertest.Start(t)
+	cfg := controlplanetest.Start(t)
 	kubeclient.SetContentType(cfg, kubeclient.DefaultContentType)
 	seen := &contentTypes{requests: map[string]int{}, responses: map[string]int{}}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { seen.next = rt; return seen }

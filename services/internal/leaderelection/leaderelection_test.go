@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 func fastOptions() Options {
@@ -40,7 +40,7 @@ func wantLost(t *testing.T, result <-chan error, what string) {
 // leader whose Lease another holder takes over stops its work and gets
 // ErrLeaderElectionLost, while a leader whose context ends gets nil.
 func TestRunReturnsLostWhenTheLeaseIsTaken(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	e := New(client, fastOptions(), "me")
 	leading := make(chan struct{})
@@ -101,7 +101,7 @@ func (h hangingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // beside it. client-go alone ends the work only after also trying to release the
 // Lease, which hangs for another RenewDeadline, past the Lease's expiry.
 func TestWorkStopsBeforeTheLeaseCanExpireWhileTheAPIServerHangs(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	admin := kubernetes.NewForConfigOrDie(srv.Config)
 	var hang atomic.Bool
 	cfg := rest.CopyConfig(srv.Config)

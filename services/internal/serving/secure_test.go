@@ -24,7 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/serving"
 )
@@ -39,7 +39,7 @@ type component struct {
 // startComponent runs Options.Start with a secure port on a free loopback port, its
 // reviews made with a client certificate of identity (the component's own), and
 // /metrics holding skiff_test_total; change adjusts the options first.
-func startComponent(t *testing.T, s *apiservertest.Server, identity pki.Identity, change func(*serving.Options)) *component {
+func startComponent(t *testing.T, s *controlplanetest.Server, identity pki.Identity, change func(*serving.Options)) *component {
 	t.Helper()
 	c := &component{}
 	cfg := s.ClientConfig(identity.CommonName, identity.Organizations...)
@@ -173,7 +173,7 @@ func status(t *testing.T, body string) metav1.Status {
 // credential. Each component asks the apiserver with its own identity, so its RBAC must
 // let it create TokenReviews and SubjectAccessReviews.
 func TestSecurePort(t *testing.T) {
-	s := apiservertest.StartServerWithoutControllers(t)
+	s := controlplanetest.StartServerWithoutControllers(t)
 	admin, err := kubernetes.NewForConfig(s.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -254,7 +254,7 @@ func TestSecurePort(t *testing.T) {
 // TestSecurePortSpeaksOnlyTLS sends plain HTTP to the secure port, which must not
 // answer it with any endpoint.
 func TestSecurePortSpeaksOnlyTLS(t *testing.T) {
-	s := apiservertest.StartServerWithoutControllers(t)
+	s := controlplanetest.StartServerWithoutControllers(t)
 	c := startComponent(t, s, pki.Scheduler, nil)
 	for _, path := range []string{"/healthz", "/metrics"} {
 		resp, err := http.Get("http://" + strings.TrimPrefix(c.url, "https://") + path)
@@ -272,7 +272,7 @@ func TestSecurePortSpeaksOnlyTLS(t *testing.T) {
 // TestSecurePortCertificate: with no --tls-cert-file the port serves a self-signed
 // certificate for localhost and 127.0.0.1, as kube's components do; with one, that one.
 func TestSecurePortCertificate(t *testing.T) {
-	s := apiservertest.StartServerWithoutControllers(t)
+	s := controlplanetest.StartServerWithoutControllers(t)
 	peer := func(t *testing.T, url string) *x509.Certificate {
 		t.Helper()
 		conn, err := tls.Dial("tcp", strings.TrimPrefix(url, "https://"), &tls.Config{InsecureSkipVerify: true})
@@ -316,7 +316,7 @@ func TestSecurePortCertificate(t *testing.T) {
 // TestSecurePortCachesReviews: one caller's repeated scrapes within the TTLs cost one
 // TokenReview and one SubjectAccessReview, as kube's webhook caches make them.
 func TestSecurePortCachesReviews(t *testing.T) {
-	s := apiservertest.StartServerWithoutControllers(t)
+	s := controlplanetest.StartServerWithoutControllers(t)
 	admin, err := kubernetes.NewForConfig(s.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -363,7 +363,7 @@ func TestSecureServingFlags(t *testing.T) {
 		t.Fatalf("always-allow paths %v", o.SecureServing.AlwaysAllowPaths)
 	}
 
-	s := apiservertest.StartServerWithoutControllers(t)
+	s := controlplanetest.StartServerWithoutControllers(t)
 	c := startComponent(t, s, pki.Scheduler, func(o *serving.Options) { o.SecureServing.AlwaysAllowPaths = []string{"/healthz", "/metrics"} })
 	if code, body := (caller{name: "anonymous"}).get(t, c.url+"/metrics"); code != http.StatusOK {
 		t.Errorf("anonymous GET of an always-allowed /metrics: %d %.300s", code, body)

@@ -34,7 +34,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	clientcertificate "k8s.io/client-go/util/certificate"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/cri/sim"
 	"skiff.dev/services/cri/socketharness"
 	"skiff.dev/services/csrsigner"
@@ -55,7 +55,7 @@ func newClient(t *testing.T, cfg *rest.Config) kubernetes.Interface {
 }
 
 // startSigner runs a real csr-signer as system:skiff:csr-signer until the test ends.
-func startSigner(t *testing.T, s *apiservertest.Server, autoApprove bool) {
+func startSigner(t *testing.T, s *controlplanetest.Server, autoApprove bool) {
 	t.Helper()
 	startSignerWith(t, s, csrsigner.Config{AutoApprove: autoApprove})
 }
@@ -71,7 +71,7 @@ func (noHosts) LookupHost(_ context.Context, host string) ([]string, error) {
 var approveServing = csrsigner.Config{AutoApprove: true, ApproveKubeletServing: true, Resolver: noHosts{}}
 
 // startSignerWith is startSigner with cfg's approval settings.
-func startSignerWith(t *testing.T, s *apiservertest.Server, cfg csrsigner.Config) {
+func startSignerWith(t *testing.T, s *controlplanetest.Server, cfg csrsigner.Config) {
 	t.Helper()
 	cfg.Client, cfg.CA = newClient(t, s.ClientConfig(pki.CSRSigner.CommonName)), s.CA
 	c, err := csrsigner.New(cfg)
@@ -90,7 +90,7 @@ func startSignerWith(t *testing.T, s *apiservertest.Server, cfg csrsigner.Config
 // paths is a kubelet's credential files in a fresh directory.
 type paths struct{ kubeconfig, bootstrap, certDir string }
 
-func newPaths(t *testing.T, s *apiservertest.Server) paths {
+func newPaths(t *testing.T, s *controlplanetest.Server) paths {
 	dir := t.TempDir()
 	return paths{
 		kubeconfig: filepath.Join(dir, "kubelet.kubeconfig"),
@@ -118,7 +118,7 @@ func loadKubeconfig(t *testing.T, path string) *rest.Config {
 	return cfg
 }
 
-func listCSRs(t *testing.T, s *apiservertest.Server) []certificatesv1.CertificateSigningRequest {
+func listCSRs(t *testing.T, s *controlplanetest.Server) []certificatesv1.CertificateSigningRequest {
 	t.Helper()
 	list, err := newClient(t, s.Config).CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -137,7 +137,7 @@ func poll(t *testing.T, what string, cond func() bool) {
 }
 
 func TestBootstrapTokenKubeletBecomesReadyNode(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	startSigner(t, s, true)
 	p := newPaths(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -198,7 +198,7 @@ func TestBootstrapTokenKubeletBecomesReadyNode(t *testing.T) {
 }
 
 func TestRestartReusesTheIssuedIdentity(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	startSigner(t, s, true)
 	p := newPaths(t, s)
 	ctx := context.Background()
@@ -225,7 +225,7 @@ func TestRestartReusesTheIssuedIdentity(t *testing.T) {
 }
 
 func TestWithoutAutoApprovalTheKubeletWaitsForAPerson(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	startSigner(t, s, false)
 	p := newPaths(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -268,7 +268,7 @@ func TestWithoutAutoApprovalTheKubeletWaitsForAPerson(t *testing.T) {
 // seedNearlyExpiredCertificate stores a client certificate for the node, issued by the
 // cluster CA 9 minutes ago for 10 minutes (90 % of its life gone), and a kubeconfig
 // using it, as a kubelet restarted late in its certificate's life finds them.
-func seedNearlyExpiredCertificate(t *testing.T, s *apiservertest.Server, p paths) *x509.Certificate {
+func seedNearlyExpiredCertificate(t *testing.T, s *controlplanetest.Server, p paths) *x509.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -310,7 +310,7 @@ func seedNearlyExpiredCertificate(t *testing.T, s *apiservertest.Server, p paths
 }
 
 func TestClientCertificateIsRotatedLateInItsLife(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	startSigner(t, s, true)
 	p := newPaths(t, s)
 	old := seedNearlyExpiredCertificate(t, s, p)
@@ -346,7 +346,7 @@ func TestClientCertificateIsRotatedLateInItsLife(t *testing.T) {
 }
 
 func TestServingCertificateForTheNodesAddresses(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	startSignerWith(t, s, approveServing)
 	ctx := context.Background()
 	node := newClient(t, s.ClientConfig("system:node:"+nodeName, "system:nodes"))
@@ -432,7 +432,7 @@ func serveTLS(t *testing.T, cfg *tls.Config, roots *x509.CertPool) func() error 
 // has returned and the kubelet API refuses every TLS handshake; once a person approves
 // the request, the API serves the issued certificate without a restart.
 func TestServingCertificateWaitsForAPerson(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	startSigner(t, s, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -484,7 +484,7 @@ func TestServingCertificateWaitsForAPerson(t *testing.T) {
 // once, with no request and no csr-signer; it is kept while it names the node's
 // addresses, and issued again when they change.
 func TestWriteIssuedServingCert(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	certDir := t.TempDir()
@@ -543,7 +543,7 @@ func TestWriteIssuedServingCert(t *testing.T) {
 // deadline (certificate_manager.go selects on that timer and templateChanged only) until
 // the deadline passes, which it does not observe the context for.
 func TestManagersStopWithTheirContext(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	startSigner(t, s, true)
 	p := newPaths(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -607,7 +607,7 @@ func (b *logBuffer) String() string {
 }
 
 func TestBootstrapRetriesUntilTheAPIServerAnswers(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	startSigner(t, s, true)
 	p := newPaths(t, s)
 	s.StopAPIServer()

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 func basePod() *v1.Pod {
@@ -61,7 +61,7 @@ func TestClassifyUpdate(t *testing.T) {
 // spec.nodeName field selector, which the apiserver applies), and a pod's changes arrive
 // as ADD, UPDATE, DELETE (graceful deletion sets deletionTimestamp) and REMOVE.
 func TestPodConfigPublishesChangesOfThisNodesPods(t *testing.T) {
-	client := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	client := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}, metav1.CreateOptions{}); err != nil {

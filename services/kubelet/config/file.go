@@ -18,7 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
-	podregistry "skiff.dev/services/apiserver/registry/core/pod"
+	"skiff.dev/services/internal/apis/core/defaults"
+	"skiff.dev/services/internal/apis/core/validation"
 	kubetypes "skiff.dev/services/kubelet/types"
 )
 
@@ -187,8 +188,8 @@ func readStaticPod(path, nodeName string) (*v1.Pod, error) {
 	}) {
 		pod.Spec.Tolerations = append(pod.Spec.Tolerations, v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute})
 	}
-	podregistry.SetDefaults(&pod)
-	if errs := podregistry.ValidatePod(&pod); len(errs) > 0 {
+	defaults.SetDefaults(&pod)
+	if errs := validation.ValidatePod(&pod); len(errs) > 0 {
 		return nil, fmt.Errorf("%s: invalid pod: %v", path, errs.ToAggregate())
 	}
 	pod.Status = v1.PodStatus{Phase: v1.PodPending}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // requestCounter counts the requests by "METHOD path" that pass through it.
@@ -43,7 +43,7 @@ func (c *requestCounter) take() map[string]int {
 // client whose requests counter counts, and the created pod.
 func startWithPod(t *testing.T) (kubernetes.Interface, *requestCounter, *v1.Pod) {
 	t.Helper()
-	cfg := apiservertest.Start(t)
+	cfg := controlplanetest.Start(t)
 	counter := &requestCounter{counts: map[string]int{}}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
 	client := kubernetes.NewForConfigOrDie(cfg)

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/kubelet/token"
 	"skiff.dev/services/kubelet/volume"
 )
@@ -25,7 +25,7 @@ func newTestManager(t *testing.T) (*VolumeManager, kubernetes.Interface, *record
 	if os.Geteuid() != 0 {
 		t.Skip("secret volumes live on a tmpfs, which needs root to mount")
 	}
-	client := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	client := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	// client-go's FakeRecorder: the events are what the test reads.
 	recorder := record.NewFakeRecorder(100)
 	vm, err := New(Config{PodsDir: filepath.Join(t.TempDir(), "pods"), Client: client, Tokens: token.NewManager(client), Recorder: recorder})

@@ -12,8 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/apiserver/serviceaccount"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/pki"
 )
 
@@ -29,7 +29,7 @@ func clientFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
 // TestTokenReview asks a real apiserver, as the scheduler does for its own callers, who
 // each kind of bearer token belongs to.
 func TestTokenReview(t *testing.T) {
-	s := apiservertest.StartServerWithoutControllers(t)
+	s := controlplanetest.StartServerWithoutControllers(t)
 	ctx := context.Background()
 	admin := clientFor(t, s.Config)
 	sa, err := admin.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "prometheus"}}, metav1.CreateOptions{})

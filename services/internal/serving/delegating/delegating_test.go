@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/internal/serving/delegating"
 )
@@ -23,7 +23,7 @@ import (
 // binding for DenyCacheTTL, and an authenticated token outlives its service account for
 // CacheTTL.
 func TestAnswersAreKeptForTheirTTL(t *testing.T) {
-	s := apiservertest.StartServerWithoutControllers(t)
+	s := controlplanetest.StartServerWithoutControllers(t)
 	ctx := context.Background()
 	admin, err := kubernetes.NewForConfig(s.Config)
 	if err != nil {

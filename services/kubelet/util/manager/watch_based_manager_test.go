@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/kubelet/util/manager"
 )
 
@@ -42,7 +42,7 @@ func eventually(t *testing.T, m *manager.Manager[*v1.ConfigMap], name, what stri
 }
 
 func TestConfigMapManagerFollowsTheAPI(t *testing.T) {
-	client := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	client := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx := context.Background()
 	m := manager.NewConfigMapManager(client)
 	t.Cleanup(m.Stop)
@@ -81,7 +81,7 @@ func TestConfigMapManagerFollowsTheAPI(t *testing.T) {
 }
 
 func TestConfigMapManagerStopsWatchingAnImmutableObject(t *testing.T) {
-	client := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	client := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx := context.Background()
 	m := manager.NewConfigMapManager(client)
 	t.Cleanup(m.Stop)
@@ -111,7 +111,7 @@ func TestConfigMapManagerStopsWatchingAnImmutableObject(t *testing.T) {
 }
 
 func TestSecretManagerFollowsImagePullSecrets(t *testing.T) {
-	client := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	client := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx := context.Background()
 	m := manager.NewSecretManager(client)
 	t.Cleanup(m.Stop)

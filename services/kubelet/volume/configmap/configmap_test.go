@@ -11,12 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/kubelet/volume/volumetest"
 )
 
 func TestConfigMapVolume(t *testing.T) {
-	client := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	client := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx := context.Background()
 	cm, err := client.CoreV1().ConfigMaps("default").Create(ctx, &v1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "app"},

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 	"skiff.dev/services/kubelet/volume/volumetest"
 )
 
@@ -20,7 +20,7 @@ func TestProjectedVolume(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("projected volumes live on a tmpfs, which needs root to mount")
 	}
-	client := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	client := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx := context.Background()
 	if _, err := client.CoreV1().Secrets("default").Create(ctx, &v1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "tls"}, Data: map[string][]byte{"tls.key": []byte("KEY")},

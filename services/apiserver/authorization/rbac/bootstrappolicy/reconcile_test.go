@@ -9,15 +9,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-helpers/auth/rbac/validation"
 
-	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/apiserver/authorization/rbac/bootstrappolicy"
+	"skiff.dev/services/controlplanetest"
 )
 
 // TestReconcileAtStart restarts a real apiserver over the same etcd: the bootstrap
 // policy comes back where it was removed, what users added stays, and a role annotated
 // autoupdate "false" is left as the user left it.
 func TestReconcileAtStart(t *testing.T) {
-	srv := apiservertest.StartServer(t)
+	srv := controlplanetest.StartServer(t)
 	admin := kubernetes.NewForConfigOrDie(srv.Config).RbacV1()
 	ctx := context.Background()
 

@@ -21,6 +21,7 @@ import (
 	"skiff.dev/services/apiserver/registry"
 	workloadvalidation "skiff.dev/services/apiserver/registry/apps/validation"
 	"skiff.dev/services/apiserver/registry/core/pod"
+	"skiff.dev/services/internal/apis/core/defaults"
 )
 
 // Strategy is the deployments strategy. Mirrors deploymentStrategy.
@@ -67,7 +68,7 @@ func SetDefaults(d *appsv1.Deployment) {
 	if d.Spec.ProgressDeadlineSeconds == nil {
 		d.Spec.ProgressDeadlineSeconds = ptr.To(int32(600))
 	}
-	pod.SetPodSpecDefaults(&d.Spec.Template.Spec)
+	defaults.SetPodSpecDefaults(&d.Spec.Template.Spec)
 }
 
 // PrepareForCreate clears status, sets generation 1 and fills defaults.

@@ -20,6 +20,7 @@ import (
 	"skiff.dev/services/apiserver/registry"
 	workloadvalidation "skiff.dev/services/apiserver/registry/apps/validation"
 	"skiff.dev/services/apiserver/registry/core/pod"
+	"skiff.dev/services/internal/apis/core/defaults"
 )
 
 // Strategy is the replicasets strategy. Mirrors rsStrategy.
@@ -43,7 +44,7 @@ func SetDefaults(rs *appsv1.ReplicaSet) {
 	if rs.Spec.Replicas == nil {
 		rs.Spec.Replicas = ptr.To(int32(1))
 	}
-	pod.SetPodSpecDefaults(&rs.Spec.Template.Spec)
+	defaults.SetPodSpecDefaults(&rs.Spec.Template.Spec)
 }
 
 // PrepareForCreate clears status, sets generation 1 and fills defaults.

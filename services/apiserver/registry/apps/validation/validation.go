@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"skiff.dev/services/apiserver/registry/core/pod"
+	corevalidation "skiff.dev/services/internal/apis/core/validation"
 )
 
 // ValidateSelectorAndTemplate checks spec.selector (required, non-empty, well formed)
@@ -38,7 +38,7 @@ func ValidateSelectorAndTemplate(selector *metav1.LabelSelector, template *corev
 			allErrs = append(allErrs, field.Invalid(tmplPath.Child("metadata", "labels"), template.Labels, "`selector` does not match template `labels`"))
 		}
 	}
-	return append(allErrs, pod.ValidatePodTemplateSpec(template, tmplPath)...)
+	return append(allErrs, corevalidation.ValidatePodTemplateSpec(template, tmplPath)...)
 }
 
 // ValidateRestartPolicyAlways checks that a long-running workload's pods restart: a

@@ -25,6 +25,7 @@ import (
 	workloadvalidation "skiff.dev/services/apiserver/registry/apps/validation"
 	"skiff.dev/services/apiserver/registry/batch/job"
 	"skiff.dev/services/apiserver/registry/core/pod"
+	"skiff.dev/services/internal/apis/core/defaults"
 )
 
 // maxNameLength leaves room for the "-<minutes>" the controller appends to name Jobs.
@@ -60,7 +61,7 @@ func SetDefaults(cj *batchv1.CronJob) {
 	if cj.Spec.FailedJobsHistoryLimit == nil {
 		cj.Spec.FailedJobsHistoryLimit = ptr.To(int32(1))
 	}
-	pod.SetPodSpecDefaults(&cj.Spec.JobTemplate.Spec.Template.Spec)
+	defaults.SetPodSpecDefaults(&cj.Spec.JobTemplate.Spec.Template.Spec)
 }
 
 // PrepareForCreate clears status, sets generation 1 and fills defaults.

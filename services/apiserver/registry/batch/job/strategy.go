@@ -23,6 +23,7 @@ import (
 	"skiff.dev/services/apiserver/registry"
 	workloadvalidation "skiff.dev/services/apiserver/registry/apps/validation"
 	"skiff.dev/services/apiserver/registry/core/pod"
+	"skiff.dev/services/internal/apis/core/defaults"
 )
 
 // The labels the apiserver puts on a Job's pod template when it generates the selector
@@ -73,7 +74,7 @@ func SetDefaults(job *batchv1.Job) {
 	if spec.PodReplacementPolicy == nil {
 		spec.PodReplacementPolicy = ptr.To(batchv1.TerminatingOrFailed)
 	}
-	pod.SetPodSpecDefaults(&spec.Template.Spec)
+	defaults.SetPodSpecDefaults(&spec.Template.Spec)
 }
 
 // PrepareForCreate clears status, sets generation 1, fills defaults and, unless

@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // csrPEM returns a PEM certificate request for cn/orgs with a fresh P-256 key.
@@ -67,7 +67,7 @@ func newCSR(t *testing.T, name string) *certificatesv1.CertificateSigningRequest
 
 // clients returns a JSON client and a protobuf one (kubectl's approval PUT is protobuf).
 func clients(t *testing.T) (jsonClient, protoClient kubernetes.Interface) {
-	cfg := apiservertest.Start(t)
+	cfg := controlplanetest.Start(t)
 	j, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

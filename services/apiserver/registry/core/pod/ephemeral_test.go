@@ -13,14 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
 // TestEphemeralContainers adds an ephemeral container as kubectl debug and the
 // conformance suite do (a strategic merge patch of pods/ephemeralcontainers), and shows
 // that they come only that way and only as additions.
 func TestEphemeralContainers(t *testing.T) {
-	cs := kubernetes.NewForConfigOrDie(apiservertest.Start(t))
+	cs := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pods := cs.CoreV1().Pods("default")

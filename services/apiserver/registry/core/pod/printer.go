@@ -171,3 +171,8 @@ func ContainerCells(containers []corev1.Container) (names, images string) {
 	}
 	return strings.Join(n, ","), strings.Join(i, ",")
 }
+
+// isTerminal reports whether phase is one a pod never leaves (Succeeded, Failed).
+func isTerminal(phase corev1.PodPhase) bool {
+	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
+}

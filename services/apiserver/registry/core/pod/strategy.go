@@ -10,7 +10,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"skiff.dev/services/apiserver/registry"
+	"skiff.dev/services/internal/apis/core/defaults"
+	corevalidation "skiff.dev/services/internal/apis/core/validation"
 	"skiff.dev/services/internal/tracing"
 )
 
@@ -43,7 +44,7 @@ func (Strategy) NamespaceScoped() bool { return true }
 func (Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	pod := obj.(*corev1.Pod)
 	tracing.InjectTraceparent(ctx, pod)
-	SetDefaults(pod)
+	defaults.SetDefaults(pod)
 	pod.Generation = 1
 	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: QOSClass(pod)}
 }
@@ -81,7 +82,7 @@ func linkToPodTrace(ctx context.Context, pod *corev1.Pod) {
 // Validate checks a new pod. Mirrors ValidatePodCreate.
 func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
 	pod := obj.(*corev1.Pod)
-	allErrs := ValidatePod(pod)
+	allErrs := corevalidation.ValidatePod(pod)
 	if len(pod.Spec.EphemeralContainers) > 0 {
 		// They come later, through pods/ephemeralcontainers (kube's validatePodCreate).
 		allErrs = append(allErrs, field.Forbidden(field.NewPath("spec", "ephemeralContainers"), "cannot be set on create"))
@@ -92,7 +93,7 @@ func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList 
 // ValidateUpdate allows only the mutable parts of a pod's spec to change. Mirrors
 // ValidatePodUpdate.
 func (Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
-	return ValidatePodUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))
+	return corevalidation.ValidatePodUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))
 }
 
 // GetAttrs returns the pod's labels and selectable fields.
@@ -178,29 +179,7 @@ func (StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Objec
 
 // ValidateUpdate checks the new status. Mirrors ValidatePodStatusUpdate.
 func (StatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
-	return ValidatePodStatusUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))
-}
-
-// podSpecMutableFieldsMessage is kube's wording for a forbidden spec change.
-const podSpecMutableFieldsMessage = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
-
-// specEqualIgnoringMutable reports whether two pod specs differ only in fields an update
-// may change.
-func specEqualIgnoringMutable(newSpec, oldSpec *corev1.PodSpec) bool {
-	mungedNew := newSpec.DeepCopy()
-	if len(mungedNew.Containers) == len(oldSpec.Containers) {
-		for i := range mungedNew.Containers {
-			mungedNew.Containers[i].Image = oldSpec.Containers[i].Image
-		}
-	}
-	if len(mungedNew.InitContainers) == len(oldSpec.InitContainers) {
-		for i := range mungedNew.InitContainers {
-			mungedNew.InitContainers[i].Image = oldSpec.InitContainers[i].Image
-		}
-	}
-	mungedNew.ActiveDeadlineSeconds = oldSpec.ActiveDeadlineSeconds
-	mungedNew.Tolerations = oldSpec.Tolerations
-	return apiequality.Semantic.DeepEqual(mungedNew, oldSpec)
+	return corevalidation.ValidatePodStatusUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))
 }
 
 // EphemeralContainersStrategy is the strategy for pods/ephemeralcontainers: only
@@ -216,7 +195,7 @@ func (EphemeralContainersStrategy) PrepareForUpdate(_ context.Context, obj, old 
 	pod.Name, pod.Namespace, pod.ResourceVersion, pod.UID = newPod.Name, newPod.Namespace, newPod.ResourceVersion, newPod.UID
 	pod.Spec.EphemeralContainers = newPod.Spec.EphemeralContainers
 	for i := range pod.Spec.EphemeralContainers {
-		setContainerDefaults((*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
+		defaults.SetContainerDefaults((*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
 	}
 	*newPod = *pod
 }
@@ -224,5 +203,5 @@ func (EphemeralContainersStrategy) PrepareForUpdate(_ context.Context, obj, old 
 // ValidateUpdate allows only new ephemeral containers. Mirrors
 // ValidatePodEphemeralContainersUpdate.
 func (EphemeralContainersStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
-	return ValidatePodEphemeralContainersUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))
+	return corevalidation.ValidatePodEphemeralContainersUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))
 }

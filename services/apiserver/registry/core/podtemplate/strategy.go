@@ -17,6 +17,8 @@ import (
 
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/core/pod"
+	"skiff.dev/services/internal/apis/core/defaults"
+	corevalidation "skiff.dev/services/internal/apis/core/validation"
 )
 
 // Descriptor serves v1 podtemplates. Objects live at /registry/podtemplates/<namespace>/<name>.
@@ -46,13 +48,13 @@ func (Strategy) NamespaceScoped() bool { return true }
 func (Strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	t := obj.(*corev1.PodTemplate)
 	t.Generation = 1
-	pod.SetPodSpecDefaults(&t.Template.Spec)
+	defaults.SetPodSpecDefaults(&t.Template.Spec)
 }
 
 // PrepareForUpdate fills defaults and bumps the generation when the template changes.
 func (Strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	newT, oldT := obj.(*corev1.PodTemplate), old.(*corev1.PodTemplate)
-	pod.SetPodSpecDefaults(&newT.Template.Spec)
+	defaults.SetPodSpecDefaults(&newT.Template.Spec)
 	if !apiequality.Semantic.DeepEqual(newT.Template, oldT.Template) {
 		newT.Generation = oldT.Generation + 1
 	}
@@ -63,7 +65,7 @@ func (Strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
 	t := obj.(*corev1.PodTemplate)
 	allErrs := apivalidation.ValidateObjectMeta(&t.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
-	return append(allErrs, pod.ValidatePodTemplateSpec(&t.Template, field.NewPath("template"))...)
+	return append(allErrs, corevalidation.ValidatePodTemplateSpec(&t.Template, field.NewPath("template"))...)
 }
 
 // ValidateUpdate checks the metadata update rules and the new template. Mirrors
@@ -71,7 +73,7 @@ func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList 
 func (Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	newT, oldT := obj.(*corev1.PodTemplate), old.(*corev1.PodTemplate)
 	allErrs := apivalidation.ValidateObjectMetaUpdate(&newT.ObjectMeta, &oldT.ObjectMeta, field.NewPath("metadata"))
-	return append(allErrs, pod.ValidatePodTemplateSpec(&newT.Template, field.NewPath("template"))...)
+	return append(allErrs, corevalidation.ValidatePodTemplateSpec(&newT.Template, field.NewPath("template"))...)
 }
 
 // GetAttrs returns labels and metadata.name/metadata.namespace, kube's podtemplate field

@@ -24,6 +24,8 @@ import (
 	"skiff.dev/services/apiserver/registry"
 	workloadvalidation "skiff.dev/services/apiserver/registry/apps/validation"
 	"skiff.dev/services/apiserver/registry/core/pod"
+	"skiff.dev/services/internal/apis/core/defaults"
+	corevalidation "skiff.dev/services/internal/apis/core/validation"
 )
 
 // Strategy is the replicationcontrollers strategy. Mirrors rcStrategy.
@@ -60,7 +62,7 @@ func SetDefaults(rc *corev1.ReplicationController) {
 		rc.Spec.Replicas = ptr.To(int32(1))
 	}
 	if rc.Spec.Template != nil {
-		pod.SetPodSpecDefaults(&rc.Spec.Template.Spec)
+		defaults.SetPodSpecDefaults(&rc.Spec.Template.Spec)
 	}
 }
 
@@ -112,7 +114,7 @@ func ValidateSpec(spec *corev1.ReplicationControllerSpec, specPath *field.Path) 
 	if !selector.Empty() && !selector.Matches(labels.Set(template.Labels)) {
 		allErrs = append(allErrs, field.Invalid(tmplPath.Child("metadata", "labels"), template.Labels, "`selector` does not match template `labels`"))
 	}
-	allErrs = append(allErrs, pod.ValidatePodTemplateSpec(template, tmplPath)...)
+	allErrs = append(allErrs, corevalidation.ValidatePodTemplateSpec(template, tmplPath)...)
 	allErrs = append(allErrs, workloadvalidation.ValidateRestartPolicyAlways(template, tmplPath)...)
 	if template.Spec.ActiveDeadlineSeconds != nil {
 		allErrs = append(allErrs, field.Forbidden(tmplPath.Child("spec", "activeDeadlineSeconds"), "activeDeadlineSeconds in ReplicationController is not Supported"))

@@ -16,12 +16,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"skiff.dev/services/apiserver"
-	"skiff.dev/services/apiserver/apiservertest"
+	"skiff.dev/services/controlplanetest"
 )
 
-func newClient(t *testing.T) (kubernetes.Interface, *apiservertest.Server) {
+func newClient(t *testing.T) (kubernetes.Interface, *controlplanetest.Server) {
 	t.Helper()
-	srv := apiservertest.StartServer(t, func(cfg *apiserver.Config) {
+	srv := controlplanetest.StartServer(t, func(cfg *apiserver.Config) {
 		cfg.AdvertiseAddress = net.ParseIP("192.0.2.10")
 	})
 	cs, err := kubernetes.NewForConfig(srv.Config)

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"skiff.dev/services/apiserver/apiservertest"
 	"skiff.dev/services/apiserver/serviceaccount"
+	"skiff.dev/services/controlplanetest"
 )
 
 func clientFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
@@ -62,7 +62,7 @@ func createNamespace(t *testing.T, client kubernetes.Interface, name string) {
 	}
 }
 
-func whoami(t *testing.T, s *apiservertest.Server, token string) (*authenticationv1.UserInfo, error) {
+func whoami(t *testing.T, s *controlplanetest.Server, token string) (*authenticationv1.UserInfo, error) {
 	t.Helper()
 	review, err := clientFor(t, s.TokenConfig(token)).AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
@@ -72,7 +72,7 @@ func whoami(t *testing.T, s *apiservertest.Server, token string) (*authenticatio
 }
 
 func TestEveryNamespaceGetsItsDefaultServiceAccount(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	client := clientFor(t, s.Config)
 	ctx := context.Background()
 	waitForServiceAccount(t, client, "default", "default")
@@ -105,7 +105,7 @@ func TestEveryNamespaceGetsItsDefaultServiceAccount(t *testing.T) {
 }
 
 func TestServiceAccountCRUDAndTable(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	client := clientFor(t, protobuf(s.Config))
 	ctx := context.Background()
 	sa, err := client.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{
@@ -161,7 +161,7 @@ func TestServiceAccountCRUDAndTable(t *testing.T) {
 }
 
 func TestTokenAuthenticatesAsTheServiceAccount(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	client := clientFor(t, protobuf(s.Config))
 	ctx := context.Background()
 	sa := waitForServiceAccount(t, client, "default", "default")
@@ -226,7 +226,7 @@ func TestTokenAuthenticatesAsTheServiceAccount(t *testing.T) {
 }
 
 func TestTokenBoundToAPodDiesWithThePod(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	client := clientFor(t, s.Config)
 	ctx := context.Background()
 	waitForServiceAccount(t, client, "default", "default")
@@ -270,7 +270,7 @@ func TestTokenBoundToAPodDiesWithThePod(t *testing.T) {
 }
 
 func TestTokenRequestErrors(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	client := clientFor(t, s.Config)
 	ctx := context.Background()
 	waitForServiceAccount(t, client, "default", "default")
@@ -321,7 +321,7 @@ func TestTokenRequestErrors(t *testing.T) {
 }
 
 func TestNodeMayRequestTokensOnlyForItsOwnPods(t *testing.T) {
-	s := apiservertest.StartServer(t)
+	s := controlplanetest.StartServer(t)
 	admin := clientFor(t, s.Config)
 	node := clientFor(t, protobuf(s.ClientConfig("system:node:n1", "system:nodes")))
 	ctx := context.Background()

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"skiff.dev/services/apiserver/registry"
-	"skiff.dev/services/apiserver/registry/core/pod"
+	corevalidation "skiff.dev/services/internal/apis/core/validation"
 )
 
 // Descriptor serves node.k8s.io/v1 runtimeclasses (kubectl: runtimeclasses,
@@ -96,9 +96,9 @@ func (Strategy) TableRow(obj runtime.Object) []interface{} {
 }
 
 // ValidateRuntimeClass checks a RuntimeClass: metadata (a DNS subdomain name), a handler
-// that is a DNS label, a valid overhead.podFixed (see pod.ValidateOverhead), and
-// scheduling's nodeSelector (labels) and tolerations (valid, no two alike). Field paths
-// are kube's, scheduling.tolerations.tolerations[i] included. Mirrors
+// that is a DNS label, a valid overhead.podFixed (see corevalidation.ValidateOverhead),
+// and scheduling's nodeSelector (labels) and tolerations (valid, no two alike). Field
+// paths are kube's, scheduling.tolerations.tolerations[i] included. Mirrors
 // ValidateRuntimeClass.
 func ValidateRuntimeClass(rc *nodev1.RuntimeClass) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMeta(&rc.ObjectMeta, false, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
@@ -106,7 +106,7 @@ func ValidateRuntimeClass(rc *nodev1.RuntimeClass) field.ErrorList {
 		allErrs = append(allErrs, field.Invalid(field.NewPath("handler"), rc.Handler, msg))
 	}
 	if rc.Overhead != nil {
-		allErrs = append(allErrs, pod.ValidateOverhead(rc.Overhead.PodFixed, field.NewPath("overhead"))...)
+		allErrs = append(allErrs, corevalidation.ValidateOverhead(rc.Overhead.PodFixed, field.NewPath("overhead"))...)
 	}
 	if s := rc.Scheduling; s != nil {
 		fldPath := field.NewPath("scheduling")
@@ -122,7 +122,7 @@ func ValidateRuntimeClass(rc *nodev1.RuntimeClass) field.ErrorList {
 // operator, value and effect. Mirrors the node validation's validateTolerations, whose
 // per-toleration errors sit under fldPath.tolerations.
 func validateTolerations(tolerations []corev1.Toleration, fldPath *field.Path) field.ErrorList {
-	allErrs := pod.ValidateTolerations(tolerations, fldPath.Child("tolerations"))
+	allErrs := corevalidation.ValidateTolerations(tolerations, fldPath.Child("tolerations"))
 	seen := map[corev1.Toleration]bool{}
 	for i, t := range tolerations {
 		key := corev1.Toleration{Key: t.Key, Operator: t.Operator, Value: t.Value, Effect: t.Effect}

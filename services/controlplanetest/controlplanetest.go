@@ -1,7 +1,11 @@
-// Package apiservertest starts a real skiff apiserver over a real embedded etcd for tests
-// of the apiserver's clients (scheduler, kubelet, end-to-end suites). Nothing is faked:
-// requests go over loopback HTTP and land in etcd.
-package apiservertest
+// Package controlplanetest starts a small real control plane for tests of the apiserver
+// and its clients (scheduler, kubelet, controllers, end-to-end suites): a skiff apiserver
+// over a real embedded etcd and, unless asked not to, the controller-manager controllers
+// every cluster relies on (see StartServer). Nothing is faked: requests go over loopback
+// HTTP and land in etcd. It is for tests only; no production package imports it. It lives
+// outside the apiserver because it links the controller-manager, as kube's
+// test/integration/framework does.
+package controlplanetest
 
 import (
 	"context"

@@ -1,4 +1,9 @@
-package pod
+// Package validation checks pods and what carries pod specs (templates, tolerations,
+// overheads) as kube-apiserver does, each problem one field.Error at its path. It is
+// neutral ground: the apiserver's registry validates what it stores with it, and the
+// kubelet validates the static pods it reads from disk, without linking the registry.
+// Mirrors k8s.io/kubernetes/pkg/apis/core/validation.
+package validation
 
 import (
 	"fmt"
@@ -260,4 +265,26 @@ func ValidatePodEphemeralContainersUpdate(newPod, oldPod *corev1.Pod) field.Erro
 		}
 	}
 	return allErrs
+}
+
+// podSpecMutableFieldsMessage is kube's wording for a forbidden spec change.
+const podSpecMutableFieldsMessage = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+
+// specEqualIgnoringMutable reports whether two pod specs differ only in fields an update
+// may change.
+func specEqualIgnoringMutable(newSpec, oldSpec *corev1.PodSpec) bool {
+	mungedNew := newSpec.DeepCopy()
+	if len(mungedNew.Containers) == len(oldSpec.Containers) {
+		for i := range mungedNew.Containers {
+			mungedNew.Containers[i].Image = oldSpec.Containers[i].Image
+		}
+	}
+	if len(mungedNew.InitContainers) == len(oldSpec.InitContainers) {
+		for i := range mungedNew.InitContainers {
+			mungedNew.InitContainers[i].Image = oldSpec.InitContainers[i].Image
+		}
+	}
+	mungedNew.ActiveDeadlineSeconds = oldSpec.ActiveDeadlineSeconds
+	mungedNew.Tolerations = oldSpec.Tolerations
+	return apiequality.Semantic.DeepEqual(mungedNew, oldSpec)
 }

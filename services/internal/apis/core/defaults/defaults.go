@@ -1,10 +1,14 @@
-package pod
+// Package defaults fills the fields of a pod that clients may omit, as kube-apiserver's
+// defaulting does before validation. It is neutral ground: the apiserver's registry
+// defaults what it stores with it, and the kubelet defaults the static pods it reads
+// from disk, without linking the registry. Mirrors SetDefaults_Pod, SetDefaults_PodSpec
+// and SetDefaults_Container of k8s.io/kubernetes/pkg/apis/core/v1 (defaults.go).
+package defaults
 
 import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 )
 
@@ -51,17 +55,23 @@ func SetPodSpecDefaults(spec *corev1.PodSpec) {
 		spec.EnableServiceLinks = ptr.To(corev1.DefaultEnableServiceLinks)
 	}
 	for i := range spec.InitContainers {
-		setContainerDefaults(&spec.InitContainers[i])
+		SetContainerDefaults(&spec.InitContainers[i])
 	}
 	for i := range spec.Containers {
-		setContainerDefaults(&spec.Containers[i])
+		SetContainerDefaults(&spec.Containers[i])
 	}
 	for i := range spec.EphemeralContainers {
-		setContainerDefaults((*corev1.Container)(&spec.EphemeralContainers[i].EphemeralContainerCommon))
+		SetContainerDefaults((*corev1.Container)(&spec.EphemeralContainers[i].EphemeralContainerCommon))
 	}
 }
 
-func setContainerDefaults(c *corev1.Container) {
+// SetContainerDefaults fills a container's defaults: imagePullPolicy (Always for an
+// untagged or ":latest" image, else IfNotPresent), termination message path and policy,
+// port protocol TCP, fieldRef apiVersion v1, requests copied from limits, and probe
+// timings (timeout 1 s, period 10 s, success 1, failure 3). An ephemeral container is
+// defaulted through its EphemeralContainerCommon converted to a Container. Mirrors
+// SetDefaults_Container and SetDefaults_Probe.
+func SetContainerDefaults(c *corev1.Container) {
 	if c.ImagePullPolicy == "" {
 		c.ImagePullPolicy = defaultImagePullPolicy(c.Image)
 	}
@@ -138,42 +148,4 @@ func addDefaultTolerations(spec *corev1.PodSpec) {
 			})
 		}
 	}
-}
-
-// QOSClass computes the pod's quality-of-service class from its containers' requests and
-// limits: Guaranteed when every container sets equal cpu and memory requests and limits,
-// BestEffort when none sets any, Burstable otherwise. Mirrors
-// k8s.io/kubernetes/pkg/apis/core/v1/helper/qos.GetPodQOS.
-func QOSClass(pod *corev1.Pod) corev1.PodQOSClass {
-	requests, limits := corev1.ResourceList{}, corev1.ResourceList{}
-	guaranteed := true
-	all := append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
-	for _, c := range all {
-		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			req, hasReq := c.Resources.Requests[name]
-			lim, hasLim := c.Resources.Limits[name]
-			if hasReq && !req.IsZero() {
-				addQuantity(requests, name, req)
-			}
-			if hasLim && !lim.IsZero() {
-				addQuantity(limits, name, lim)
-			}
-			if !hasLim || (hasReq && req.Cmp(lim) != 0) {
-				guaranteed = false
-			}
-		}
-	}
-	if len(requests) == 0 && len(limits) == 0 {
-		return corev1.PodQOSBestEffort
-	}
-	if guaranteed {
-		return corev1.PodQOSGuaranteed
-	}
-	return corev1.PodQOSBurstable
-}
-
-func addQuantity(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {
-	sum := list[name]
-	sum.Add(q)
-	list[name] = sum
 }

@@ -1,4 +1,4 @@
-package pod
+package validation
 
 import (
 	"strings"
@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"skiff.dev/services/internal/apis/core/defaults"
 )
 
 func TestValidateProbesAndHooks(t *testing.T) {
@@ -68,7 +70,7 @@ func TestValidateProbesAndHooks(t *testing.T) {
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
 			}
 			tc.mutate(&pod.Spec.Containers[0], &pod.Spec)
-			SetDefaults(pod)
+			defaults.SetDefaults(pod)
 			errs := ValidatePod(pod).ToAggregate()
 			switch {
 			case tc.wantErr == "" && errs != nil:
