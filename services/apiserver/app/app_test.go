@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"os"
 	"testing"
 
 	"skiff.dev/services/internal/componentbase"
+	"skiff.dev/services/internal/componentbase/flagtest"
 )
 
 // The apiserver's flags, defaults and usages are those of the command before package
@@ -15,13 +15,7 @@ import (
 func TestFlagsAsBefore(t *testing.T) {
 	fs := flag.NewFlagSet("apiserver", flag.ContinueOnError)
 	NewOptions().AddFlags(fs)
-	want, err := os.ReadFile("testdata/flags.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := componentbase.FlagDefaults(fs); got != string(want) {
-		t.Errorf("flags differ from testdata/flags.golden; got:\n%s", got)
-	}
+	flagtest.Golden(t, fs, "testdata/flags.golden")
 }
 
 func TestValidate(t *testing.T) {
@@ -30,11 +24,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, args := range [][]string{{"--advertise-address=apiserver.local"}, {"--profiling"}} {
 		o := NewOptions()
-		fs := flag.NewFlagSet("apiserver", flag.ContinueOnError)
-		o.AddFlags(fs)
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
+		flagtest.Parse(t, o.AddFlags, args...)
 		var usage componentbase.UsageError
 		if err := o.Validate(); !errors.As(err, &usage) {
 			t.Errorf("Validate with %v = %v, want a UsageError", args, err)

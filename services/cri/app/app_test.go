@@ -11,6 +11,7 @@ import (
 
 	"skiff.dev/services/cri/sim"
 	"skiff.dev/services/internal/componentbase"
+	"skiff.dev/services/internal/componentbase/flagtest"
 )
 
 // The runtime command's flags, defaults and usages are those before package app
@@ -18,13 +19,7 @@ import (
 func TestFlagsAsBefore(t *testing.T) {
 	fs := flag.NewFlagSet("runtime", flag.ContinueOnError)
 	NewOptions().AddFlags(fs)
-	want, err := os.ReadFile("testdata/flags.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := componentbase.FlagDefaults(fs); got != string(want) {
-		t.Errorf("flags differ from testdata/flags.golden; got:\n%s", got)
-	}
+	flagtest.Golden(t, fs, "testdata/flags.golden")
 }
 
 func TestValidate(t *testing.T) {

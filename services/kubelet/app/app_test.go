@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"os"
 	"strings"
 	"testing"
 
 	"k8s.io/client-go/kubernetes/fake"
 
 	"skiff.dev/services/internal/componentbase"
+	"skiff.dev/services/internal/componentbase/flagtest"
 	"skiff.dev/services/kubelet"
 	"skiff.dev/services/tunnel"
 )
@@ -23,13 +23,7 @@ func TestFlagsAsBefore(t *testing.T) {
 	o.NodeName = "node-0"
 	fs := flag.NewFlagSet("kubelet", flag.ContinueOnError)
 	o.AddFlags(fs)
-	want, err := os.ReadFile("testdata/flags.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := componentbase.FlagDefaults(fs); got != string(want) {
-		t.Errorf("flags differ from testdata/flags.golden; got:\n%s", got)
-	}
+	flagtest.Golden(t, fs, "testdata/flags.golden")
 }
 
 func TestValidateRefusesBadValues(t *testing.T) {
@@ -41,11 +35,7 @@ func TestValidateRefusesBadValues(t *testing.T) {
 		{"--log-format=xml"},
 	} {
 		o := NewOptions()
-		fs := flag.NewFlagSet("kubelet", flag.ContinueOnError)
-		o.AddFlags(fs)
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
+		flagtest.Parse(t, o.AddFlags, args...)
 		var usage componentbase.UsageError
 		if err := o.Validate(); !errors.As(err, &usage) {
 			t.Errorf("Validate with %v = %v, want a UsageError", args, err)

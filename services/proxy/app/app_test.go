@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"os"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"skiff.dev/services/internal/componentbase"
+	"skiff.dev/services/internal/componentbase/flagtest"
 	"skiff.dev/services/proxy"
 )
 
@@ -21,13 +21,7 @@ import (
 func TestFlagsAsBefore(t *testing.T) {
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
 	NewOptions().AddFlags(fs)
-	want, err := os.ReadFile("testdata/flags.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := componentbase.FlagDefaults(fs); got != string(want) {
-		t.Errorf("flags differ from testdata/flags.golden; got:\n%s", got)
-	}
+	flagtest.Golden(t, fs, "testdata/flags.golden")
 }
 
 func TestValidate(t *testing.T) {
@@ -41,11 +35,7 @@ func TestValidate(t *testing.T) {
 		{[]string{"--kubeconfig=/etc/kube-proxy.conf", "--log-level=loud"}, true},
 	} {
 		o := NewOptions()
-		fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
-		o.AddFlags(fs)
-		if err := fs.Parse(tc.args); err != nil {
-			t.Fatal(err)
-		}
+		flagtest.Parse(t, o.AddFlags, tc.args...)
 		err := o.Validate()
 		var usage componentbase.UsageError
 		if errors.As(err, &usage) != tc.usage || (err != nil && !tc.usage) {
