@@ -1,0 +1,42 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"testing"
+
+	"skiff.dev/services/internal/componentbase"
+	"skiff.dev/services/internal/componentbase/flagtest"
+)
+
+// The apiserver's flags, defaults and usages are those of the command before package
+// app (testdata/flags.golden is its -h): scripts, compose.yaml and deploy/ rely on them.
+func TestFlagsAsBefore(t *testing.T) {
+	fs := flag.NewFlagSet("apiserver", flag.ContinueOnError)
+	NewOptions().AddFlags(fs)
+	flagtest.Golden(t, fs, "testdata/flags.golden")
+}
+
+func TestValidate(t *testing.T) {
+	if err := NewOptions().Validate(); err != nil {
+		t.Errorf("Validate of the defaults = %v", err)
+	}
+	for _, args := range [][]string{{"--advertise-address=apiserver.local"}, {"--profiling"}} {
+		o := NewOptions()
+		flagtest.Parse(t, o.AddFlags, args...)
+		var usage componentbase.UsageError
+		if err := o.Validate(); !errors.As(err, &usage) {
+			t.Errorf("Validate with %v = %v, want a UsageError", args, err)
+		}
+	}
+}
+
+func TestConfigRunRefusesMissingPieces(t *testing.T) {
+	if err := (&Config{}).Run(context.Background()); err == nil {
+		t.Error("Run without etcd or certificates succeeded")
+	}
+	if _, err := (&Config{Address: "127.0.0.1:0"}).New(); err == nil {
+		t.Error("New without etcd or certificates succeeded")
+	}
+}
