@@ -1,0 +1,131 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes/fake"
+
+	"skiff.dev/services/execproxy"
+	"skiff.dev/services/internal/componentbase"
+	"skiff.dev/services/internal/pki"
+	"skiff.dev/services/tunnel"
+)
+
+// flagNames are the flags cmd/exec-proxy had before it became Options (scripts,
+// compose.yaml and deploy/ pass them), and kube's --kube-api-*.
+var flagNames = []string{
+	"bind-address", "client-ca-file", "health-address", "kube-api-burst", "kube-api-content-type", "kube-api-qps",
+	"kubeconfig", "kubelet-client-certificate", "kubelet-client-key", "log-format", "log-level", "metrics-bind-address",
+	"port", "profiling", "requestheader-allowed-names", "requestheader-client-ca-file", "tls-cert-file",
+	"tls-private-key-file", "tunnel-port",
+}
+
+func TestAddFlags(t *testing.T) {
+	fs := flag.NewFlagSet("exec-proxy", flag.ContinueOnError)
+	NewOptions().AddFlags(fs)
+	var got []string
+	fs.VisitAll(func(f *flag.Flag) { got = append(got, f.Name) })
+	if !slices.Equal(got, flagNames) {
+		t.Errorf("flags %v, want %v", got, flagNames)
+	}
+	for name, want := range map[string]string{"bind-address": "0.0.0.0", "requestheader-allowed-names": execproxy.FrontProxyUser, "kube-api-content-type": ""} {
+		if got := fs.Lookup(name).DefValue; got != want {
+			t.Errorf("--%s defaults to %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	var usage componentbase.UsageError
+	if err := NewOptions().Run(context.Background()); !errors.As(err, &usage) || !strings.Contains(err.Error(), "--requestheader-client-ca-file") {
+		t.Fatalf("Run without --requestheader-client-ca-file = %v, want a UsageError", err)
+	}
+}
+
+func TestRunWithoutServingTLS(t *testing.T) {
+	if err := (&Config{}).Run(context.Background()); err == nil || !strings.HasPrefix(err.Error(), "building exec-proxy: ") {
+		t.Fatalf("Run without ServingTLS = %v, want a building exec-proxy error", err)
+	}
+}
+
+// TestRunServes builds a Config as the all-in-one does, from in-memory TLS material and
+// listeners it opened: Run serves /healthz over HTTPS and the tunnel port, and returns
+// nil once ctx ends.
+func TestRunServes(t *testing.T) {
+	ca, err := pki.NewCA("cluster-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	frontProxyCA, err := pki.NewCA("front-proxy-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.IssueServing("exec-proxy", []string{"127.0.0.1"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := tls.X509KeyPair(pair.CertPEM, pair.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := func() net.Listener {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	l, tl := listen(), listen()
+	c := &Config{
+		Proxy:          execproxy.Config{Client: fake.NewClientset(), KubeletTLS: execproxy.KubeletClientTLS(serving, ca.CertPool())},
+		Listener:       l,
+		ServingTLS:     &tls.Config{Certificates: []tls.Certificate{serving}, ClientCAs: frontProxyCA.CertPool()},
+		TunnelListener: tl,
+		TunnelTLS:      tunnel.ServerTLS(serving, ca.CertPool()),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.CertPool()}}}
+	var body []byte
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		resp, err := client.Get("https://" + l.Addr().String() + "/healthz")
+		if err == nil {
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /healthz: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if string(body) != "ok" {
+		t.Errorf("/healthz = %q, want ok", body)
+	}
+	// The tunnel port completes a handshake with the serving certificate.
+	conn, err := tls.Dial("tcp", tl.Addr().String(), &tls.Config{RootCAs: ca.CertPool(), NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatalf("tunnel port: %v", err)
+	}
+	conn.Close()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after ctx ended = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after ctx ended")
+	}
+}
