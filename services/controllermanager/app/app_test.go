@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +15,7 @@ import (
 
 	"skiff.dev/services/controllermanager"
 	"skiff.dev/services/internal/componentbase"
+	"skiff.dev/services/internal/componentbase/componentbasetest"
 )
 
 // flagNames are the flags cmd/controller-manager had before it became Options (scripts,
@@ -86,30 +86,16 @@ func TestRunLeads(t *testing.T) {
 	election := NewOptions().LeaderElection
 	options := controllermanager.DefaultOptions()
 	options.Controllers = []string{"serviceaccount"}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- (&Config{Client: client, ControllerManager: options, LeaderElection: &election}).Run(ctx)
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	c := &Config{Client: client, ControllerManager: options, LeaderElection: &election}
+	componentbasetest.RunUntil(t, c.Run, func(ctx context.Context) error {
 		lease, err := client.CoordinationV1().Leases("kube-system").Get(ctx, controllermanager.LeaseName, metav1.GetOptions{})
-		_, saErr := client.CoreV1().ServiceAccounts("demo").Get(ctx, "default", metav1.GetOptions{})
-		if err == nil && lease.Spec.HolderIdentity != nil && saErr == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Lease: %v; default ServiceAccount: %v", err, saErr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	select {
-	case err := <-done:
 		if err != nil {
-			t.Fatalf("Run after ctx ended = %v, want nil", err)
+			return err
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after ctx ended")
-	}
+		if lease.Spec.HolderIdentity == nil {
+			return errors.New("the Lease has no holder")
+		}
+		_, err = client.CoreV1().ServiceAccounts("demo").Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
 }

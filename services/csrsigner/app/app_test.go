@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"skiff.dev/services/internal/componentbase"
+	"skiff.dev/services/internal/componentbase/componentbasetest"
 	"skiff.dev/services/internal/pki"
 )
 
@@ -105,27 +105,11 @@ func TestRunSigns(t *testing.T) {
 			{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "Test"},
 		}},
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- (&Config{Client: client, CA: ca}).Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	componentbasetest.RunUntil(t, (&Config{Client: client, CA: ca}).Run, func(ctx context.Context) error {
 		csr, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, "node-n1", metav1.GetOptions{})
-		if err == nil && len(csr.Status.Certificate) > 0 {
-			break
+		if err == nil && len(csr.Status.Certificate) == 0 {
+			err = errors.New("node-n1 not signed")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node-n1 not signed: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run after ctx ended = %v, want nil", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after ctx ended")
-	}
+		return err
+	})
 }

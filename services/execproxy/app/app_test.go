@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"skiff.dev/services/execproxy"
 	"skiff.dev/services/internal/componentbase"
+	"skiff.dev/services/internal/componentbase/componentbasetest"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/tunnel"
 )
@@ -93,39 +95,22 @@ func TestRunServes(t *testing.T) {
 		TunnelListener: tl,
 		TunnelTLS:      tunnel.ServerTLS(serving, ca.CertPool()),
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.CertPool()}}}
-	var body []byte
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	componentbasetest.RunUntil(t, c.Run, func(context.Context) error {
 		resp, err := client.Get("https://" + l.Addr().String() + "/healthz")
-		if err == nil {
-			body, _ = io.ReadAll(resp.Body)
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /healthz: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if string(body) != "ok" {
-		t.Errorf("/healthz = %q, want ok", body)
-	}
-	// The tunnel port completes a handshake with the serving certificate.
-	conn, err := tls.Dial("tcp", tl.Addr().String(), &tls.Config{RootCAs: ca.CertPool(), NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatalf("tunnel port: %v", err)
-	}
-	conn.Close()
-	cancel()
-	select {
-	case err := <-done:
 		if err != nil {
-			t.Fatalf("Run after ctx ended = %v, want nil", err)
+			return err
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after ctx ended")
-	}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "ok" {
+			return fmt.Errorf("/healthz = %q, want ok", body)
+		}
+		// The tunnel port serves TLS with the serving certificate.
+		conn, err := tls.Dial("tcp", tl.Addr().String(), &tls.Config{RootCAs: ca.CertPool(), NextProtos: []string{"h2"}})
+		if err != nil {
+			return fmt.Errorf("tunnel port: %w", err)
+		}
+		return conn.Close()
+	})
 }

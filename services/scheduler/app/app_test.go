@@ -4,16 +4,17 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"skiff.dev/services/internal/componentbase"
+	"skiff.dev/services/internal/componentbase/componentbasetest"
 )
 
 // flagNames are the flags cmd/scheduler had before it became Options; scripts,
@@ -67,40 +68,26 @@ func TestRunLeads(t *testing.T) {
 	client := fake.NewClientset()
 	election := NewOptions().LeaderElection
 	registry := prometheus.NewRegistry()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- (&Config{Client: client, Registry: registry, LeaderElection: &election}).Run(ctx)
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	c := &Config{Client: client, Registry: registry, LeaderElection: &election}
+	componentbasetest.RunUntil(t, c.Run, func(ctx context.Context) error {
 		lease, err := client.CoordinationV1().Leases("kube-system").Get(ctx, "kube-scheduler", metav1.GetOptions{})
-		if err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no holder of kube-system/kube-scheduler: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	families, err := registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, f := range families {
-		names = append(names, f.GetName())
-	}
-	if !slices.Contains(names, "scheduler_pending_pods") {
-		t.Errorf("Registry holds %v, no scheduler_pending_pods", names)
-	}
-	cancel()
-	select {
-	case err := <-done:
 		if err != nil {
-			t.Fatalf("Run after ctx ended = %v, want nil", err)
+			return err
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after ctx ended")
-	}
+		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+			return errors.New("kube-system/kube-scheduler has no holder")
+		}
+		families, err := registry.Gather()
+		if err != nil {
+			return err
+		}
+		var names []string
+		for _, f := range families {
+			names = append(names, f.GetName())
+		}
+		if !slices.Contains(names, "scheduler_pending_pods") {
+			return fmt.Errorf("Registry holds %v, no scheduler_pending_pods", names)
+		}
+		return nil
+	})
 }
