@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"slices"
 	"strings"
 	"testing"
 
@@ -35,19 +34,9 @@ var flagNames = []string{
 }
 
 func TestAddFlags(t *testing.T) {
-	fs := flag.NewFlagSet("controller-manager", flag.ContinueOnError)
-	NewOptions().AddFlags(fs)
-	var got []string
-	fs.VisitAll(func(f *flag.Flag) { got = append(got, f.Name) })
-	if !slices.Equal(got, flagNames) {
-		t.Errorf("flags %v, want %v", got, flagNames)
-	}
 	// No client-side limit, as before the flag existed.
-	for name, want := range map[string]string{"kube-api-qps": "-1", "leader-elect-resource-name": "kube-controller-manager", "secure-port": "10257"} {
-		if got := fs.Lookup(name).DefValue; got != want {
-			t.Errorf("--%s defaults to %q, want %q", name, got, want)
-		}
-	}
+	componentbasetest.CheckFlags(t, NewOptions().AddFlags, flagNames, map[string]string{"kube-api-qps": "-1",
+		"leader-elect-resource-name": "kube-controller-manager", "secure-port": "10257"})
 }
 
 func TestValidate(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"slices"
 	"strings"
 	"testing"
@@ -37,19 +36,9 @@ var flagNames = []string{
 
 func TestAddFlags(t *testing.T) {
 	o := NewOptions()
-	fs := flag.NewFlagSet("csr-signer", flag.ContinueOnError)
-	o.AddFlags(fs)
-	var got []string
-	fs.VisitAll(func(f *flag.Flag) { got = append(got, f.Name) })
-	if !slices.Equal(got, flagNames) {
-		t.Errorf("flags %v, want %v", got, flagNames)
-	}
 	// client-go's defaults, as before the flags existed.
-	for name, want := range map[string]string{"kube-api-qps": "0", "kube-api-content-type": "", "auto-approve": "true", "secure-port": "10260"} {
-		if got := fs.Lookup(name).DefValue; got != want {
-			t.Errorf("--%s defaults to %q, want %q", name, got, want)
-		}
-	}
+	fs := componentbasetest.CheckFlags(t, o.AddFlags, flagNames, map[string]string{"kube-api-qps": "0", "kube-api-content-type": "",
+		"auto-approve": "true", "secure-port": "10260"})
 	if err := fs.Parse([]string{"--control-plane-host=a.example", "--control-plane-host=10.0.0.1"}); err != nil {
 		t.Fatal(err)
 	}

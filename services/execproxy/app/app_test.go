@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,18 +31,8 @@ var flagNames = []string{
 }
 
 func TestAddFlags(t *testing.T) {
-	fs := flag.NewFlagSet("exec-proxy", flag.ContinueOnError)
-	NewOptions().AddFlags(fs)
-	var got []string
-	fs.VisitAll(func(f *flag.Flag) { got = append(got, f.Name) })
-	if !slices.Equal(got, flagNames) {
-		t.Errorf("flags %v, want %v", got, flagNames)
-	}
-	for name, want := range map[string]string{"bind-address": "0.0.0.0", "requestheader-allowed-names": execproxy.FrontProxyUser, "kube-api-content-type": ""} {
-		if got := fs.Lookup(name).DefValue; got != want {
-			t.Errorf("--%s defaults to %q, want %q", name, got, want)
-		}
-	}
+	componentbasetest.CheckFlags(t, NewOptions().AddFlags, flagNames, map[string]string{"bind-address": "0.0.0.0",
+		"requestheader-allowed-names": execproxy.FrontProxyUser, "kube-api-content-type": ""})
 }
 
 func TestValidate(t *testing.T) {

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,19 +28,8 @@ var flagNames = []string{
 }
 
 func TestAddFlags(t *testing.T) {
-	fs := flag.NewFlagSet("scheduler", flag.ContinueOnError)
-	NewOptions().AddFlags(fs)
-	var got []string
-	fs.VisitAll(func(f *flag.Flag) { got = append(got, f.Name) })
-	if !slices.Equal(got, flagNames) {
-		t.Errorf("flags %v, want %v", got, flagNames)
-	}
-	for name, want := range map[string]string{"kube-api-qps": "50", "kube-api-burst": "100", "scheduler-name": "default-scheduler",
-		"leader-elect": "true", "leader-elect-resource-name": "kube-scheduler", "secure-port": "10259"} {
-		if got := fs.Lookup(name).DefValue; got != want {
-			t.Errorf("--%s defaults to %q, want %q", name, got, want)
-		}
-	}
+	componentbasetest.CheckFlags(t, NewOptions().AddFlags, flagNames, map[string]string{"kube-api-qps": "50", "kube-api-burst": "100",
+		"scheduler-name": "default-scheduler", "leader-elect": "true", "leader-elect-resource-name": "kube-scheduler", "secure-port": "10259"})
 }
 
 func TestValidate(t *testing.T) {

@@ -4,6 +4,8 @@ package componentbasetest
 
 import (
 	"context"
+	"flag"
+	"slices"
 	"testing"
 	"time"
 )
@@ -45,4 +47,24 @@ func RunUntil(t testing.TB, run func(context.Context) error, ready func(context.
 	case <-time.After(Timeout):
 		t.Fatalf("Run did not return within %s of its context ending", Timeout)
 	}
+}
+
+// CheckFlags registers a component's flags (Options.AddFlags) on a new FlagSet and
+// fails t unless their names are names, sorted, and each flag of defaults has that
+// default; it returns the FlagSet, for parsing.
+func CheckFlags(t testing.TB, addFlags func(*flag.FlagSet), names []string, defaults map[string]string) *flag.FlagSet {
+	t.Helper()
+	fs := flag.NewFlagSet(t.Name(), flag.ContinueOnError)
+	addFlags(fs)
+	var got []string
+	fs.VisitAll(func(f *flag.Flag) { got = append(got, f.Name) })
+	if !slices.Equal(got, names) {
+		t.Errorf("flags %v, want %v", got, names)
+	}
+	for name, want := range defaults {
+		if f := fs.Lookup(name); f == nil || f.DefValue != want {
+			t.Errorf("--%s: %+v, want the default %q", name, f, want)
+		}
+	}
+	return fs
 }

@@ -3,6 +3,7 @@ package componentbasetest
 import (
 	"context"
 	"errors"
+	"flag"
 	"sync/atomic"
 	"testing"
 )
@@ -22,5 +23,15 @@ func TestRunUntil(t *testing.T) {
 	})
 	if !ended.Load() || polls.Load() != 3 {
 		t.Errorf("run ended %v after %d polls; want true after 3", ended.Load(), polls.Load())
+	}
+}
+
+func TestCheckFlags(t *testing.T) {
+	fs := CheckFlags(t, func(fs *flag.FlagSet) {
+		fs.String("b", "", "")
+		fs.Int("a", 7, "")
+	}, []string{"a", "b"}, map[string]string{"a": "7"})
+	if err := fs.Parse([]string{"-a=8"}); err != nil {
+		t.Fatal(err)
 	}
 }
