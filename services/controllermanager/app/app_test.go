@@ -14,38 +14,23 @@ import (
 
 	"skiff.dev/services/controllermanager"
 	"skiff.dev/services/internal/componentbase"
-	"skiff.dev/services/internal/componentbase/componentbasetest"
+	"skiff.dev/services/internal/componentbase/flagtest"
+	"skiff.dev/services/internal/componentbase/runtest"
 )
 
-// flagNames are the flags cmd/controller-manager had before it became Options (scripts,
-// compose.yaml and deploy/ pass them), and kube's --kube-api-qps and --kube-api-burst.
-var flagNames = []string{
-	"allocate-node-cidrs", "authentication-token-webhook-cache-ttl", "authorization-always-allow-paths",
-	"authorization-webhook-cache-authorized-ttl", "authorization-webhook-cache-unauthorized-ttl", "bind-address",
-	"client-ca-file", "cluster-cidr", "concurrent-deployment-syncs", "concurrent-gc-syncs", "concurrent-job-syncs",
-	"concurrent-rc-syncs", "concurrent-replicaset-syncs", "controllers", "health-address", "kube-api-burst",
-	"kube-api-content-type", "kube-api-qps", "kubeconfig", "large-cluster-size-threshold", "leader-elect",
-	"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-resource-name",
-	"leader-elect-resource-namespace", "leader-elect-retry-period", "log-format", "log-level", "metrics-bind-address",
-	"nats-ca-file", "nats-cert-file", "nats-key-file", "nats-url", "node-cidr-mask-size", "node-cidr-mask-size-ipv4",
-	"node-cidr-mask-size-ipv6", "node-eviction-rate", "node-monitor-grace-period", "node-monitor-period",
-	"node-startup-grace-period", "profiling", "root-ca-file", "secondary-node-eviction-rate", "secure-port",
-	"terminated-pod-gc-threshold", "tls-cert-file", "tls-private-key-file", "unhealthy-zone-threshold",
-}
-
-func TestAddFlags(t *testing.T) {
-	// No client-side limit, as before the flag existed.
-	componentbasetest.CheckFlags(t, NewOptions().AddFlags, flagNames, map[string]string{"kube-api-qps": "-1",
-		"leader-elect-resource-name": "kube-controller-manager", "secure-port": "10257"})
+// The controller manager's flags, defaults and usages are those of cmd/controller-manager
+// before package app (testdata/flags.golden is its -h) plus componentbase's
+// --kube-api-qps (default -1: no client-side limit, as before) and --kube-api-burst:
+// scripts, compose.yaml and deploy/ rely on them.
+func TestFlagsAsBefore(t *testing.T) {
+	fs := flag.NewFlagSet("controller-manager", flag.ContinueOnError)
+	NewOptions().AddFlags(fs)
+	flagtest.Golden(t, fs, "testdata/flags.golden")
 }
 
 func TestValidate(t *testing.T) {
 	o := NewOptions()
-	fs := flag.NewFlagSet("controller-manager", flag.ContinueOnError)
-	o.AddFlags(fs)
-	if err := fs.Parse([]string{"--controllers=*,-bogus"}); err != nil {
-		t.Fatal(err)
-	}
+	flagtest.Parse(t, o.AddFlags, "--controllers=*,-bogus")
 	var usage componentbase.UsageError
 	if err := o.Validate(); !errors.As(err, &usage) || !strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("Validate with --controllers=*,-bogus = %v, want a UsageError naming bogus", err)
@@ -76,7 +61,7 @@ func TestRunLeads(t *testing.T) {
 	options := controllermanager.DefaultOptions()
 	options.Controllers = []string{"serviceaccount"}
 	c := &Config{Client: client, ControllerManager: options, LeaderElection: &election}
-	componentbasetest.RunUntil(t, c.Run, func(ctx context.Context) error {
+	runtest.Until(t, c.Run, func(ctx context.Context) error {
 		lease, err := client.CoordinationV1().Leases("kube-system").Get(ctx, controllermanager.LeaseName, metav1.GetOptions{})
 		if err != nil {
 			return err

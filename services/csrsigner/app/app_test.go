@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"flag"
 	"slices"
 	"strings"
 	"testing"
@@ -19,29 +20,23 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"skiff.dev/services/internal/componentbase"
-	"skiff.dev/services/internal/componentbase/componentbasetest"
+	"skiff.dev/services/internal/componentbase/flagtest"
+	"skiff.dev/services/internal/componentbase/runtest"
 	"skiff.dev/services/internal/pki"
 )
 
-// flagNames are the flags cmd/csr-signer had before it became Options (scripts,
-// compose.yaml and deploy/ pass them), and kube's --kube-api-*.
-var flagNames = []string{
-	"approve-kubelet-serving", "authentication-token-webhook-cache-ttl", "authorization-always-allow-paths",
-	"authorization-webhook-cache-authorized-ttl", "authorization-webhook-cache-unauthorized-ttl", "auto-approve",
-	"bind-address", "client-ca-file", "control-plane-host", "health-address", "kube-api-burst", "kube-api-content-type",
-	"kube-api-qps", "kubeconfig", "log-format", "log-level", "max-duration", "metrics-bind-address", "nats-ca-file",
-	"nats-cert-file", "nats-key-file", "nats-url", "pki-dir", "profiling", "secure-port", "service-cluster-ip-range",
-	"tls-cert-file", "tls-private-key-file",
+// csr-signer's flags, defaults and usages are those of cmd/csr-signer before package app
+// (testdata/flags.golden is its -h) plus componentbase's --kube-api-* with client-go's
+// defaults (JSON, 5 QPS), as before: scripts, compose.yaml and deploy/ rely on them.
+func TestFlagsAsBefore(t *testing.T) {
+	fs := flag.NewFlagSet("csr-signer", flag.ContinueOnError)
+	NewOptions().AddFlags(fs)
+	flagtest.Golden(t, fs, "testdata/flags.golden")
 }
 
-func TestAddFlags(t *testing.T) {
+func TestControlPlaneHostRepeats(t *testing.T) {
 	o := NewOptions()
-	// client-go's defaults, as before the flags existed.
-	fs := componentbasetest.CheckFlags(t, o.AddFlags, flagNames, map[string]string{"kube-api-qps": "0", "kube-api-content-type": "",
-		"auto-approve": "true", "secure-port": "10260"})
-	if err := fs.Parse([]string{"--control-plane-host=a.example", "--control-plane-host=10.0.0.1"}); err != nil {
-		t.Fatal(err)
-	}
+	flagtest.Parse(t, o.AddFlags, "--control-plane-host=a.example", "--control-plane-host=10.0.0.1")
 	if want := []string{"a.example", "10.0.0.1"}; !slices.Equal(o.ControlPlaneHosts, want) {
 		t.Errorf("--control-plane-host twice = %v, want %v", o.ControlPlaneHosts, want)
 	}
@@ -94,7 +89,7 @@ func TestRunSigns(t *testing.T) {
 			{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "Test"},
 		}},
 	})
-	componentbasetest.RunUntil(t, (&Config{Client: client, CA: ca}).Run, func(ctx context.Context) error {
+	runtest.Until(t, (&Config{Client: client, CA: ca}).Run, func(ctx context.Context) error {
 		csr, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, "node-n1", metav1.GetOptions{})
 		if err == nil && len(csr.Status.Certificate) == 0 {
 			err = errors.New("node-n1 not signed")

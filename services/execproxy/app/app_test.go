@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -16,23 +17,19 @@ import (
 
 	"skiff.dev/services/execproxy"
 	"skiff.dev/services/internal/componentbase"
-	"skiff.dev/services/internal/componentbase/componentbasetest"
+	"skiff.dev/services/internal/componentbase/flagtest"
+	"skiff.dev/services/internal/componentbase/runtest"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/tunnel"
 )
 
-// flagNames are the flags cmd/exec-proxy had before it became Options (scripts,
-// compose.yaml and deploy/ pass them), and kube's --kube-api-*.
-var flagNames = []string{
-	"bind-address", "client-ca-file", "health-address", "kube-api-burst", "kube-api-content-type", "kube-api-qps",
-	"kubeconfig", "kubelet-client-certificate", "kubelet-client-key", "log-format", "log-level", "metrics-bind-address",
-	"port", "profiling", "requestheader-allowed-names", "requestheader-client-ca-file", "tls-cert-file",
-	"tls-private-key-file", "tunnel-port",
-}
-
-func TestAddFlags(t *testing.T) {
-	componentbasetest.CheckFlags(t, NewOptions().AddFlags, flagNames, map[string]string{"bind-address": "0.0.0.0",
-		"requestheader-allowed-names": execproxy.FrontProxyUser, "kube-api-content-type": ""})
+// exec-proxy's flags, defaults and usages are those of cmd/exec-proxy before package app
+// (testdata/flags.golden is its -h) plus componentbase's --kube-api-* with client-go's
+// defaults (JSON, 5 QPS), as before: scripts, compose.yaml and deploy/ rely on them.
+func TestFlagsAsBefore(t *testing.T) {
+	fs := flag.NewFlagSet("exec-proxy", flag.ContinueOnError)
+	NewOptions().AddFlags(fs)
+	flagtest.Golden(t, fs, "testdata/flags.golden")
 }
 
 func TestValidate(t *testing.T) {
@@ -84,7 +81,7 @@ func TestRunServes(t *testing.T) {
 		TunnelTLS:      tunnel.ServerTLS(serving, ca.CertPool()),
 	}
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.CertPool()}}}
-	componentbasetest.RunUntil(t, c.Run, func(context.Context) error {
+	runtest.Until(t, c.Run, func(context.Context) error {
 		resp, err := client.Get("https://" + l.Addr().String() + "/healthz")
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,23 +14,17 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"skiff.dev/services/internal/componentbase"
-	"skiff.dev/services/internal/componentbase/componentbasetest"
+	"skiff.dev/services/internal/componentbase/flagtest"
+	"skiff.dev/services/internal/componentbase/runtest"
 )
 
-// flagNames are the flags cmd/scheduler had before it became Options; scripts,
-// compose.yaml and deploy/ pass them.
-var flagNames = []string{
-	"authentication-token-webhook-cache-ttl", "authorization-always-allow-paths", "authorization-webhook-cache-authorized-ttl",
-	"authorization-webhook-cache-unauthorized-ttl", "bind-address", "client-ca-file", "health-address", "kube-api-burst",
-	"kube-api-content-type", "kube-api-qps", "kubeconfig", "leader-elect", "leader-elect-lease-duration",
-	"leader-elect-renew-deadline", "leader-elect-resource-name", "leader-elect-resource-namespace", "leader-elect-retry-period",
-	"log-format", "log-level", "metrics-bind-address", "nats-ca-file", "nats-cert-file", "nats-key-file", "nats-url",
-	"profiling", "scheduler-name", "secure-port", "tls-cert-file", "tls-private-key-file",
-}
-
-func TestAddFlags(t *testing.T) {
-	componentbasetest.CheckFlags(t, NewOptions().AddFlags, flagNames, map[string]string{"kube-api-qps": "50", "kube-api-burst": "100",
-		"scheduler-name": "default-scheduler", "leader-elect": "true", "leader-elect-resource-name": "kube-scheduler", "secure-port": "10259"})
+// The scheduler's flags, defaults and usages are those of cmd/scheduler before package
+// app (testdata/flags.golden is its -h) but for componentbase's usages of --kube-api-qps
+// and --kube-api-burst: scripts, compose.yaml and deploy/ rely on them.
+func TestFlagsAsBefore(t *testing.T) {
+	fs := flag.NewFlagSet("scheduler", flag.ContinueOnError)
+	NewOptions().AddFlags(fs)
+	flagtest.Golden(t, fs, "testdata/flags.golden")
 }
 
 func TestValidate(t *testing.T) {
@@ -57,7 +52,7 @@ func TestRunLeads(t *testing.T) {
 	election := NewOptions().LeaderElection
 	registry := prometheus.NewRegistry()
 	c := &Config{Client: client, Registry: registry, LeaderElection: &election}
-	componentbasetest.RunUntil(t, c.Run, func(ctx context.Context) error {
+	runtest.Until(t, c.Run, func(ctx context.Context) error {
 		lease, err := client.CoordinationV1().Leases("kube-system").Get(ctx, "kube-scheduler", metav1.GetOptions{})
 		if err != nil {
 			return err

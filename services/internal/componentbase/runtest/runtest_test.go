@@ -1,17 +1,16 @@
-package componentbasetest
+package runtest
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"sync/atomic"
 	"testing"
 )
 
-func TestRunUntil(t *testing.T) {
+func TestUntil(t *testing.T) {
 	var polls atomic.Int32
 	var ended atomic.Bool
-	RunUntil(t, func(ctx context.Context) error {
+	Until(t, func(ctx context.Context) error {
 		<-ctx.Done()
 		ended.Store(true)
 		return nil
@@ -23,15 +22,5 @@ func TestRunUntil(t *testing.T) {
 	})
 	if !ended.Load() || polls.Load() != 3 {
 		t.Errorf("run ended %v after %d polls; want true after 3", ended.Load(), polls.Load())
-	}
-}
-
-func TestCheckFlags(t *testing.T) {
-	fs := CheckFlags(t, func(fs *flag.FlagSet) {
-		fs.String("b", "", "")
-		fs.Int("a", 7, "")
-	}, []string{"a", "b"}, map[string]string{"a": "7"})
-	if err := fs.Parse([]string{"-a=8"}); err != nil {
-		t.Fatal(err)
 	}
 }
