@@ -96,18 +96,18 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	}
 	rootCA, err := rootCABundle(o.RootCAFile, restConfig)
 	if err != nil {
-		_ = tp.Shutdown(context.Background())
+		componentbase.ShutdownTracing(tp)
 		return nil, fmt.Errorf("root CA: %w", err)
 	}
 	recorder, err := o.NATS.Recorder("kube-controller-manager", restConfig, client)
 	if err != nil {
-		_ = tp.Shutdown(context.Background())
+		componentbase.ShutdownTracing(tp)
 		return nil, fmt.Errorf("event recorder: %w", err)
 	}
 	election := o.LeaderElection
 	return &Config{
 		Client: client, RESTConfig: restConfig, RootCA: rootCA, Recorder: recorder, TracerProvider: tp,
-		ControllerManager: o.ControllerManager, Serving: o.Serving, LeaderElection: &election, tracing: tp,
+		ControllerManager: o.ControllerManager, Serving: o.Serving, LeaderElection: &election,
 	}, nil
 }
 
@@ -121,7 +121,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = c.tracing.Shutdown(context.Background()) }()
+	defer componentbase.ShutdownTracing(c.TracerProvider)
 	return c.Run(ctx)
 }
 

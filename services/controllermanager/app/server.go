@@ -14,7 +14,6 @@ import (
 	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/leaderelection"
 	"skiff.dev/services/internal/serving"
-	"skiff.dev/services/internal/tracing"
 )
 
 // Config is what the controller manager runs with, built (kube's
@@ -56,10 +55,6 @@ type Config struct {
 	// while holding its Lease (kube-system/kube-controller-manager by default); nil, or
 	// LeaderElect false, runs at once, alone, with no Lease.
 	LeaderElection *leaderelection.Options
-
-	// tracing is the provider Options.Config made, which Options.Run shuts down; nil in
-	// a Config built directly.
-	tracing *tracing.Provider
 }
 
 // Run builds the controller manager and runs the enabled controllers until ctx ends

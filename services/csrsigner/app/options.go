@@ -124,7 +124,7 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	}
 	recorder, err := o.NATS.Recorder("csr-signer", restConfig, clientset)
 	if err != nil {
-		_ = tp.Shutdown(context.Background())
+		componentbase.ShutdownTracing(tp)
 		return nil, fmt.Errorf("event recorder: %w", err)
 	}
 	return &Config{
@@ -141,7 +141,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = c.tracing.Shutdown(context.Background()) }()
+	defer componentbase.ShutdownTracing(c.tracing)
 	return c.Run(ctx)
 }
 

@@ -135,7 +135,7 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 		Proxy: execproxy.Config{Client: client, KubeletTLS: kubeletTLS, Logger: slog.Default(), TracerProvider: tp,
 			AllowedNames: strings.Split(o.RequestHeaderAllowedNames, ",")},
 		Address: net.JoinHostPort(o.BindAddress, strconv.Itoa(o.Port)), ServingTLS: servingTLS,
-		Serving: o.Serving, tracing: tp,
+		Serving: o.Serving,
 	}
 	if o.TunnelPort != 0 {
 		c.TunnelAddress = net.JoinHostPort(o.BindAddress, strconv.Itoa(o.TunnelPort))
@@ -154,6 +154,6 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = c.tracing.Shutdown(context.Background()) }()
+	defer componentbase.ShutdownTracing(c.Proxy.TracerProvider)
 	return c.Run(ctx)
 }

@@ -11,7 +11,6 @@ import (
 	"skiff.dev/services/execproxy"
 	"skiff.dev/services/internal/componentbase"
 	"skiff.dev/services/internal/serving"
-	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/tunnel"
 )
 
@@ -48,10 +47,6 @@ type Config struct {
 	// are also served over plain HTTP (serving.Options.Start); nil serves none.
 	// /healthz is always on the HTTPS port.
 	Serving *serving.Options
-
-	// tracing is the provider Options.Config made, which Options.Run shuts down; nil in
-	// a Config built directly.
-	tracing *tracing.Provider
 }
 
 // Run serves exec-proxy until ctx ends (nil then): the tunnel server when one is set,

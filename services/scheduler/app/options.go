@@ -82,13 +82,13 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	}
 	recorder, err := o.NATS.Recorder(o.SchedulerName, restConfig, client)
 	if err != nil {
-		_ = tp.Shutdown(context.Background())
+		componentbase.ShutdownTracing(tp)
 		return nil, fmt.Errorf("event recorder: %w", err)
 	}
 	election := o.LeaderElection
 	return &Config{
 		Client: client, RESTConfig: restConfig, SchedulerName: o.SchedulerName, Recorder: recorder, TracerProvider: tp,
-		Serving: o.Serving, LeaderElection: &election, tracing: tp,
+		Serving: o.Serving, LeaderElection: &election,
 	}, nil
 }
 
@@ -102,6 +102,6 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = c.tracing.Shutdown(context.Background()) }()
+	defer componentbase.ShutdownTracing(c.TracerProvider)
 	return c.Run(ctx)
 }

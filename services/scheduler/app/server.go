@@ -14,7 +14,6 @@ import (
 	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/leaderelection"
 	"skiff.dev/services/internal/serving"
-	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/scheduler"
 )
 
@@ -51,10 +50,6 @@ type Config struct {
 	// its Lease (kube-system/kube-scheduler by default); nil, or LeaderElect false, runs
 	// at once, alone, with no Lease.
 	LeaderElection *leaderelection.Options
-
-	// tracing is the provider Options.Config made, which Options.Run shuts down; nil in
-	// a Config built directly.
-	tracing *tracing.Provider
 }
 
 // Run builds the scheduler and runs it until ctx ends (nil then), under leader election
