@@ -1,11 +1,15 @@
-// Package allinone runs every skiff service in one process: an embedded etcd, the
-// apiserver, the scheduler, the controller manager, a built-in CRI runtime and one
-// kubelet. Each still talks to
-// the others over the wire it always uses (HTTP to the apiserver, gRPC on a unix socket
-// to the runtime), so the all-in-one exercises exactly the paths of the full stack.
+// Package allinone runs every skiff service in one process: an embedded etcd and NATS,
+// the apiserver, the scheduler, the controller manager, csr-signer, exec-proxy, a CRI
+// runtime, one kubelet and the proxy. Each starts through the Config → Run of its own
+// app package, the one its standalone binary runs, and talks to the others over the wire
+// it always uses (HTTPS to the apiserver as its own identity, through authentication,
+// authorization and admission; gRPC on a unix socket to the runtime). The one shortcut,
+// documented where it is taken: the apiserver reaches the embedded etcd by function
+// calls (embedetcd.Etcd.InProcessClient) rather than loopback gRPC.
 package allinone
 
 import (
+	"cmp"
 	"context"
 	"crypto"
 	"crypto/x509"
@@ -22,6 +26,7 @@ import (
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -29,20 +34,27 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"skiff.dev/services/apiserver"
+	apiserverapp "skiff.dev/services/apiserver/app"
 	"skiff.dev/services/controllermanager"
-	"skiff.dev/services/cri"
+	controllermanagerapp "skiff.dev/services/controllermanager/app"
+	criapp "skiff.dev/services/cri/app"
 	"skiff.dev/services/cri/containerd"
 	"skiff.dev/services/cri/process"
 	"skiff.dev/services/cri/sim"
-	"skiff.dev/services/csrsigner"
+	csrsignerapp "skiff.dev/services/csrsigner/app"
+	"skiff.dev/services/internal/componentbase"
 	"skiff.dev/services/internal/embedetcd"
+	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/kubelet"
+	kubeletapp "skiff.dev/services/kubelet/app"
 	"skiff.dev/services/kubelet/certificate"
 	"skiff.dev/services/kubelet/hollow"
 	"skiff.dev/services/kubelet/volumemanager"
 	"skiff.dev/services/proxy"
+	proxyapp "skiff.dev/services/proxy/app"
 	"skiff.dev/services/scheduler"
+	schedulerapp "skiff.dev/services/scheduler/app"
 )
 
 // Runtime names a built-in CRI runtime.
@@ -149,410 +161,540 @@ type Cluster struct {
 // Start brings every service up and returns once the apiserver serves; the services run
 // until ctx ends, and wait returns when all of them have stopped. Errors: an unusable
 // data directory, a port in use, an unknown runtime.
+//
+// Each component starts through its own Config → Run (package <component>/app), the one
+// its standalone binary runs, built here from the all-in-one's PKI: every one of them
+// reaches the apiserver over HTTPS as its own identity, through authentication,
+// authorization and admission, as in the full stack.
 func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error, err error) {
+	s, err := newStarter(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.cancel()
+			s.wg.Wait()
+			s.cleanup()
+		}
+	}()
+	for _, start := range []func(context.Context) error{
+		s.startPKI,               // the CA and every identity, kept across restarts
+		s.startEtcd,              // embedded etcd, mutual TLS
+		s.startObservability,     // a tracer provider per service, embedded NATS
+		s.startAPIServer,         // apiserver (waits for its bootstrap RBAC policy)
+		s.startScheduler,         // scheduler, as system:kube-scheduler
+		s.startControllerManager, // controller manager, as system:kube-controller-manager
+		s.startCSRSigner,         // csr-signer, as system:skiff:csr-signer
+		s.startExecProxy,         // exec-proxy, as system:skiff:exec-proxy
+		s.startCoreDNS,           // CoreDNS as kube-system/kube-dns, when found
+		s.startRuntime,           // the CRI runtime: process, sim or containerd
+		s.startKubelet,           // the kubelet, as system:node:<name> after TLS bootstrap
+		s.startProxy,             // the proxy, as system:kube-proxy, where nftables allow
+		s.startHollowNodes,       // hollow nodes, when asked for
+	} {
+		if err := start(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	return &Cluster{Kubeconfig: s.kubeconfig, APIServerURL: s.apiURL, NATSURL: s.obs.natsURL,
+		StaticPodPath: s.staticPodPath, DNSAddress: s.dnsAddress}, s.wait, nil
+}
+
+// starter is the all-in-one while it starts: what each step leaves for the next, the
+// services running, and what stopping undoes.
+type starter struct {
+	cfg                       Config
+	dataDir, pkiDir           string
+	ca                        *pki.CA
+	apiListener               net.Listener
+	apiURL, kubeconfig        string
+	etcd                      *embedetcd.Etcd
+	obs                       *observability
+	streams                   *streams
+	kubeletAddr, nodeIP       string
+	clusterDNS                []string
+	dnsAddress                string
+	runtimeEndpoint           string
+	staticPodPath, kubeletDir string
+	bootstrapToken            pki.BootstrapToken
+
+	runCtx context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	errs   chan error
+	stops  []func() // undone in reverse order
+}
+
+// newStarter checks cfg, fills its defaults and makes the data directory.
+func newStarter(ctx context.Context, cfg Config) (*starter, error) {
 	if cfg.Runtime != RuntimeProcess && cfg.Runtime != RuntimeSim && cfg.Runtime != RuntimeContainerd {
-		return nil, nil, fmt.Errorf("unknown runtime %q: want %q, %q or %q", cfg.Runtime, RuntimeProcess, RuntimeSim, RuntimeContainerd)
+		return nil, fmt.Errorf("unknown runtime %q: want %q, %q or %q", cfg.Runtime, RuntimeProcess, RuntimeSim, RuntimeContainerd)
 	}
 	if cfg.RuntimeEndpoint != "" && cfg.Runtime != RuntimeContainerd {
-		return nil, nil, fmt.Errorf("a runtime endpoint is for runtime %q only", RuntimeContainerd)
+		return nil, fmt.Errorf("a runtime endpoint is for runtime %q only", RuntimeContainerd)
 	}
 	if cfg.PodCIDR == "" {
 		cfg.PodCIDR = DefaultPodCIDR
 	}
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("data dir: %w", err)
+		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	if cfg.NodeName == "" {
 		if cfg.NodeName, err = os.Hostname(); err != nil {
-			return nil, nil, fmt.Errorf("node name: %w", err)
+			return nil, fmt.Errorf("node name: %w", err)
 		}
 	}
+	s := &starter{cfg: cfg, dataDir: dataDir, pkiDir: filepath.Join(dataDir, "pki"),
+		errs: make(chan error, 16)} // one per service, with room to spare
+	s.runCtx, s.cancel = context.WithCancel(ctx)
+	return s, nil
+}
 
-	var stops []func()
-	cleanup := func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
-	}
-	defer func() {
-		if err != nil {
-			cleanup()
+// run runs a service until the all-in-one stops; one failing stops them all.
+func (s *starter) run(name string, f func(context.Context) error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := f(s.runCtx); err != nil && s.runCtx.Err() == nil {
+			slog.Error("service stopped", "service", name, "err", err)
+			s.errs <- fmt.Errorf("%s: %w", name, err)
+			s.cancel()
 		}
 	}()
+}
 
-	l, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.APIServerPort)))
-	if err != nil {
-		return nil, nil, fmt.Errorf("apiserver listen: %w", err)
+// onStop adds f to what stopping undoes, after everything added later.
+func (s *starter) onStop(f func()) { s.stops = append(s.stops, f) }
+
+func (s *starter) cleanup() {
+	for i := len(s.stops) - 1; i >= 0; i-- {
+		s.stops[i]()
 	}
-	stops = append(stops, func() { _ = l.Close() })
-	apiURL := "https://" + l.Addr().String()
-	// The PKI is made once and kept: restarts reuse the CA and every identity.
-	pkiDir := filepath.Join(dataDir, "pki")
-	// Its serving certificates also name the address every listener binds, which a
-	// kubelet on another host dials (not 0.0.0.0: nobody dials that).
+}
+
+// wait waits for every service to stop, undoes what starting did, and returns the
+// errors of the services that failed.
+func (s *starter) wait() error {
+	s.wg.Wait()
+	s.cancel()
+	s.cleanup()
+	close(s.errs)
+	var all []error
+	for err := range s.errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// startPKI listens on the apiserver's port (its URL goes into the certificates'
+// kubeconfigs) and makes the PKI once: restarts reuse the CA and every identity. Its
+// serving certificates also name the address every listener binds, which a kubelet on
+// another host dials (not 0.0.0.0: nobody dials that).
+func (s *starter) startPKI(context.Context) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(s.cfg.BindAddress, strconv.Itoa(s.cfg.APIServerPort)))
+	if err != nil {
+		return fmt.Errorf("apiserver listen: %w", err)
+	}
+	s.apiListener, s.apiURL = l, "https://"+l.Addr().String()
+	s.onStop(func() { _ = l.Close() })
 	var hosts []string
-	if ip, err := netip.ParseAddr(cfg.BindAddress); err != nil || !ip.IsUnspecified() {
-		hosts = []string{cfg.BindAddress}
+	if ip, err := netip.ParseAddr(s.cfg.BindAddress); err != nil || !ip.IsUnspecified() {
+		hosts = []string{s.cfg.BindAddress}
 	}
-	if _, err := pki.Init(pki.InitOptions{Dir: pkiDir, APIServerURL: apiURL, Hosts: hosts, TokenTTL: pki.DefaultBootstrapTokenTTL}); err != nil {
-		return nil, nil, err
+	if _, err := pki.Init(pki.InitOptions{Dir: s.pkiDir, APIServerURL: s.apiURL, Hosts: hosts, TokenTTL: pki.DefaultBootstrapTokenTTL}); err != nil {
+		return err
 	}
-	ca, err := pki.LoadCA(pkiDir)
-	if err != nil {
-		return nil, nil, err
-	}
+	s.ca, err = pki.LoadCA(s.pkiDir)
+	return err
+}
 
-	// etcd requires mutual TLS: only the apiserver's etcd client certificate gets in.
+// startEtcd starts the embedded etcd, which requires mutual TLS: only the apiserver's
+// etcd client certificate gets in.
+func (s *starter) startEtcd(ctx context.Context) error {
 	etcd, err := embedetcd.Start(ctx, embedetcd.Config{
-		Dir:       filepath.Join(dataDir, "etcd"),
-		ClientURL: "https://" + net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.EtcdPort)),
-		PKIDir:    pkiDir,
+		Dir:       filepath.Join(s.dataDir, "etcd"),
+		ClientURL: "https://" + net.JoinHostPort(s.cfg.BindAddress, strconv.Itoa(s.cfg.EtcdPort)),
+		PKIDir:    s.pkiDir,
 	})
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	stops = append(stops, etcd.Close)
-	obs, err := startObservability(ctx, cfg, dataDir, pkiDir)
+	s.etcd = etcd
+	s.onStop(etcd.Close)
+	return nil
+}
+
+func (s *starter) startObservability(ctx context.Context) error {
+	obs, err := startObservability(ctx, s.cfg, s.dataDir, s.pkiDir)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	stops = append(stops, obs.stop)
+	s.obs = obs
+	s.onStop(obs.stop)
+	return nil
+}
+
+// startAPIServer serves the API (apiserver/app) and returns once the system namespaces
+// and the bootstrap RBAC policy are in place.
+func (s *starter) startAPIServer(context.Context) error {
 	// The apiserver reaches its embedded etcd by function calls, not over loopback gRPC
 	// with mutual TLS (a third of the all-in-one's CPU at load); etcd still listens with
 	// mutual TLS for anything outside the process.
-	etcdClient := etcd.InProcessClient(obs.apiserver)
-	stops = append(stops, func() { _ = etcdClient.Close() })
-	apiConfig, err := apiserver.ConfigFromPKI(pkiDir, etcdClient)
+	etcdClient := s.etcd.InProcessClient(s.obs.apiserver)
+	s.onStop(func() { _ = etcdClient.Close() })
+	api, err := apiserver.ConfigFromPKI(s.pkiDir, etcdClient)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	apiConfig.NATSURL, apiConfig.TracerProvider = obs.natsURL, obs.apiserver
-	if cfg.EtcdCompactionInterval != 0 {
-		apiConfig.EtcdCompactionInterval = max(cfg.EtcdCompactionInterval, 0)
+	api.NATSURL, api.TracerProvider, api.NATSTLS = s.obs.natsURL, s.obs.apiserver, s.obs.natsTLS(api.NATSTLS)
+	if s.cfg.EtcdCompactionInterval != 0 {
+		api.EtcdCompactionInterval = max(s.cfg.EtcdCompactionInterval, 0)
 	}
-	apiConfig.NATSTLS = obs.natsTLS(apiConfig.NATSTLS)
 	// The kubernetes Service points at the address the apiserver binds, as
 	// kube-apiserver's --advertise-address defaults to its --bind-address; an
 	// unspecified or loopback one (which Endpoints may not hold) leaves the choice to
 	// the apiserver: the default-route address.
-	if ip := net.ParseIP(cfg.BindAddress); ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
-		apiConfig.AdvertiseAddress = ip
+	if ip := net.ParseIP(s.cfg.BindAddress); ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
+		api.AdvertiseAddress = ip
 	}
 	// exec, attach, port-forward and logs: apiserver → exec-proxy → kubelet.
-	streams, err := listenExecProxy(pkiDir, ca, cfg.BindAddress, cfg.ExecProxyPort)
+	if s.streams, err = listenExecProxy(s.pkiDir, s.ca, s.cfg.BindAddress, s.cfg.ExecProxyPort); err != nil {
+		return err
+	}
+	s.onStop(func() { _ = s.streams.listener.Close() })
+	api.ExecProxyURL = s.streams.URL // ConfigFromPKI set ProxyClientTLS
+	server, err := (&apiserverapp.Config{API: api, Listener: s.apiListener}).New()
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	stops = append(stops, func() { _ = streams.listener.Close() })
-	apiConfig.ExecProxyURL = streams.URL // ConfigFromPKI set ProxyClientTLS
-	api, err := apiserver.New(apiConfig)
-	if err != nil {
-		return nil, nil, err
+	s.kubeconfig = filepath.Join(s.dataDir, "admin.kubeconfig")
+	if err := writeKubeconfig(s.kubeconfig, s.apiURL, s.pkiDir); err != nil {
+		return err
 	}
-	kubeconfig := filepath.Join(dataDir, "admin.kubeconfig")
-	if err := writeKubeconfig(kubeconfig, apiURL, pkiDir); err != nil {
-		return nil, nil, err
+	s.run("apiserver", server.Run)
+	if err := server.API.EnsureSystemNamespaces(s.runCtx); err != nil {
+		return err
 	}
-	// clientConfig reaches the apiserver as one of pki's identities, with no client-side
-	// rate limit (QPS < 0): in one process the apiserver is the only judge of load, and a
-	// token bucket on the scheduler's binds or the kubelet's status writes only queues
-	// work the apiserver could take (docs/performance.md).
-	clientConfig := func(id pki.Identity) *rest.Config {
-		certFile, keyFile := pki.KeyPairFiles(pkiDir, id.Name)
-		return &rest.Config{Host: apiURL, QPS: -1, UserAgent: "skiff-" + id.Name,
-			TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(pkiDir, pki.CACertFile), CertFile: certFile, KeyFile: keyFile}}
-	}
+	return server.API.WaitForBootstrapPolicy(s.runCtx)
+}
 
-	runCtx, cancel := context.WithCancel(ctx)
-	stops = append(stops, cancel)
-	var wg sync.WaitGroup
-	errs := make(chan error, 16) // one per service, with room to spare
-	run := func(name string, f func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(runCtx); err != nil && runCtx.Err() == nil {
-				slog.Error("service stopped", "service", name, "err", err)
-				errs <- fmt.Errorf("%s: %w", name, err)
-				cancel() // one service failing stops the all-in-one
-			}
-		}()
-	}
-	run("apiserver", func(ctx context.Context) error { return api.Serve(ctx, l) })
-	if err := api.EnsureSystemNamespaces(runCtx); err != nil {
-		return nil, nil, err
-	}
-	if err := api.WaitForBootstrapPolicy(runCtx); err != nil {
-		return nil, nil, err
-	}
+// client is the clientset of the component pki identity id, traced by tp, with its
+// configuration.
+func (s *starter) client(id pki.Identity, tp trace.TracerProvider) (kubernetes.Interface, *rest.Config, error) {
+	restConfig := componentRESTConfig(s.apiURL, s.pkiDir, id, tp)
+	client, err := kubernetes.NewForConfig(restConfig)
+	return client, restConfig, err
+}
 
-	client, err := kubernetes.NewForConfig(traced(clientConfig(pki.Scheduler), obs.scheduler))
-	if err != nil {
-		return nil, nil, err
-	}
-	schedCert, schedKey := pki.KeyPairFiles(pkiDir, pki.Scheduler.Name)
-	schedEvents, err := obs.recorder(scheduler.DefaultSchedulerName, "", client, schedCert, schedKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	run("scheduler-events", schedEvents.Run)
+// componentRESTConfig reaches the apiserver at apiURL as the pki identity id of pkiDir,
+// over HTTPS with its client certificate, traced by tp (nil: not traced), with no
+// client-side rate limit (QPS < 0): in one process the apiserver is the only judge of
+// load, and a token bucket on the scheduler's binds or the kubelet's status writes only
+// queues work the apiserver could take (docs/performance.md).
+func componentRESTConfig(apiURL, pkiDir string, id pki.Identity, tp trace.TracerProvider) *rest.Config {
+	certFile, keyFile := pki.KeyPairFiles(pkiDir, id.Name)
+	restConfig := &rest.Config{Host: apiURL,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(pkiDir, pki.CACertFile), CertFile: certFile, KeyFile: keyFile}}
+	opts := componentbase.NewClientOptions(-1, 0)
+	opts.Complete(restConfig, tp, "skiff-"+id.Name)
+	return restConfig
+}
 
-	sched, err := scheduler.New(scheduler.Config{Client: client, Recorder: schedEvents, TracerProvider: obs.scheduler})
-	if err != nil {
-		return nil, nil, err
-	}
-	run("scheduler", sched.Run)
+// componentRecorder is the event recorder of component, as the pki identity id: over
+// NATS with id's client certificate, or POSTed through client when NATS is off.
+func (s *starter) componentRecorder(component string, id pki.Identity, client kubernetes.Interface) (*eventrecorder.Recorder, error) {
+	certFile, keyFile := pki.KeyPairFiles(s.pkiDir, id.Name)
+	return s.obs.recorder(component, "", client, certFile, keyFile)
+}
 
-	// The controller manager runs alone here, so it elects no leader.
-	cmConfig := traced(clientConfig(pki.ControllerManager), obs.controllerManager)
-	cmClient, err := kubernetes.NewForConfig(cmConfig)
+// startScheduler runs the scheduler (scheduler/app), alone: no leader election.
+func (s *starter) startScheduler(context.Context) error {
+	client, restConfig, err := s.client(pki.Scheduler, s.obs.scheduler)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	cmCert, cmKey := pki.KeyPairFiles(pkiDir, pki.ControllerManager.Name)
-	// Each controller reports its events under its own kube component name through
-	// this one recorder (controllermanager.EventRecorders).
-	cmEvents, err := obs.recorder("kube-controller-manager", "", cmClient, cmCert, cmKey)
+	recorder, err := s.componentRecorder(scheduler.DefaultSchedulerName, pki.Scheduler, client)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	run("controller-manager-events", cmEvents.Run)
-	cm, err := controllermanager.New(controllermanager.Config{Client: cmClient, RESTConfig: cmConfig, RootCA: ca.CertPEM, Events: cmEvents,
-		Options: cfg.ControllerManager, TracerProvider: obs.controllerManager})
-	if err != nil {
-		return nil, nil, err
-	}
-	run("controller-manager", cm.Run)
+	app := &schedulerapp.Config{Client: client, RESTConfig: restConfig, Recorder: recorder, TracerProvider: s.obs.scheduler}
+	s.run("scheduler", app.Run)
+	return nil
+}
 
-	// csr-signer approves and signs kubelet certificates with the cluster CA.
-	signerClient, err := kubernetes.NewForConfig(clientConfig(pki.CSRSigner))
+// startControllerManager runs the controller manager (controllermanager/app), alone: no
+// leader election. Each controller reports its events under its own kube component
+// name through one recorder.
+func (s *starter) startControllerManager(context.Context) error {
+	client, restConfig, err := s.client(pki.ControllerManager, s.obs.controllerManager)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	signerCert, signerKey := pki.KeyPairFiles(pkiDir, pki.CSRSigner.Name)
-	signerEvents, err := obs.recorder("csr-signer", "", signerClient, signerCert, signerKey)
+	recorder, err := s.componentRecorder("kube-controller-manager", pki.ControllerManager, client)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	run("csr-signer-events", signerEvents.Run)
-	signer, err := csrsigner.New(csrsigner.Config{Client: signerClient, CA: ca, AutoApprove: !cfg.ManualCSRApproval, ApproveKubeletServing: true, ControlPlaneHosts: []string{cfg.BindAddress}, Recorder: signerEvents})
-	if err != nil {
-		return nil, nil, err
-	}
-	run("csr-signer", signer.Run)
+	app := &controllermanagerapp.Config{Client: client, RESTConfig: restConfig, RootCA: s.ca.CertPEM, Recorder: recorder,
+		TracerProvider: s.obs.controllerManager, ControllerManager: s.cfg.ControllerManager}
+	s.run("controller-manager", app.Run)
+	return nil
+}
 
-	execProxyClient, err := kubernetes.NewForConfig(clientConfig(pki.ExecProxy))
+// startCSRSigner runs csr-signer (csrsigner/app), which approves and signs kubelet
+// certificates with the cluster CA.
+func (s *starter) startCSRSigner(context.Context) error {
+	client, _, err := s.client(pki.CSRSigner, nil)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	serveExecProxy, err := streams.execProxy(execProxyClient)
+	recorder, err := s.componentRecorder("csr-signer", pki.CSRSigner, client)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	run("exec-proxy", serveExecProxy)
+	app := &csrsignerapp.Config{Client: client, CA: s.ca, AutoApprove: !s.cfg.ManualCSRApproval, ApproveKubeletServing: true,
+		ControlPlaneHosts: []string{s.cfg.BindAddress}, Recorder: recorder}
+	s.run("csr-signer", app.Run)
+	return nil
+}
 
-	kubeletAddr, nodeIP := kubeletServer(cfg.BindAddress, cfg.KubeletPort)
-	clusterDNS, dnsAddress, err := startCoreDNS(runCtx, cfg, run, dataDir, pkiDir, apiURL, nodeIP, clientConfig(pki.Admin))
+// startExecProxy runs exec-proxy (execproxy/app) on the listener startAPIServer opened.
+func (s *starter) startExecProxy(context.Context) error {
+	client, _, err := s.client(pki.ExecProxy, nil)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
+	app, err := s.streams.execProxy(client)
+	if err != nil {
+		return err
+	}
+	s.run("exec-proxy", app.Run)
+	return nil
+}
 
-	socket := filepath.Join(dataDir, "run", string(cfg.Runtime)+".sock")
+// startCoreDNS runs CoreDNS, when cfg.CoreDNS names it, as kube-system/kube-dns.
+func (s *starter) startCoreDNS(ctx context.Context) (err error) {
+	s.kubeletAddr, s.nodeIP = kubeletServer(s.cfg.BindAddress, s.cfg.KubeletPort)
+	s.clusterDNS, s.dnsAddress, err = startCoreDNS(s.runCtx, s.cfg, s.run, s.dataDir, s.pkiDir, s.apiURL, s.nodeIP,
+		componentRESTConfig(s.apiURL, s.pkiDir, pki.Admin, nil))
+	return err
+}
+
+// startRuntime starts the node's CRI runtime: a built-in one served on a unix socket
+// (cri/app), or containerd, private or the user's.
+func (s *starter) startRuntime(ctx context.Context) error {
+	socket := filepath.Join(s.dataDir, "run", string(s.cfg.Runtime)+".sock")
 	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
-		return nil, nil, err
+		return err
 	}
-	runtimeEndpoint := "unix://" + socket
-	switch cfg.Runtime {
-	case RuntimeContainerd:
-		if cfg.RuntimeEndpoint != "" {
-			runtimeEndpoint = cfg.RuntimeEndpoint
-			break
-		}
-		d, err := containerd.Start(ctx, containerd.Config{Dir: filepath.Join(dataDir, "containerd"), SandboxImage: cfg.SandboxImage})
+	s.runtimeEndpoint = "unix://" + socket
+	var rt criapp.Runtime
+	switch {
+	case s.cfg.Runtime == RuntimeContainerd && s.cfg.RuntimeEndpoint != "":
+		s.runtimeEndpoint = s.cfg.RuntimeEndpoint
+		return nil
+	case s.cfg.Runtime == RuntimeContainerd:
+		d, err := containerd.Start(ctx, containerd.Config{Dir: filepath.Join(s.dataDir, "containerd"), SandboxImage: s.cfg.SandboxImage})
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		// Stopped after the kubelet (stops run in reverse): its pods,
-		// shims, mounts and bridge go with it.
-		stops = append(stops, d.Stop)
-		runtimeEndpoint = d.Endpoint()
-	case RuntimeProcess:
-		rt, err := process.New(filepath.Join(dataDir, "runtime"))
+		// Stopped after the kubelet (stops run in reverse): its pods, shims, mounts and
+		// bridge go with it.
+		s.onStop(d.Stop)
+		s.runtimeEndpoint = d.Endpoint()
+		return nil
+	case s.cfg.Runtime == RuntimeProcess:
+		p, err := process.New(filepath.Join(s.dataDir, "runtime"))
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		stops = append(stops, rt.Close)
-		run("runtime", func(ctx context.Context) error { return cri.Serve(ctx, socket, rt, rt) })
-	case RuntimeSim:
-		rt := sim.New()
-		stops = append(stops, rt.Close)
-		run("runtime", func(ctx context.Context) error { return cri.Serve(ctx, socket, rt, rt) })
+		rt = p
+	default:
+		rt = sim.New()
 	}
+	s.onStop(rt.Close)
+	app := &criapp.Config{Name: string(s.cfg.Runtime), Runtime: rt, Socket: socket}
+	s.run("runtime", app.Run)
+	return nil
+}
 
-	// The kubelet joins as any other would: with only the bootstrap kubeconfig it asks for
-	// its client certificate (system:node:<name>) through a CertificateSigningRequest, and
-	// for its serving certificate the same way, unless the all-in-one issued them (below).
-	// With manual approval it waits here, in the background, for `kubectl certificate
-	// approve`.
-	kubeletDir := filepath.Join(dataDir, "kubelet")
-	staticPodPath := filepath.Join(dataDir, "manifests")
-	if err := os.MkdirAll(staticPodPath, 0o755); err != nil {
-		return nil, nil, err
+// startKubelet prepares the kubelet's directory and credentials, then runs it
+// (kubelet/app) in the background: its TLS bootstrap may wait for a person.
+func (s *starter) startKubelet(context.Context) error {
+	s.kubeletDir = filepath.Join(s.dataDir, "kubelet")
+	s.staticPodPath = filepath.Join(s.dataDir, "manifests")
+	if err := os.MkdirAll(s.staticPodPath, 0o755); err != nil {
+		return err
 	}
 	// Stopping stops every container (the runtime's Close, run after this), so the
 	// tmpfs volumes of their pods are taken down too rather than left mounted in the
 	// data directory.
-	stops = append(stops, func() { _ = volumemanager.UnmountAll(filepath.Join(kubeletDir, "pods")) })
+	s.onStop(func() { _ = volumemanager.UnmountAll(filepath.Join(s.kubeletDir, "pods")) })
 	// The kubeconfig a restart reuses names this start's apiserver URL; a new port makes
 	// it stale, and the kubelet bootstraps again.
-	if err := dropStaleKubeconfig(filepath.Join(kubeletDir, "kubelet.kubeconfig"), apiURL); err != nil {
-		return nil, nil, err
+	if err := dropStaleKubeconfig(filepath.Join(s.kubeletDir, "kubelet.kubeconfig"), s.apiURL); err != nil {
+		return err
 	}
 	// Each start hands out a bootstrap token valid for a while yet, dropping expired ones,
 	// to its kubelet, its hollow nodes and, in the PKI directory, to kubelets joining
 	// from elsewhere.
-	tokenFile := filepath.Join(pkiDir, pki.BootstrapTokenFile)
-	bootstrapToken, err := pki.EnsureBootstrapToken(tokenFile, pki.DefaultBootstrapTokenTTL, bootstrapTokenMinValid)
-	if err != nil {
-		return nil, nil, err
+	tokenFile := filepath.Join(s.pkiDir, pki.BootstrapTokenFile)
+	var err error
+	if s.bootstrapToken, err = pki.EnsureBootstrapToken(tokenFile, pki.DefaultBootstrapTokenTTL, bootstrapTokenMinValid); err != nil {
+		return err
 	}
 	warnEternalTokens(tokenFile)
-	bootstrapKubeconfig := filepath.Join(kubeletDir, pki.BootstrapKubeconfigFile)
-	for _, path := range []string{bootstrapKubeconfig, filepath.Join(pkiDir, pki.BootstrapKubeconfigFile)} {
-		if err := writeBootstrapKubeconfig(path, apiURL, ca.CertPEM, bootstrapToken); err != nil {
-			return nil, nil, err
+	for _, path := range []string{filepath.Join(s.kubeletDir, pki.BootstrapKubeconfigFile), filepath.Join(s.pkiDir, pki.BootstrapKubeconfigFile)} {
+		if err := writeBootstrapKubeconfig(path, s.apiURL, s.ca.CertPEM, s.bootstrapToken); err != nil {
+			return err
 		}
 	}
-	// With auto-approval the all-in-one, which holds the CA, issues its own kubelet's
-	// client certificate as kubeadm init does for its node (kubelet.conf), instead of a
-	// CertificateSigningRequest round trip through csr-signer on every cold start; renewals
-	// still go through CSRs. It issues its serving certificate too: the node's address is
-	// this host's (loopback by default), which csr-signer approves for no node. With manual
-	// approval the kubelet bootstraps, so both requests wait for `kubectl certificate
-	// approve` as documented.
-	addresses := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}, {Type: corev1.NodeHostName, Address: cfg.NodeName}}
-	if !cfg.ManualCSRApproval {
-		if _, err := certificate.WriteIssuedClientCert(filepath.Join(kubeletDir, "kubelet.kubeconfig"),
-			bootstrapKubeconfig, filepath.Join(kubeletDir, "pki"),
-			func() ([]byte, []byte, error) {
-				pair, err := ca.IssueClient("system:node:"+cfg.NodeName, []string{"system:nodes"}, 0)
-				return pair.CertPEM, pair.KeyPEM, err
-			}); err != nil {
-			return nil, nil, fmt.Errorf("kubelet client certificate: %w", err)
-		}
-		if _, err := certificate.WriteIssuedServingCert(filepath.Join(kubeletDir, "pki"), cfg.NodeName, addresses,
-			func(tmpl *x509.Certificate, pub crypto.PublicKey) ([]byte, error) {
-				_, certPEM, err := ca.Sign(tmpl, pub)
-				return certPEM, err
-			}); err != nil {
-			return nil, nil, fmt.Errorf("kubelet serving certificate: %w", err)
+	if !s.cfg.ManualCSRApproval {
+		if err := s.issueKubeletCerts(); err != nil {
+			return err
 		}
 	}
-	run("kubelet", func(ctx context.Context) error {
-		nodeConfig, _, err := certificate.NewClientConfig(ctx, certificate.ClientOptions{
-			NodeName:                cfg.NodeName,
-			KubeconfigPath:          filepath.Join(kubeletDir, "kubelet.kubeconfig"),
-			BootstrapKubeconfigPath: bootstrapKubeconfig,
-			CertDir:                 filepath.Join(kubeletDir, "pki"),
-			RotateCertificates:      true,
-		})
-		if err != nil {
-			return fmt.Errorf("TLS bootstrap: %w", err)
-		}
-		// Its client certificate held, the kubelet needs the token no more: it goes,
-		// as kubeadm join removes bootstrap-kubelet.conf.
-		if err := os.Remove(bootstrapKubeconfig); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		nodeConfig.QPS, nodeConfig.UserAgent = -1, "skiff-kubelet"
-		nodeClient, err := kubernetes.NewForConfig(traced(nodeConfig, obs.kubelet))
-		if err != nil {
-			return err
-		}
-		// Toward NATS the kubelet is its CSR-issued client certificate, as rotated.
-		current := filepath.Join(kubeletDir, "pki", certificate.ClientPairName+"-current.pem")
-		kubeletEvents, err := obs.recorder("kubelet", cfg.NodeName, nodeClient, current, current)
-		if err != nil {
-			return err
-		}
-		go func() { _ = kubeletEvents.Run(ctx) }()
-		kubeletTLS, err := certificate.StartServing(ctx, nodeClient, cfg.NodeName, filepath.Join(kubeletDir, "pki"), addresses, ca.CertPEM)
-		if err != nil {
-			return err
-		}
-		kl, err := kubelet.New(kubelet.Config{
-			NodeName:        cfg.NodeName,
-			Client:          nodeClient,
-			RuntimeEndpoint: runtimeEndpoint,
-			PodCIDR:         cfg.PodCIDR,
-			RootDir:         kubeletDir,
-			NodeIP:          nodeIP,
-			ServerAddr:      kubeletAddr,
-			ServerTLS:       kubeletTLS,
-			Recorder:        kubeletEvents,
-			TracerProvider:  obs.kubelet,
-			PodManifestPath: staticPodPath,
-			ClusterDNS:      clusterDNS,
-			ClusterDomain:   ClusterDomain,
-		})
-		if err != nil {
-			return err
-		}
-		return kl.Run(ctx)
+	s.run("kubelet", s.runKubelet)
+	return nil
+}
+
+// nodeAddresses are the addresses the node reports and its serving certificate names.
+func (s *starter) nodeAddresses() []corev1.NodeAddress {
+	return []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: s.nodeIP}, {Type: corev1.NodeHostName, Address: s.cfg.NodeName}}
+}
+
+// issueKubeletCerts issues the kubelet's client certificate, as kubeadm init does for
+// its node (kubelet.conf), instead of a CertificateSigningRequest round trip through
+// csr-signer on every cold start; renewals still go through CSRs. It issues its serving
+// certificate too: the node's address is this host's (loopback by default), which
+// csr-signer approves for no node. With manual approval the kubelet bootstraps instead,
+// so both requests wait for `kubectl certificate approve`.
+func (s *starter) issueKubeletCerts() error {
+	certDir := filepath.Join(s.kubeletDir, "pki")
+	if _, err := certificate.WriteIssuedClientCert(filepath.Join(s.kubeletDir, "kubelet.kubeconfig"),
+		filepath.Join(s.kubeletDir, pki.BootstrapKubeconfigFile), certDir,
+		func() ([]byte, []byte, error) {
+			pair, err := s.ca.IssueClient("system:node:"+s.cfg.NodeName, []string{"system:nodes"}, 0)
+			return pair.CertPEM, pair.KeyPEM, err
+		}); err != nil {
+		return fmt.Errorf("kubelet client certificate: %w", err)
+	}
+	if _, err := certificate.WriteIssuedServingCert(certDir, s.cfg.NodeName, s.nodeAddresses(),
+		func(tmpl *x509.Certificate, pub crypto.PublicKey) ([]byte, error) {
+			_, certPEM, err := s.ca.Sign(tmpl, pub)
+			return certPEM, err
+		}); err != nil {
+		return fmt.Errorf("kubelet serving certificate: %w", err)
+	}
+	return nil
+}
+
+// runKubelet joins as any kubelet would: with only the bootstrap kubeconfig it asks for
+// its client certificate (system:node:<name>) through a CertificateSigningRequest, and
+// for its serving certificate the same way, unless issueKubeletCerts issued them; then
+// it runs the kubelet until ctx ends.
+func (s *starter) runKubelet(ctx context.Context) error {
+	certDir := filepath.Join(s.kubeletDir, "pki")
+	bootstrapKubeconfig := filepath.Join(s.kubeletDir, pki.BootstrapKubeconfigFile)
+	nodeConfig, _, err := certificate.NewClientConfig(ctx, certificate.ClientOptions{
+		NodeName:                s.cfg.NodeName,
+		KubeconfigPath:          filepath.Join(s.kubeletDir, "kubelet.kubeconfig"),
+		BootstrapKubeconfigPath: bootstrapKubeconfig,
+		CertDir:                 certDir,
+		RotateCertificates:      true,
 	})
+	if err != nil {
+		return fmt.Errorf("TLS bootstrap: %w", err)
+	}
+	// Its client certificate held, the kubelet needs the token no more: it goes, as
+	// kubeadm join removes bootstrap-kubelet.conf.
+	if err := os.Remove(bootstrapKubeconfig); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	clientOptions := componentbase.NewClientOptions(-1, 0)
+	clientOptions.Complete(nodeConfig, s.obs.kubelet, "skiff-kubelet")
+	client, err := kubernetes.NewForConfig(nodeConfig)
+	if err != nil {
+		return err
+	}
+	// Toward NATS the kubelet is its CSR-issued client certificate, as rotated.
+	current := filepath.Join(certDir, certificate.ClientPairName+"-current.pem")
+	recorder, err := s.obs.recorder("kubelet", s.cfg.NodeName, client, current, current)
+	if err != nil {
+		return err
+	}
+	serverTLS, err := certificate.StartServing(ctx, client, s.cfg.NodeName, certDir, s.nodeAddresses(), s.ca.CertPEM)
+	if err != nil {
+		return err
+	}
+	app := &kubeletapp.Config{Recorder: recorder, Kubelet: kubelet.Config{
+		NodeName:        s.cfg.NodeName,
+		Client:          client,
+		RuntimeEndpoint: s.runtimeEndpoint,
+		PodCIDR:         s.cfg.PodCIDR,
+		RootDir:         s.kubeletDir,
+		NodeIP:          s.nodeIP,
+		ServerAddr:      s.kubeletAddr,
+		ServerTLS:       serverTLS,
+		TracerProvider:  s.obs.kubelet,
+		PodManifestPath: s.staticPodPath,
+		ClusterDNS:      s.clusterDNS,
+		ClusterDomain:   ClusterDomain,
+	}}
+	return app.Run(ctx)
+}
 
-	// The proxy, as kube-proxy beside the kubelet: system:kube-proxy programs this
-	// host's nftables. Its table goes when the all-in-one stops.
-	if !cfg.NoProxy {
-		proxyClient, err := kubernetes.NewForConfig(clientConfig(pki.KubeProxy))
-		if err != nil {
-			return nil, nil, err
-		}
-		p, err := proxy.New(proxy.Config{Client: proxyClient, NodeName: cfg.NodeName, Table: cfg.ProxyTable, CleanupOnExit: true})
-		switch {
-		case errors.Is(err, proxy.ErrNoDataplane):
-			slog.Warn("running without a proxy: Service ClusterIPs and NodePorts will not forward (run as root, or --proxy=false to silence this)", "err", err)
-		case err != nil:
-			return nil, nil, err
-		default:
-			run("proxy", p.Run)
+// startProxy runs the proxy (proxy/app), as kube-proxy beside the kubelet:
+// system:kube-proxy programs this host's nftables. Its table goes when the all-in-one
+// stops. Where nftables cannot be programmed, it says so and runs without.
+func (s *starter) startProxy(ctx context.Context) error {
+	if s.cfg.NoProxy {
+		return nil
+	}
+	client, _, err := s.client(pki.KubeProxy, nil)
+	if err != nil {
+		return err
+	}
+	nft, err := proxy.NewNFTables(cmp.Or(s.cfg.ProxyTable, proxy.DefaultTable))
+	if err != nil && !errors.Is(err, proxy.ErrNoDataplane) {
+		return err
+	}
+	if err != nil {
+		slog.Warn("running without a proxy: Service ClusterIPs and NodePorts will not forward (run as root, or --proxy=false to silence this)", "err", err)
+		return nil
+	}
+	app := &proxyapp.Config{Proxy: proxy.Config{Client: client, NodeName: s.cfg.NodeName, Table: s.cfg.ProxyTable, NFTables: nft, CleanupOnExit: true}}
+	s.run("proxy", app.Run)
+	return nil
+}
+
+// startHollowNodes runs cfg.HollowNodes hollow nodes (kubelet/hollow), which join with
+// the bootstrap token as any kubelet from elsewhere would.
+func (s *starter) startHollowNodes(context.Context) error {
+	if s.cfg.HollowNodes == 0 {
+		return nil
+	}
+	hollowDir := filepath.Join(s.dataDir, "hollow")
+	for i := range s.cfg.HollowNodes {
+		if err := dropStaleKubeconfig(filepath.Join(hollowDir, hollow.NodeName("", i), "kubelet.kubeconfig"), s.apiURL); err != nil {
+			return err
 		}
 	}
-
-	if cfg.HollowNodes > 0 {
-		hollowDir := filepath.Join(dataDir, "hollow")
-		for i := range cfg.HollowNodes {
-			if err := dropStaleKubeconfig(filepath.Join(hollowDir, hollow.NodeName("", i), "kubelet.kubeconfig"), apiURL); err != nil {
-				return nil, nil, err
-			}
-		}
-		hollowBootstrap := filepath.Join(hollowDir, pki.BootstrapKubeconfigFile)
-		if err := writeBootstrapKubeconfig(hollowBootstrap, apiURL, ca.CertPEM, bootstrapToken); err != nil {
-			return nil, nil, err
-		}
-		run("hollow-nodes", func(ctx context.Context) error {
-			return hollow.Run(ctx, hollow.Config{Nodes: cfg.HollowNodes, BootstrapKubeconfig: hollowBootstrap,
-				RootDir: hollowDir, NodeIP: nodeIP, TracerProvider: obs.kubelet,
-				// Their events go through NATS as the kubelet's do (POSTed when NATS is off).
-				NATSURL: obs.natsURL, NATSCA: obs.caPEM, NATSServerName: natsServerName})
-		})
+	hollowBootstrap := filepath.Join(hollowDir, pki.BootstrapKubeconfigFile)
+	if err := writeBootstrapKubeconfig(hollowBootstrap, s.apiURL, s.ca.CertPEM, s.bootstrapToken); err != nil {
+		return err
 	}
-
-	wait = func() error {
-		wg.Wait()
-		cleanup()
-		close(errs)
-		var all []error
-		for err := range errs {
-			all = append(all, err)
-		}
-		return errors.Join(all...)
-	}
-	return &Cluster{Kubeconfig: kubeconfig, APIServerURL: apiURL, NATSURL: obs.natsURL, StaticPodPath: staticPodPath, DNSAddress: dnsAddress}, wait, nil
+	s.run("hollow-nodes", func(ctx context.Context) error {
+		return hollow.Run(ctx, hollow.Config{Nodes: s.cfg.HollowNodes, BootstrapKubeconfig: hollowBootstrap,
+			RootDir: hollowDir, NodeIP: s.nodeIP, TracerProvider: s.obs.kubelet,
+			// Their events go through NATS as the kubelet's do (POSTed when NATS is off).
+			NATSURL: s.obs.natsURL, NATSCA: s.obs.caPEM, NATSServerName: natsServerName})
+	})
+	return nil
 }
 
 // writeKubeconfig writes the admin kubeconfig for apiURL with the CA and the admin's

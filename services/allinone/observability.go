@@ -11,7 +11,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/natsserver"
@@ -81,13 +80,6 @@ func startObservability(ctx context.Context, cfg Config, dataDir, pkiDir string)
 		o.natsURL = "tls://" + net.JoinHostPort(cfg.BindAddress, strconv.Itoa(ns.Port()))
 	}
 	return o, nil
-}
-
-// traced returns a copy of c whose requests are traced by tp and carry traceparent.
-func traced(c *rest.Config, tp *tracing.Provider) *rest.Config {
-	c = rest.CopyConfig(c)
-	c.WrapTransport = tracing.WrapTransport(tp)
-	return c
 }
 
 // natsTLS returns a copy of c, a NATS client's TLS configuration, that verifies the

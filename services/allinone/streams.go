@@ -1,7 +1,6 @@
 package allinone
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"skiff.dev/services/execproxy"
+	execproxyapp "skiff.dev/services/execproxy/app"
 	"skiff.dev/services/internal/pki"
 	"skiff.dev/services/kubelet/nodestatus"
 )
@@ -41,9 +41,9 @@ func (s *streams) keyPair(name string) (tls.Certificate, error) {
 	return tls.LoadX509KeyPair(certFile, keyFile)
 }
 
-// execProxy builds exec-proxy (reading pods and nodes as system:skiff:exec-proxy
-// through client) and returns the function that serves it until ctx ends.
-func (s *streams) execProxy(client kubernetes.Interface) (func(context.Context) error, error) {
+// execProxy is exec-proxy's Config (execproxy/app), reading pods and nodes as
+// system:skiff:exec-proxy through client, serving on the listener.
+func (s *streams) execProxy(client kubernetes.Interface) (*execproxyapp.Config, error) {
 	clientCert, err := s.keyPair(pki.ExecProxy.Name)
 	if err != nil {
 		return nil, fmt.Errorf("exec-proxy client certificate: %w", err)
@@ -52,17 +52,16 @@ func (s *streams) execProxy(client kubernetes.Interface) (func(context.Context) 
 	if err != nil {
 		return nil, fmt.Errorf("exec-proxy serving certificate: %w", err)
 	}
-	p, err := execproxy.New(execproxy.Config{Client: client, KubeletTLS: execproxy.KubeletClientTLS(clientCert, s.ca.CertPool())})
-	if err != nil {
-		return nil, err
-	}
 	// Only the apiserver's front-proxy-client, of the front-proxy CA, may call it.
 	frontProxyCA, err := pki.AuthorityPool(s.pkiDir, pki.FrontProxyCA)
 	if err != nil {
 		return nil, fmt.Errorf("exec-proxy: %w", err)
 	}
-	servingTLS := &tls.Config{Certificates: []tls.Certificate{serving}, ClientCAs: frontProxyCA}
-	return func(ctx context.Context) error { return p.Serve(ctx, s.listener, servingTLS) }, nil
+	return &execproxyapp.Config{
+		Proxy:      execproxy.Config{Client: client, KubeletTLS: execproxy.KubeletClientTLS(clientCert, s.ca.CertPool())},
+		Listener:   s.listener,
+		ServingTLS: &tls.Config{Certificates: []tls.Certificate{serving}, ClientCAs: frontProxyCA},
+	}, nil
 }
 
 // kubeletServer is where the kubelet API listens (bind:port, 0: a free port)
