@@ -5,16 +5,8 @@
 package main
 
 import (
-	"flag"
-	"os"
-
 	"skiff.dev/services/controllermanager/app"
 	"skiff.dev/services/internal/componentbase"
 )
 
-func main() {
-	o := app.NewOptions()
-	o.AddFlags(flag.CommandLine)
-	flag.Parse()
-	os.Exit(componentbase.Main(o.Logger(), o.Run))
-}
+func main() { componentbase.Run(app.NewOptions()) }

@@ -3,16 +3,8 @@
 package main
 
 import (
-	"flag"
-	"os"
-
 	"skiff.dev/services/internal/componentbase"
 	"skiff.dev/services/kubelet/app"
 )
 
-func main() {
-	o := app.NewOptions()
-	o.AddFlags(flag.CommandLine)
-	flag.Parse()
-	os.Exit(componentbase.Main(o.Logger(), o.Run))
-}
+func main() { componentbase.Run(app.NewOptions()) }

@@ -4,16 +4,8 @@
 package main
 
 import (
-	"flag"
-	"os"
-
 	"skiff.dev/services/cri/app"
 	"skiff.dev/services/internal/componentbase"
 )
 
-func main() {
-	o := app.NewOptions()
-	o.AddFlags(flag.CommandLine)
-	flag.Parse()
-	os.Exit(componentbase.Main(o.Logger(), o.Run))
-}
+func main() { componentbase.Run(app.NewOptions()) }

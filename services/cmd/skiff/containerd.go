@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"skiff.dev/services/cri/containerd"
+	"skiff.dev/services/internal/componentbase"
 )
 
 // containerdMain runs `skiff containerd`: a private containerd for a kubelet that runs
@@ -21,28 +20,32 @@ import (
 // containerd and its shims and deletes the bridge. Needs root, containerd, runc and
 // the CNI plugins (scripts/install-containerd.sh).
 func containerdMain(args []string) int {
-	fs := flag.NewFlagSet("skiff containerd", flag.ContinueOnError)
 	var cfg containerd.Config
-	fs.StringVar(&cfg.Dir, "dir", "", "directory of the containerd's config, socket, state and CNI configuration (required)")
-	fs.StringVar(&cfg.Bridge, "bridge", containerd.DefaultBridge, "Linux bridge the pods attach to; each containerd on a host needs its own")
-	fs.StringVar(&cfg.SandboxImage, "pod-infra-container-image", containerd.DefaultSandboxImage, "pod sandbox (pause) image, present in the k8s.io namespace")
-	if err := fs.Parse(args); err != nil {
+	if err := containerdFlags(&cfg).Parse(args); err != nil {
 		return 2
 	}
 	if cfg.Dir == "" {
 		fmt.Fprintln(os.Stderr, "usage: skiff containerd --dir DIR [--bridge skiff0] [--pod-infra-container-image IMAGE]")
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	cfg.Logger = slog.Default().With("component", "containerd")
-	d, err := containerd.Start(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "skiff containerd: %v\n", err)
-		return 1
-	}
-	fmt.Printf("endpoint: %s\n", d.Endpoint())
-	<-ctx.Done()
-	d.Stop()
-	return 0
+	return componentbase.Main(cfg.Logger, func(ctx context.Context) error {
+		d, err := containerd.Start(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("endpoint: %s\n", d.Endpoint())
+		<-ctx.Done()
+		d.Stop()
+		return nil
+	})
+}
+
+// containerdFlags are `skiff containerd`'s flags, filling cfg.
+func containerdFlags(cfg *containerd.Config) *flag.FlagSet {
+	fs := flag.NewFlagSet("skiff containerd", flag.ContinueOnError)
+	fs.StringVar(&cfg.Dir, "dir", "", "directory of the containerd's config, socket, state and CNI configuration (required)")
+	fs.StringVar(&cfg.Bridge, "bridge", containerd.DefaultBridge, "Linux bridge the pods attach to; each containerd on a host needs its own")
+	fs.StringVar(&cfg.SandboxImage, "pod-infra-container-image", containerd.DefaultSandboxImage, "pod sandbox (pause) image, present in the k8s.io namespace")
+	return fs
 }

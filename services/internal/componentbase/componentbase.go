@@ -172,3 +172,21 @@ func Main(logger *slog.Logger, run func(context.Context) error) int {
 		return 1
 	}
 }
+
+// Component is what a main runs: a component's Options (services/<component>/app).
+type Component interface {
+	// AddFlags registers the component's flags.
+	AddFlags(fs *flag.FlagSet)
+	// Logger validates the logging flags and returns the process's logger.
+	Logger() *slog.Logger
+	// Run validates the flags, builds the component's Config and runs it until ctx ends.
+	Run(ctx context.Context) error
+}
+
+// Run is a component's whole main: it registers c's flags on the command line, parses
+// it, runs c under Main and exits with Main's code.
+func Run(c Component) {
+	c.AddFlags(flag.CommandLine)
+	flag.Parse()
+	os.Exit(Main(c.Logger(), c.Run))
+}
