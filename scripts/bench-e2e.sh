@@ -76,6 +76,9 @@ if [ "$HOLLOW_PROCESS" = separate ]; then
 	pids="$! $pids"
 	processes="$processes --pid hollow-nodes=$!"
 fi
+# Which of the all-in-one's shortcuts were on: its flags, for the record (one JSON line).
+printf '{"skiff":{"flags":"--runtime sim --hollow-nodes %s %s","etcdInProcess":%s,"hollowProcess":"%s"}}\n' \
+	"$inprocess" "$SKIFF_FLAGS" "$(case "$SKIFF_FLAGS" in *--etcd-in-process=false*) echo false ;; *) echo true ;; esac)" "$HOLLOW_PROCESS"
 want=$((HOLLOW_NODES + 1))
 i=0
 until [ "$(kubectl --kubeconfig "$KUBECONFIG" get nodes --no-headers 2>/dev/null | grep -c ' Ready')" -ge "$want" ]; do

@@ -4,8 +4,9 @@
 // app package, the one its standalone binary runs, and talks to the others over the wire
 // it always uses (HTTPS to the apiserver as its own identity, through authentication,
 // authorization and admission; gRPC on a unix socket to the runtime). The one shortcut,
-// documented where it is taken: the apiserver reaches the embedded etcd by function
-// calls (embedetcd.Etcd.InProcessClient) rather than loopback gRPC.
+// an option (Config.EtcdOverGRPC, --etcd-in-process): the apiserver reaches the
+// embedded etcd by function calls (embedetcd.Etcd.InProcessClient) rather than
+// loopback gRPC.
 package allinone
 
 import (
@@ -46,6 +47,7 @@ import (
 	"skiff.dev/services/internal/embedetcd"
 	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/internal/pki"
+	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/kubelet"
 	kubeletapp "skiff.dev/services/kubelet/app"
 	"skiff.dev/services/kubelet/certificate"
@@ -115,6 +117,12 @@ type Config struct {
 	// EtcdCompactionInterval is how often the apiserver compacts etcd's history
 	// (apiserver.Config's); 0 means etcd3.DefaultCompactionInterval, < 0 never.
 	EtcdCompactionInterval time.Duration
+	// EtcdOverGRPC makes the apiserver reach the embedded etcd as it reaches a separate
+	// one, over gRPC with mutual TLS on loopback. By default it calls the embedded etcd
+	// by function calls (embedetcd.Etcd.InProcessClient), the all-in-one's one shortcut:
+	// the same etcd server code and the same requests, without the encoding, TLS and
+	// HTTP/2 of a connection (a third of the all-in-one's CPU at load).
+	EtcdOverGRPC bool
 	// HollowNodes is how many hollow nodes (package kubelet/hollow: real kubelets over
 	// simulated runtimes, named hollow-0, hollow-1, ...) join besides the kubelet; 0 runs none.
 	HollowNodes int
@@ -342,10 +350,16 @@ func (s *starter) startObservability(ctx context.Context) error {
 // startAPIServer serves the API (apiserver/app) and returns once the system namespaces
 // and the bootstrap RBAC policy are in place.
 func (s *starter) startAPIServer(context.Context) error {
-	// The apiserver reaches its embedded etcd by function calls, not over loopback gRPC
-	// with mutual TLS (a third of the all-in-one's CPU at load); etcd still listens with
-	// mutual TLS for anything outside the process.
+	// Unless asked otherwise (Config.EtcdOverGRPC), the apiserver reaches its embedded
+	// etcd by function calls; etcd still listens with mutual TLS for anything outside
+	// the process.
 	etcdClient := s.etcd.InProcessClient(s.obs.apiserver)
+	if s.cfg.EtcdOverGRPC {
+		var err error
+		if etcdClient, err = s.etcd.Client(tracing.GRPCClientOption(s.obs.apiserver)); err != nil {
+			return err
+		}
+	}
 	s.onStop(func() { _ = etcdClient.Close() })
 	api, err := apiserver.ConfigFromPKI(s.pkiDir, etcdClient)
 	if err != nil {

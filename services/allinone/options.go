@@ -28,12 +28,13 @@ type Options struct {
 	runtime                  string
 	clusterDNS               string
 	csrAutoApprove, runProxy bool
+	etcdInProcess            bool
 }
 
 // NewOptions returns skiff's defaults, its data directory dataDir ($SKIFF_DATA_DIR,
 // else ./skiff-data, in the caller's hands).
 func NewOptions(dataDir string) *Options {
-	o := &Options{Serving: serving.NewOptions(""), runtime: string(RuntimeProcess), csrAutoApprove: true, runProxy: true}
+	o := &Options{Serving: serving.NewOptions(""), runtime: string(RuntimeProcess), csrAutoApprove: true, runProxy: true, etcdInProcess: true}
 	o.Config = Config{DataDir: dataDir, BindAddress: "127.0.0.1", APIServerPort: 6443, EtcdPort: 2379,
 		ExecProxyPort: 10443, KubeletPort: 10250, NATSPort: 4222, PodCIDR: DefaultPodCIDR,
 		CoreDNS: FindCoreDNS(), CoreDNSPort: DefaultCoreDNSPort, EtcdCompactionInterval: etcd3.DefaultCompactionInterval,
@@ -57,6 +58,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PodCIDR, "pod-cidr", c.PodCIDR, "the node's pod IP range while its spec.podCIDR is empty")
 	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "the kubelet's node name (default: host name)")
 	fs.DurationVar(&c.EtcdCompactionInterval, "etcd-compaction-interval", c.EtcdCompactionInterval, "how often etcd's history is compacted; reads and watches older than one to two intervals get 410 (0 = never)")
+	fs.BoolVar(&o.etcdInProcess, "etcd-in-process", o.etcdInProcess, "the apiserver calls the embedded etcd by function calls; false dials it over gRPC with mutual TLS on loopback, as a separate etcd (slower: encoding, TLS and HTTP/2 on every request)")
 	fs.IntVar(&c.HollowNodes, "hollow-nodes", c.HollowNodes, "also run this many hollow nodes (hollow-0, hollow-1, ...): real kubelets over simulated runtimes, as kubemark's, for scale tests")
 	fs.BoolVar(&o.runProxy, "proxy", o.runProxy, "run the proxy (kube-proxy's nftables mode) so that Service ClusterIPs and NodePorts forward on this host; needs root or CAP_NET_ADMIN and nft, and runs without (saying so) where they are missing")
 	fs.StringVar(&c.ProxyTable, "proxy-table", c.ProxyTable, "the proxy's nftables table, family ip (default skiff-proxy); all-in-ones side by side each need their own")
@@ -83,6 +85,7 @@ func (o *Options) complete() {
 	}
 	c.ManualCSRApproval = !o.csrAutoApprove
 	c.NoProxy = !o.runProxy
+	c.EtcdOverGRPC = !o.etcdInProcess
 	if c.EtcdCompactionInterval == 0 {
 		c.EtcdCompactionInterval = -1 // the flag's 0, as kube-apiserver's: never
 	}

@@ -22,7 +22,8 @@ func TestComponentsPassRBAC(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	dataDir := t.TempDir()
 	cluster, wait, err := Start(ctx, Config{DataDir: dataDir, BindAddress: "127.0.0.1", Runtime: RuntimeSim,
-		NodeName: "wiring-node", NATSPort: -1, NoProxy: true})
+		NodeName: "wiring-node", NATSPort: -1, NoProxy: true,
+		EtcdOverGRPC: true}) // and the apiserver reaches etcd as it reaches a separate one
 	if err != nil {
 		cancel()
 		t.Fatal(err)
