@@ -737,9 +737,6 @@ func writeKubeconfig(path, apiURL, pkiDir string) error {
 	return nil
 }
 
-// startupTimeout bounds how long callers should wait for the node to register.
-const startupTimeout = 60 * time.Second
-
 // warnEternalTokens logs each bootstrap token of path that never expires (a data
 // directory of an older skiff has one): whoever holds it may join a node under any
 // name, for ever.
