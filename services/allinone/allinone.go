@@ -29,6 +29,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -200,6 +202,7 @@ func Start(ctx context.Context, cfg Config) (cluster *Cluster, wait func() error
 		s.startKubelet,           // the kubelet, as system:node:<name> after TLS bootstrap
 		s.startProxy,             // the proxy, as system:kube-proxy, where nftables allow
 		s.startHollowNodes,       // hollow nodes, when asked for
+		s.waitForServiceAccount,  // default/default, which admission needs for a first pod
 	} {
 		if err := start(ctx); err != nil {
 			return nil, nil, err
@@ -709,6 +712,29 @@ func (s *starter) startHollowNodes(context.Context) error {
 			NATSURL: s.obs.natsURL, NATSCA: s.obs.caPEM, NATSServerName: natsServerName})
 	})
 	return nil
+}
+
+// waitForServiceAccount returns once the default namespace's ServiceAccount "default"
+// exists, as kube's e2e framework waits for it: until the serviceaccount controller
+// makes it, ServiceAccount admission refuses pods there (serviceaccount "default" not
+// found), and a user's first `kubectl run` after the export line must not. It does not
+// wait when the controller manager runs without that controller.
+func (s *starter) waitForServiceAccount(ctx context.Context) error {
+	controllers := s.cfg.ControllerManager.Controllers
+	if controllers == nil {
+		controllers = []string{"*"}
+	}
+	if !controllermanager.IsControllerEnabled(controllermanager.ServiceAccountController, controllers) {
+		return nil
+	}
+	client, _, err := s.client(pki.Admin, nil)
+	if err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
 }
 
 // writeKubeconfig writes the admin kubeconfig for apiURL with the CA and the admin's
