@@ -30,7 +30,20 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require github.com/kylelemons/godebug v1.1.0 // indirect
+require (
+	cel.dev/expr v0.25.3 // indirect
+	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
+	github.com/fsnotify/fsnotify v1.9.0 // indirect
+	github.com/google/cel-go v0.29.2 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/kylelemons/godebug v1.1.0 // indirect
+	github.com/spf13/cobra v1.10.2 // indirect
+	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
+	k8s.io/apiextensions-apiserver v0.37.2 // indirect
+	k8s.io/kms v0.37.2 // indirect
+	k8s.io/kube-aggregator v0.37.2 // indirect
+	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.36.0 // indirect
+)
 
 require (
 	github.com/NYTimes/gziphandler v1.1.1 // indirect

@@ -5,6 +5,7 @@
 package scheme
 
 import (
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -18,6 +19,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 )
 
 // Scheme knows every type the apiserver encodes or decodes. It is filled once at init
@@ -64,6 +67,9 @@ var ServedGroupVersions = []schema.GroupVersion{
 	eventsv1.SchemeGroupVersion,
 	nodev1.SchemeGroupVersion,
 	networkingv1.SchemeGroupVersion,
+	admissionregistrationv1.SchemeGroupVersion,
+	apiextensionsv1.SchemeGroupVersion,
+	apiregistrationv1.SchemeGroupVersion,
 }
 
 func init() {
@@ -79,6 +85,9 @@ func init() {
 	utilruntime.Must(eventsv1.AddToScheme(Scheme))
 	utilruntime.Must(nodev1.AddToScheme(Scheme))
 	utilruntime.Must(networkingv1.AddToScheme(Scheme))
+	utilruntime.Must(admissionregistrationv1.AddToScheme(Scheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(Scheme))
+	utilruntime.Must(apiregistrationv1.AddToScheme(Scheme))
 	// events.k8s.io/v1 Events are core/v1 Events seen in other words.
 	utilruntime.Must(addEventConversions(Scheme))
 	// autoscaling/v1 Scale is what deployments/scale and replicasets/scale read and write.
