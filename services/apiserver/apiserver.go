@@ -312,14 +312,21 @@ func New(cfg Config) (_ *APIServer, err error) {
 	authenticator = append(authenticator, &authentication.SecretTokens{Secrets: secrets},
 		&authentication.ServiceAccountTokens{Verifier: tokens.Verifier, ServiceAccounts: serviceAccounts, Pods: pods, Secrets: secrets})
 	tokenReviews.Authenticator = authenticator
+	// kube-apiserver's order: NamespaceLifecycle first, so a write into a missing or
+	// terminating namespace is refused before any plugin (or webhook) works on it; the
+	// in-tree mutating plugins before the mutating webhooks; the validating webhooks last.
 	admissionChain := admission.Chain{
-		admission.NewNamespaceLifecycle(s.namespaces),
-		admission.ServiceAccount{ServiceAccounts: serviceAccounts},
-		admission.NodeRestriction{Pods: pods},
-		admission.CertificateApproval{Authorizer: authorizer},
-		admission.CertificateSigning{Authorizer: authorizer},
-		admission.DefaultTolerationSecondsPlugin{},
-		admission.RuntimeClass{RuntimeClasses: stores[nodev1.Resource("runtimeclasses")]},
+		Mutating: []admission.Interface{
+			admission.NewNamespaceLifecycle(s.namespaces),
+			admission.ServiceAccount{ServiceAccounts: serviceAccounts},
+			admission.RuntimeClass{RuntimeClasses: stores[nodev1.Resource("runtimeclasses")]},
+			admission.DefaultTolerationSecondsPlugin{},
+		},
+		Validating: []admission.Interface{
+			admission.NodeRestriction{Pods: pods},
+			admission.CertificateApproval{Authorizer: authorizer},
+			admission.CertificateSigning{Authorizer: authorizer},
+		},
 	}
 	// Requests and the events the sink takes from NATS share one registry of metrics and
 	// one max-in-flight limit.

@@ -1,7 +1,8 @@
 // Package admission holds the checks that run on a write after it is decoded and before
-// it reaches storage. Mirrors k8s.io/apiserver/pkg/admission: plugins validate, and a
-// few mutate as kube's do (ServiceAccount); defaulting and validation proper live in
-// each resource's strategy.
+// it reaches storage. Mirrors k8s.io/apiserver/pkg/admission: mutating plugins
+// (ServiceAccount, mutating webhooks) run first, validating plugins (NodeRestriction,
+// validating webhooks) after them; defaulting and validation proper live in each
+// resource's strategy.
 package admission
 
 import (
@@ -16,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilcache "k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/apiserver/pkg/authentication/user"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"skiff.dev/services/apiserver/registry/rest"
 )
@@ -32,16 +35,46 @@ const (
 
 // Attributes describe one write. Mirrors admission.Attributes.
 type Attributes struct {
-	Operation   Operation
+	Operation Operation
+	// Resource is the resource written, in the version of the request, e.g. apps/v1
+	// deployments.
 	Resource    schema.GroupVersionResource
 	Subresource string
-	Namespace   string
-	Name        string
+	// Kind is the kind of Object and OldObject as the request reads and writes them: the
+	// resource's kind, or the subresource's (autoscaling/v1 Scale for
+	// deployments/scale). Empty when the caller does not know it.
+	Kind      schema.GroupVersionKind
+	Namespace string
+	Name      string
 	// Object is the object written: the new object on create and update, nil on delete.
-	// A plugin may change it (mutating admission, e.g. ServiceAccount).
+	// A mutating plugin may change it in place (ServiceAccount, mutating webhooks); a
+	// validating plugin must not.
 	Object runtime.Object
-	// OldObject is the stored object an update replaces, nil otherwise. Read only.
+	// OldObject is the stored object an update replaces or a delete removes, nil on
+	// create. Read only: it may be the watch cache's own object.
 	OldObject runtime.Object
+	// UserInfo is the user making the request (name, uid, groups, extra); nil means the
+	// user of the request's context (genericapirequest.UserFrom).
+	UserInfo user.Info
+	// DryRun is true when the write is judged but not persisted (dryRun=All).
+	DryRun bool
+	// Options is the operation's options as kube passes them to admission: a
+	// *metav1.CreateOptions on create, *metav1.UpdateOptions on update (PATCH and apply
+	// included), *metav1.DeleteOptions on delete; nil when the caller has none.
+	Options runtime.Object
+	// Reinvocation is the state of one request's mutating phase, shared by the plugins
+	// that may run twice in it (mutating webhooks with reinvocationPolicy IfNeeded).
+	// Chain sets it; a plugin called outside a Chain sees nil.
+	Reinvocation *ReinvocationContext
+}
+
+// User is a.UserInfo, or the user of ctx when a names none; nil when neither has one.
+func (a Attributes) User(ctx context.Context) user.Info {
+	if a.UserInfo != nil {
+		return a.UserInfo
+	}
+	u, _ := genericapirequest.UserFrom(ctx)
+	return u
 }
 
 // Interface admits or rejects a write; the error is returned to the client as is, so it
@@ -50,17 +83,88 @@ type Interface interface {
 	Admit(ctx context.Context, a Attributes) error
 }
 
-// Chain runs plugins in order and stops at the first rejection.
-type Chain []Interface
+// Chain runs admission in kube's two phases: every Mutating plugin in order, then every
+// Validating plugin in order, stopping at the first rejection. When a mutating plugin
+// asks for it (a mutating webhook whose patch changed the object, see
+// ReinvocationContext), the Mutating phase runs a second time before validation, as
+// kube's reinvocation handler does: mutating plugins must tolerate seeing their own
+// output again. Mirrors admission.chainAdmissionHandler with
+// admission.newReinvocationHandler.
+type Chain struct {
+	// Mutating plugins may change the object (ServiceAccount, mutating webhooks). On a
+	// delete they see no OldObject, as kube's mutating admission of a delete does not.
+	Mutating []Interface
+	// Validating plugins judge the object as the Mutating phase left it and never
+	// change it (NodeRestriction, validating webhooks).
+	Validating []Interface
+}
 
-// Admit runs every plugin.
+// Admit runs the Mutating phase (twice when a plugin asks to be reinvoked), then the
+// Validating phase.
 func (c Chain) Admit(ctx context.Context, a Attributes) error {
-	for _, p := range c {
+	if a.Reinvocation == nil {
+		a.Reinvocation = &ReinvocationContext{}
+	}
+	mutating := a
+	if a.Operation == Delete {
+		mutating.OldObject = nil
+	}
+	if err := runAll(ctx, c.Mutating, mutating); err != nil {
+		return err
+	}
+	if a.Reinvocation.shouldReinvoke {
+		a.Reinvocation.isReinvoke = true
+		if err := runAll(ctx, c.Mutating, mutating); err != nil {
+			return err
+		}
+	}
+	return runAll(ctx, c.Validating, a)
+}
+
+func runAll(ctx context.Context, plugins []Interface, a Attributes) error {
+	for _, p := range plugins {
 		if err := p.Admit(ctx, a); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ReinvocationContext is the state one request's mutating phase keeps between its two
+// rounds. Mirrors admission.ReinvocationContext.
+type ReinvocationContext struct {
+	isReinvoke, shouldReinvoke bool
+	values                     map[string]any
+}
+
+// IsReinvoke reports whether the mutating phase is running its second round.
+func (rc *ReinvocationContext) IsReinvoke() bool { return rc != nil && rc.isReinvoke }
+
+// SetShouldReinvoke asks for a second round of the mutating phase (ignored in the
+// second round, and outside a Chain).
+func (rc *ReinvocationContext) SetShouldReinvoke() {
+	if rc != nil {
+		rc.shouldReinvoke = true
+	}
+}
+
+// Value is the state a plugin stored under key, nil when none.
+func (rc *ReinvocationContext) Value(key string) any {
+	if rc == nil {
+		return nil
+	}
+	return rc.values[key]
+}
+
+// SetValue stores a plugin's state under key (its name) for the second round.
+func (rc *ReinvocationContext) SetValue(key string, v any) {
+	if rc == nil {
+		return
+	}
+	if rc.values == nil {
+		rc.values = map[string]any{}
+	}
+	rc.values[key] = v
 }
 
 // NamespaceLifecycle rejects creating namespaced objects in a namespace that does not

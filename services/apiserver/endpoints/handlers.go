@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apiserver/pkg/util/dryrun"
 	"sigs.k8s.io/yaml"
 
 	"skiff.dev/services/apiserver/admission"
@@ -69,7 +70,8 @@ func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, req *req
 		h.connect(w, r, req, c) // long-running: no request timeout
 		return
 	}
-	ctx := r.Context()
+	// Admission's warnings (webhooks') become Warning headers.
+	ctx := admission.WithWarningHeaders(r.Context(), w.Header())
 	if !isWatch(r) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, requestTimeout)
@@ -265,8 +267,9 @@ func (h *resourceHandler) create(ctx context.Context, w http.ResponseWriter, r *
 		}
 	}
 	if err := h.admit.Admit(ctx, admission.Attributes{
-		Operation: admission.Create, Resource: req.gvr, Subresource: req.Subresource,
+		Operation: admission.Create, Resource: req.gvr, Subresource: req.Subresource, Kind: req.gvk,
 		Namespace: req.Namespace, Name: objMeta.GetName(), Object: obj,
+		DryRun: dryrun.IsDryRun(opts.DryRun), Options: optionsOf(opts, "CreateOptions"),
 	}); err != nil {
 		writeError(w, err)
 		return
@@ -354,8 +357,9 @@ func (h *resourceHandler) doUpdate(ctx context.Context, r *http.Request, req *re
 			return nil, err
 		}
 		if err := h.admit.Admit(ctx, admission.Attributes{
-			Operation: admission.Update, Resource: req.gvr, Subresource: req.Subresource,
+			Operation: admission.Update, Resource: req.gvr, Subresource: req.Subresource, Kind: req.gvk,
 			Namespace: req.Namespace, Name: req.Name, Object: newObj, OldObject: old,
+			DryRun: dryrun.IsDryRun(opts.DryRun), Options: optionsOf(opts, "UpdateOptions"),
 		}); err != nil {
 			return nil, err
 		}
@@ -477,12 +481,14 @@ func (h *resourceHandler) createFromApply(ctx context.Context, req *request, pat
 	if objMeta.GetName() != req.Name {
 		return nil, 0, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", objMeta.GetName(), req.Name))
 	}
+	createOpts := &metav1.CreateOptions{DryRun: patchOpts.DryRun, FieldManager: patchOpts.FieldManager}
 	if err := h.admit.Admit(ctx, admission.Attributes{
-		Operation: admission.Create, Resource: req.gvr, Namespace: req.Namespace, Name: req.Name, Object: obj,
+		Operation: admission.Create, Resource: req.gvr, Kind: req.gvk, Namespace: req.Namespace, Name: req.Name, Object: obj,
+		DryRun: dryrun.IsDryRun(patchOpts.DryRun), Options: optionsOf(createOpts, "CreateOptions"),
 	}); err != nil {
 		return nil, 0, err
 	}
-	out, err := creater.Create(ctx, req.Namespace, obj, &metav1.CreateOptions{DryRun: patchOpts.DryRun, FieldManager: patchOpts.FieldManager})
+	out, err := creater.Create(ctx, req.Namespace, obj, createOpts)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -503,9 +509,20 @@ func (h *resourceHandler) delete(ctx context.Context, w http.ResponseWriter, r *
 		writeError(w, err)
 		return
 	}
+	// Admission sees the object being deleted, as kube's validating admission of a
+	// delete does; one that is not there is the 404 the delete would answer.
+	var old runtime.Object
+	if getter, ok := req.storage.(rest.Getter); ok {
+		if old, err = rest.GetCachedFirst(ctx, getter, req.Namespace, req.Name, nil); err != nil {
+			writeError(w, err)
+			return
+		}
+		old = old.DeepCopyObject()
+	}
 	if err := h.admit.Admit(ctx, admission.Attributes{
-		Operation: admission.Delete, Resource: req.gvr, Subresource: req.Subresource,
-		Namespace: req.Namespace, Name: req.Name,
+		Operation: admission.Delete, Resource: req.gvr, Subresource: req.Subresource, Kind: req.gvk,
+		Namespace: req.Namespace, Name: req.Name, OldObject: old,
+		DryRun: dryrun.IsDryRun(opts.DryRun), Options: optionsOf(opts, "DeleteOptions"),
 	}); err != nil {
 		writeError(w, err)
 		return
@@ -579,7 +596,8 @@ func (h *resourceHandler) deleteCollection(ctx context.Context, w http.ResponseW
 			return apierrors.NewInternalError(err)
 		}
 		return h.admit.Admit(ctx, admission.Attributes{
-			Operation: admission.Delete, Resource: req.gvr, Namespace: m.GetNamespace(), Name: m.GetName(),
+			Operation: admission.Delete, Resource: req.gvr, Kind: req.gvk, Namespace: m.GetNamespace(), Name: m.GetName(),
+			OldObject: obj, DryRun: dryrun.IsDryRun(opts.DryRun), Options: optionsOf(opts, "DeleteOptions"),
 		})
 	}
 	out, err := deleter.DeleteCollection(ctx, req.Namespace, validate, opts, listOpts)
@@ -588,6 +606,18 @@ func (h *resourceHandler) deleteCollection(ctx context.Context, w http.ResponseW
 		return
 	}
 	writeObject(w, r, http.StatusOK, h.gv.GroupVersion, out)
+}
+
+// optionsOf is a copy of opts, one of the metav1 write options, with the apiVersion
+// (meta.k8s.io/v1) and kind admission reviews carry, as kube's handlers set them.
+func optionsOf[T any, PT interface {
+	*T
+	runtime.Object
+}](opts PT, kind string) runtime.Object {
+	out := PT(new(T))
+	*out = *opts
+	out.GetObjectKind().SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind(kind))
+	return out
 }
 
 // writeJSON writes v with encoding/json, for bodies that are not scheme objects

@@ -446,7 +446,8 @@ func (s *Sink) admit(ctx context.Context, publisher user.Info, ev *corev1.Event)
 	}
 	return RefusedAdmission, s.cfg.Admission.Admit(ctx, admission.Attributes{
 		Operation: admission.Create, Resource: corev1.SchemeGroupVersion.WithResource("events"),
-		Namespace: ev.Namespace, Name: ev.Name, Object: ev,
+		Kind: corev1.SchemeGroupVersion.WithKind("Event"), Namespace: ev.Namespace, Name: ev.Name, Object: ev,
+		UserInfo: publisher, Options: &metav1.CreateOptions{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "CreateOptions"}},
 	})
 }
 
