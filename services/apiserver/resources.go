@@ -3,6 +3,8 @@ package apiserver
 import (
 	"skiff.dev/services/apiserver/authorization"
 	"skiff.dev/services/apiserver/registry"
+	"skiff.dev/services/apiserver/registry/admissionregistration/mutatingwebhookconfiguration"
+	"skiff.dev/services/apiserver/registry/admissionregistration/validatingwebhookconfiguration"
 	"skiff.dev/services/apiserver/registry/apps/deployment"
 	"skiff.dev/services/apiserver/registry/apps/replicaset"
 	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
@@ -70,5 +72,7 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		runtimeclass.Descriptor,
 		ingressclass.Descriptor,
 		ingress.Descriptor,
+		mutatingwebhookconfiguration.Descriptor,
+		validatingwebhookconfiguration.Descriptor,
 	}
 }
