@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/trace"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -33,6 +34,7 @@ import (
 	utilnetutils "k8s.io/utils/net"
 
 	"skiff.dev/services/apiserver/admission"
+	"skiff.dev/services/apiserver/admission/webhook"
 	"skiff.dev/services/apiserver/authentication"
 	"skiff.dev/services/apiserver/authorization"
 	"skiff.dev/services/apiserver/controller/kubernetesservice"
@@ -328,6 +330,19 @@ func New(cfg Config) (_ *APIServer, err error) {
 			admission.CertificateSigning{Authorizer: authorizer},
 		},
 	}
+	webhooks := webhook.New(webhook.Config{
+		MutatingWebhookConfigurations:   stores[admissionregistrationv1.Resource("mutatingwebhookconfigurations")],
+		ValidatingWebhookConfigurations: stores[admissionregistrationv1.Resource("validatingwebhookconfigurations")],
+		Namespaces:                      stores[corev1.Resource("namespaces")],
+		Services:                        stores[corev1.Resource("services")],
+		EndpointSlices:                  stores[discoveryv1.Resource("endpointslices")],
+		Authorizer:                      authorizer,
+		Scheme:                          scheme.Scheme,
+		Equivalents:                     equivalentResources(descriptors),
+		TracerProvider:                  cfg.TracerProvider,
+	})
+	admissionChain.Mutating = append(admissionChain.Mutating, webhooks.Mutating())
+	admissionChain.Validating = append(admissionChain.Validating, webhooks.Validating())
 	// Requests and the events the sink takes from NATS share one registry of metrics and
 	// one max-in-flight limit.
 	metrics := prometheus.NewRegistry()
@@ -362,6 +377,38 @@ func New(cfg Config) (_ *APIServer, err error) {
 		s.natsURL, s.natsTLS = cfg.NATSURL, cfg.NATSTLS
 	}
 	return s, nil
+}
+
+// equivalentResources lists, for a served resource, the other served resources whose
+// objects are the same ones, stored once (a descriptor's StorageOf): as kube's
+// EquivalentResourceRegistry keyed by storage prefix, core/v1 events and
+// events.k8s.io/v1 events.
+func equivalentResources(descriptors []registry.Descriptor) func(schema.GroupVersionResource) []webhook.Equivalent {
+	byStorage := map[schema.GroupResource][]webhook.Equivalent{}
+	storageOf := map[schema.GroupVersionResource]schema.GroupResource{}
+	for i := range descriptors {
+		d := &descriptors[i]
+		stored := d.GroupResource()
+		if !d.StorageOf.Empty() {
+			stored = d.StorageOf
+		}
+		gvr := d.GroupVersion.WithResource(d.Resource)
+		storageOf[gvr] = stored
+		byStorage[stored] = append(byStorage[stored], webhook.Equivalent{Resource: gvr, Kind: d.GroupVersion.WithKind(d.Kind)})
+	}
+	return func(gvr schema.GroupVersionResource) []webhook.Equivalent {
+		stored, ok := storageOf[gvr]
+		if !ok {
+			return nil
+		}
+		var out []webhook.Equivalent
+		for _, eq := range byStorage[stored] {
+			if eq.Resource != gvr {
+				out = append(out, eq)
+			}
+		}
+		return out
+	}
 }
 
 // newAuthCallout is the responder to NATS's auth callout of cfg, nil without a seed
