@@ -382,6 +382,102 @@ func TestAdmissionWebhooks(t *testing.T) {
 		}
 	})
 
+	t.Run("reinvocationPolicy IfNeeded calls a webhook again after a later patch", func(t *testing.T) {
+		wt := newWebhookTest(t, cs, "webhook-reinvoke")
+		hook := func(name, path string, policy admissionregistrationv1.ReinvocationPolicyType) *admissionregistrationv1.MutatingWebhookConfiguration {
+			return &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: wt.namespace + "-" + name},
+				Webhooks: []admissionregistrationv1.MutatingWebhook{{
+					Name: name + ".webhooks.skiff.dev", ClientConfig: ws.clientConfig(path), ReinvocationPolicy: ptr.To(policy),
+					Rules:             []admissionregistrationv1.RuleWithOperations{coreRule([]string{"configmaps"}, admissionregistrationv1.Create)},
+					NamespaceSelector: wt.selector(), SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+				}}}
+		}
+		// Configurations run in name order: a (which only looks) before b (which patches).
+		for _, c := range []*admissionregistrationv1.MutatingWebhookConfiguration{
+			hook("a", "/allow", admissionregistrationv1.IfNeededReinvocationPolicy), hook("b", "/label", admissionregistrationv1.NeverReinvocationPolicy),
+		} {
+			if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, c, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), c.Name, metav1.DeleteOptions{})
+			})
+		}
+		i := 0
+		var name string
+		until(t, "both webhooks are in effect", func() error {
+			i++
+			name = "cm-" + strings.Repeat("x", i)
+			out, err := wt.createConfigMap(wt.configMap(name), true)
+			if err != nil {
+				return err
+			}
+			if out.Labels["webhook-added"] != "yes" {
+				return errors.New("not patched yet")
+			}
+			for _, r := range ws.received("/allow") {
+				if r.Name == name {
+					return nil
+				}
+			}
+			return errors.New("a not called yet")
+		})
+		var seen []string
+		for _, r := range ws.received("/allow") {
+			if r.Name == name {
+				var obj metav1.PartialObjectMetadata
+				_ = json.Unmarshal(r.Object.Raw, &obj)
+				seen = append(seen, obj.Labels["webhook-added"])
+			}
+		}
+		if len(seen) != 2 || seen[0] != "" || seen[1] != "yes" {
+			t.Fatalf("webhook a saw webhook-added = %q, want it called twice: before b's patch and after", seen)
+		}
+		calls := 0
+		for _, r := range ws.received("/label") {
+			if r.Name == name {
+				calls++
+			}
+		}
+		if calls != 1 {
+			t.Fatalf("webhook b (reinvocationPolicy Never) was called %d times, want 1", calls)
+		}
+	})
+
+	t.Run("matchPolicy Equivalent matches the same objects served by another group", func(t *testing.T) {
+		wt := newWebhookTest(t, cs, "webhook-equivalent")
+		eventsRule := admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{"events.k8s.io"}, APIVersions: []string{"v1"}, Resources: []string{"events"}}}
+		exact := wt.validating("exact.webhooks.skiff.dev", ws.clientConfig("/deny"), eventsRule)
+		exact.MatchPolicy = ptr.To(admissionregistrationv1.Exact)
+		wt.createValidating(wt.validating("equivalent.webhooks.skiff.dev", ws.clientConfig("/deny-label"), eventsRule), exact)
+		event := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e", Labels: map[string]string{"deny": "true"}},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: wt.namespace, Name: "p"}, Reason: "Test", Message: "m", Type: corev1.EventTypeNormal,
+			Source: corev1.EventSource{Component: "test"}, FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1}
+		var err error
+		until(t, "a core/v1 event is refused", func() error {
+			_, err = cs.CoreV1().Events(wt.namespace).Create(ctx, event.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err == nil {
+				return errors.New("still admitted")
+			}
+			return nil
+		})
+		if want := `admission webhook "equivalent.webhooks.skiff.dev" denied the request: event carries deny=true`; err.Error() != want {
+			t.Fatalf("refusal = %v, want %q (the Exact webhook is not called)", err, want)
+		}
+		var got *admissionv1.AdmissionRequest
+		for _, r := range ws.received("/deny-label") {
+			if r.Namespace == wt.namespace {
+				got = &r
+			}
+		}
+		if got == nil || got.Kind != (metav1.GroupVersionKind{Group: "events.k8s.io", Version: "v1", Kind: "Event"}) ||
+			*got.RequestKind != (metav1.GroupVersionKind{Version: "v1", Kind: "Event"}) || got.Resource.Group != "events.k8s.io" ||
+			!strings.Contains(string(got.Object.Raw), `"note":"m"`) {
+			t.Fatalf("review %+v: want an events.k8s.io/v1 Event (note m) for a v1 Event request", got)
+		}
+	})
+
 	t.Run("namespaceSelector and objectSelector exclude", func(t *testing.T) {
 		wt := newWebhookTest(t, cs, "webhook-selected")
 		other := newWebhookTest(t, cs, "webhook-not-selected")
