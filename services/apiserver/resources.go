@@ -3,6 +3,7 @@ package apiserver
 import (
 	"skiff.dev/services/apiserver/authorization"
 	"skiff.dev/services/apiserver/registry"
+	"skiff.dev/services/apiserver/registry/apiextensions/customresourcedefinition"
 	"skiff.dev/services/apiserver/registry/apps/deployment"
 	"skiff.dev/services/apiserver/registry/apps/replicaset"
 	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
@@ -70,5 +71,6 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		runtimeclass.Descriptor,
 		ingressclass.Descriptor,
 		ingress.Descriptor,
+		customresourcedefinition.Descriptor,
 	}
 }

@@ -78,7 +78,7 @@ func decodeBody(r *http.Request, defaultGVK schema.GroupVersionKind, into runtim
 	if strictErr, ok := runtime.AsStrictDecodingError(err); ok && obj != nil {
 		if fieldValidation == metav1.FieldValidationStrict {
 			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v",
-				defaultGVK.Kind, defaultGVK.GroupVersion().String(), defaultGVK.Kind, err))
+				defaultGVK.Kind, defaultGVK.Version, defaultGVK.Kind, err))
 		}
 		for _, e := range strictErr.Errors() {
 			warnings = append(warnings, e.Error())
@@ -87,11 +87,15 @@ func decodeBody(r *http.Request, defaultGVK schema.GroupVersionKind, into runtim
 	}
 	if err != nil {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v",
-			defaultGVK.Kind, defaultGVK.GroupVersion().String(), defaultGVK.Kind, err))
+			defaultGVK.Kind, defaultGVK.Version, defaultGVK.Kind, err))
+	}
+	if _, ok := into.(runtime.Unstructured); ok && gvk.GroupVersion() != defaultGVK.GroupVersion() {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)",
+			gvk.GroupVersion(), defaultGVK.GroupVersion()))
 	}
 	if gvk.Kind != defaultGVK.Kind || obj != into {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: the object provided is unrecognized (must be of type %s)",
-			gvk.Kind, gvk.GroupVersion().String(), defaultGVK.Kind, defaultGVK.Kind))
+			gvk.Kind, gvk.Version, defaultGVK.Kind, defaultGVK.Kind))
 	}
 	return obj, warnings, nil
 }
@@ -128,7 +132,8 @@ func writeObject(w http.ResponseWriter, r *http.Request, code int, gv schema.Gro
 	contentType, encoder := "application/json", encoderFor(obj, gv)
 	if prefersProtobuf(r) {
 		switch obj.(type) {
-		case *metav1.Table, *metav1.Status:
+		case *metav1.Table, *metav1.Status, runtime.Unstructured:
+			// Custom resources have no protobuf encoding: JSON, as kube-apiserver answers.
 		default:
 			contentType, encoder = protobufContentType, scheme.Codecs.EncoderForVersion(scheme.ProtobufSerializer, gv)
 			if gvk := obj.GetObjectKind().GroupVersionKind(); gvk.GroupVersion() == gv {
