@@ -40,6 +40,7 @@ import (
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/apiextensions/customresource"
 	"skiff.dev/services/apiserver/registry/apiextensions/customresourcedefinition"
+	"skiff.dev/services/apiserver/registry/autoscaling/scale"
 	"skiff.dev/services/apiserver/registry/rest"
 	"skiff.dev/services/apiserver/storage"
 )
@@ -400,8 +401,14 @@ func (s *Server) build(crd *apiextensionsv1.CustomResourceDefinition) (_ *served
 		}
 		if strategy.HasStatus() {
 			resource.Subresources = map[string]endpoints.Subresource{
-				"status": {Kind: names.Kind, Storage: &statusREST{Store: store.WithStrategy(customresource.StatusStrategy{Strategy: strategy}), fields: fields}},
+				"status": {Kind: names.Kind, Storage: &statusREST{subresource: store.WithStrategy(customresource.StatusStrategy{Strategy: strategy}).Subresource().(subresource), fields: fields}},
 			}
+		}
+		if strategy.Scale() != nil {
+			if resource.Subresources == nil {
+				resource.Subresources = map[string]endpoints.Subresource{}
+			}
+			resource.Subresources["scale"] = endpoints.Subresource{Kind: "Scale", Storage: &scale.REST{Store: store, Scalable: strategy}}
 		}
 		served.versions = append(served.versions, servedVersion{name: v.Name, resource: resource})
 	}

@@ -22,6 +22,7 @@ import (
 	"skiff.dev/services/apiserver/endpoints"
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/apiextensions/customresource"
+	"skiff.dev/services/apiserver/registry/rest"
 )
 
 // customResourceCodec is how custom resources of one served version are kept in etcd:
@@ -114,8 +115,17 @@ func (r *customResourceREST) FieldManager(subresource string) (*managedfields.Fi
 // statusREST is the status subresource of a version: its Store with the status
 // strategy, sharing the FieldManagers.
 type statusREST struct {
-	*registry.Store
+	subresource
 	fields *fieldManagers
+}
+
+// subresource is what registry.Store.Subresource serves.
+type subresource interface {
+	rest.Getter
+	rest.Updater
+	rest.TableConvertor
+	New() runtime.Object
+	GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set
 }
 
 // FieldManager is the status subresource's FieldManager.

@@ -151,6 +151,34 @@ func (s *Strategy) HasStatus() bool { return s.status != nil }
 // Scale is the version's scale subresource, nil when it has none.
 func (s *Strategy) Scale() *apiextensionsv1.CustomResourceSubresourceScale { return s.scale }
 
+// Replicas reads the scale subresource's paths: spec and status replicas (0 when
+// missing) and the selector at labelSelectorPath (nil when missing or unparsable).
+// It implements scale.Scalable.
+func (s *Strategy) Replicas(obj runtime.Object) (spec, status int32, selector *metav1.LabelSelector) {
+	u := obj.(*unstructured.Unstructured)
+	spec, status = int32(nestedInt(u, s.scale.SpecReplicasPath)), int32(nestedInt(u, s.scale.StatusReplicasPath))
+	if s.scale.LabelSelectorPath != nil {
+		if text, found, err := unstructured.NestedString(u.Object, pathFields(*s.scale.LabelSelectorPath)...); err == nil && found {
+			selector, _ = metav1.ParseToLabelSelector(text)
+		}
+	}
+	return spec, status, selector
+}
+
+// SetReplicas writes spec replicas at specReplicasPath. It implements scale.Scalable.
+func (s *Strategy) SetReplicas(obj runtime.Object, replicas int32) {
+	u := obj.(*unstructured.Unstructured)
+	_ = unstructured.SetNestedField(u.Object, int64(replicas), pathFields(s.scale.SpecReplicasPath)...)
+}
+
+// pathFields splits a scale path such as ".spec.replicas".
+func pathFields(path string) []string { return strings.Split(strings.TrimPrefix(path, "."), ".") }
+
+func nestedInt(u *unstructured.Unstructured, path string) int64 {
+	n, _, _ := unstructured.NestedInt64(u.Object, pathFields(path)...)
+	return n
+}
+
 // NamespaceScoped reports the CRD's scope.
 func (s *Strategy) NamespaceScoped() bool { return s.namespaced }
 
@@ -293,7 +321,7 @@ func (s *Strategy) validateScale(u *unstructured.Unstructured) field.ErrorList {
 	}
 	var errs field.ErrorList
 	for _, p := range []string{s.scale.SpecReplicasPath, s.scale.StatusReplicasPath} {
-		v, found, err := unstructured.NestedFieldNoCopy(u.Object, strings.Split(strings.TrimPrefix(p, "."), ".")...)
+		v, found, err := unstructured.NestedFieldNoCopy(u.Object, pathFields(p)...)
 		if err != nil || !found {
 			continue
 		}

@@ -43,7 +43,7 @@ var Descriptor = registry.Descriptor{
 	Strategy:     Strategy{},
 	REST: func(store *registry.Store, _ registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
 		return &REST{Store: store}, map[string]registry.Subresource{
-			"status": {Kind: "CustomResourceDefinition", Storage: store.WithStrategy(StatusStrategy{})},
+			"status": {Kind: "CustomResourceDefinition", Storage: store.WithStrategy(StatusStrategy{}).Subresource()},
 		}, nil
 	},
 }
