@@ -127,6 +127,11 @@ func TestCustomResourceLifecycle(t *testing.T) {
 		if _, err := widgets.Create(ctx, widget("strict", "blue", map[string]interface{}{"colour": "x"}), metav1.CreateOptions{FieldValidation: "Strict"}); !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), `unknown field "spec.colour"`) {
 			t.Errorf("strict create with an unknown field: %v, want 400 naming spec.colour", err)
 		}
+		withMeta := widget("strict", "blue", nil)
+		withMeta.Object["metadata"].(map[string]interface{})["unknownMeta"] = "x"
+		if _, err := widgets.Create(ctx, withMeta, metav1.CreateOptions{FieldValidation: "Strict"}); !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), `unknown field "metadata.unknownMeta"`) {
+			t.Errorf("strict create with an unknown metadata field: %v, want 400 naming metadata.unknownMeta", err)
+		}
 		w, err := widgets.Create(ctx, widget("w1", "blue", map[string]interface{}{"colour": "x"}), metav1.CreateOptions{FieldValidation: "Ignore"})
 		if err != nil {
 			t.Fatal(err)

@@ -191,19 +191,41 @@ func (s *Strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 }
 
 // PruneAndDefault drops the fields obj's schema does not know (unless the schema
-// preserves them) and fills its defaults, as kube's custom resource decoder does, and
-// returns the paths it dropped (for fieldValidation's warnings and errors).
+// preserves them), in metadata (at the root and in embedded resources) too, and fills
+// its defaults, as kube's custom resource decoder does (unstructuredSchemaCoercer). It
+// returns the paths it dropped, e.g. "spec.colour" or "metadata.unknownMeta", for
+// fieldValidation's warnings and errors.
 func (s *Strategy) PruneAndDefault(obj runtime.Object) []string {
 	u, ok := obj.(*unstructured.Unstructured)
-	if !ok || s.structural == nil {
+	if !ok {
 		return nil
 	}
-	var pruned []string
-	if !s.preserveUnknown {
-		pruned = structuralpruning.PruneWithOptions(u.Object, s.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
+	kind, apiVersion := u.GetKind(), u.GetAPIVersion()
+	objectMeta, foundMeta, unknown, err := schemaobjectmeta.GetObjectMetaWithOptions(u.Object,
+		schemaobjectmeta.ObjectMetaOptions{ReturnUnknownFieldPaths: true})
+	if err != nil {
+		return nil // metadata of the wrong shape: validation refuses it
 	}
-	structuraldefaulting.Default(u.Object, s.structural)
-	return pruned
+	if s.structural != nil {
+		if !s.preserveUnknown {
+			unknown = append(unknown, structuralpruning.PruneWithOptions(u.Object, s.structural, true,
+				structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})...)
+			structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, s.structural)
+		}
+		if _, paths := schemaobjectmeta.CoerceWithOptions(nil, u.Object, s.structural, false,
+			schemaobjectmeta.CoerceOptions{ReturnUnknownFieldPaths: true}); len(paths) > 0 {
+			unknown = append(unknown, paths...)
+		}
+	}
+	u.SetKind(kind)
+	u.SetAPIVersion(apiVersion)
+	if foundMeta {
+		_ = schemaobjectmeta.SetObjectMeta(u.Object, objectMeta)
+	}
+	if s.structural != nil {
+		structuraldefaulting.Default(u.Object, s.structural)
+	}
+	return unknown
 }
 
 // Default fills obj's schema defaults, as kube does to what it reads from etcd.
