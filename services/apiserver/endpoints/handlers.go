@@ -154,6 +154,10 @@ func (h *resourceHandler) get(ctx context.Context, w http.ResponseWriter, r *htt
 // writeMaybeTable writes obj, or its Table when kubectl asked for one.
 func (h *resourceHandler) writeMaybeTable(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request, obj runtime.Object) {
 	if wantsTable(r) {
+		if _, ok := req.storage.(rest.TableConvertor); !ok && acceptsOnlyTables(r) {
+			writeError(w, notAcceptable(req.gvr.Resource))
+			return
+		}
 		if convertor, ok := req.storage.(rest.TableConvertor); ok {
 			opts, err := tableOptions(r)
 			if err != nil {
@@ -290,6 +294,13 @@ func (h *resourceHandler) create(ctx context.Context, w http.ResponseWriter, r *
 	code := http.StatusCreated
 	if status, ok := out.(*metav1.Status); ok && status.Code != 0 {
 		code = int(status.Code)
+	}
+	if wantsTable(r) && acceptsOnlyTables(r) {
+		if _, ok := req.storage.(rest.TableConvertor); !ok {
+			// The object is created; only its answer cannot be given in the form asked.
+			writeError(w, notAcceptable(req.gvr.Resource))
+			return
+		}
 	}
 	writeObject(w, r, code, req.gvk.GroupVersion(), out)
 }

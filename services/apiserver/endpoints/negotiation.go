@@ -38,6 +38,28 @@ func wantsTable(r *http.Request) bool {
 	return false
 }
 
+// acceptsOnlyTables reports whether every media range of the Accept header asks for a
+// Table (or some other "as=" form), so an object that cannot be one has no acceptable
+// answer.
+func acceptsOnlyTables(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		_, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err == nil && params["as"] == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// notAcceptable is the 406 for a Table asked of a resource that cannot print one,
+// as kube-apiserver answers it.
+func notAcceptable(resource string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
+		Message: fmt.Sprintf("the resource %s does not support being converted to a Table", resource),
+	}}
+}
+
 // decodeBody reads the request body into into, accepting JSON, YAML or protobuf
 // (client-go's typed clients send protobuf). defaultGVK fills a missing apiVersion/kind
 // (kubectl's DeleteOptions body has neither). fieldValidation says what unknown or
