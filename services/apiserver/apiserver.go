@@ -328,7 +328,12 @@ func New(cfg Config) (_ *APIServer, err error) {
 	// one max-in-flight limit.
 	metrics := prometheus.NewRegistry()
 	inFlight := endpoints.NewMaxInFlight(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, metrics)
-	s.customResources = apiextensions.New(apiextensions.Config{Stores: stores, NewStorage: s.customResourceStorage(cfg)})
+	if s.customResources, err = apiextensions.New(apiextensions.Config{Stores: stores, NewStorage: s.customResourceStorage(cfg),
+		ServiceResolver: &service.EndpointResolver{Services: s.services, EndpointSlices: stores[discoveryv1.Resource("endpointslices")]},
+		TracerProvider:  cfg.TracerProvider,
+	}); err != nil {
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
 	discovery, err := tokens.Verifier.Discovery(cfg.ServiceAccountJWKSURI)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: service-account issuer discovery: %w", err)

@@ -20,7 +20,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -31,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/kube-openapi/pkg/spec3"
@@ -58,14 +61,19 @@ type Config struct {
 	Stores registry.Stores
 	// NewStorage builds each custom resource version's storage.
 	NewStorage StorageFunc
+	// ServiceResolver finds where a conversion webhook's Service is served.
+	ServiceResolver webhook.ServiceResolver
+	// TracerProvider traces conversion webhook calls; nil means the global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Server serves custom resources; it implements endpoints.DynamicAPI. Build it with New
 // and Run it.
 type Server struct {
-	cfg      Config
-	informer cache.SharedIndexInformer
-	queue    workqueue.TypedRateLimitingInterface[string]
+	cfg        Config
+	converters *conversion.CRConverterFactory
+	informer   cache.SharedIndexInformer
+	queue      workqueue.TypedRateLimitingInterface[string]
 
 	mu     sync.Mutex
 	served map[string]*servedCRD // by CRD name
@@ -100,8 +108,13 @@ var _ endpoints.DynamicAPI = (*Server)(nil)
 var crdResource = apiextensionsv1.Resource("customresourcedefinitions")
 
 // New builds a Server over cfg; nothing is served until Run has synced the CRDs.
-func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, served: map[string]*servedCRD{},
+// Errors: the conversion webhook client cannot be built.
+func New(cfg Config) (*Server, error) {
+	converters, err := newConverterFactory(cfg.ServiceResolver, cfg.TracerProvider)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, served: map[string]*servedCRD{}, converters: converters,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "crd_apiextensions"}),
 	}
@@ -118,7 +131,7 @@ func New(cfg Config) *Server {
 		UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
 		DeleteFunc: enqueue,
 	})
-	return s
+	return s, nil
 }
 
 // Run watches CRDs and serves theirs until ctx ends, then releases every storage.
@@ -356,6 +369,10 @@ func (s *Server) build(crd *apiextensionsv1.CustomResourceDefinition) (_ *served
 	names := crd.Status.AcceptedNames
 	gr := schema.GroupResource{Group: crd.Spec.Group, Resource: names.Plural}
 	prefix := "/registry/" + crd.Spec.Group + "/" + names.Plural
+	_, converter, err := s.converters.NewConverter(crd)
+	if err != nil {
+		return nil, fmt.Errorf("converter of %s: %w", crd.Name, err)
+	}
 	storageVersion := ""
 	for _, v := range crd.Spec.Versions {
 		if v.Storage {
@@ -382,8 +399,8 @@ func (s *Server) build(crd *apiextensionsv1.CustomResourceDefinition) (_ *served
 			l.SetGroupVersionKind(listKind)
 			return l
 		}
-		codec := customResourceCodec{storage: kind.GroupVersion().WithKind("").GroupVersion(), served: kind.GroupVersion(), strategy: strategy}
-		codec.storage.Version = storageVersion
+		codec := customResourceCodec{storage: schema.GroupVersion{Group: crd.Spec.Group, Version: storageVersion},
+			served: kind.GroupVersion(), strategy: strategy, converter: converter}
 		st, release, err := s.cfg.NewStorage(prefix+"/", codec, newFunc, newListFunc, kind, strategy.GetAttrs)
 		if err != nil {
 			return nil, fmt.Errorf("storage of %s/%s: %w", crd.Name, v.Name, err)

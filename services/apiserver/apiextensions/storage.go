@@ -26,28 +26,34 @@ import (
 )
 
 // customResourceCodec is how custom resources of one served version are kept in etcd:
-// JSON, as kube-apiserver keeps them, in the CRD's storage version. Objects are
-// converted on the way in and out with the None strategy: only apiVersion changes.
-// Decoded objects get their schema's defaults, as kube defaults what it reads.
+// JSON, as kube-apiserver keeps them, in the CRD's storage version, converted on the
+// way in and out by the CRD's converter (None: apiVersion changes; Webhook: a
+// ConversionReview). Decoded objects get their schema's defaults, as kube defaults what
+// it reads.
 type customResourceCodec struct {
 	storage, served schema.GroupVersion
 	strategy        *customresource.Strategy
+	converter       runtime.ObjectConvertor
 }
 
 var _ runtime.Codec = customResourceCodec{}
 
-// Encode writes obj in the storage version.
+// Encode writes obj in the storage version. Errors: the conversion's.
 func (c customResourceCodec) Encode(obj runtime.Object, w io.Writer) error {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return fmt.Errorf("custom resource storage: %T is not unstructured", obj)
 	}
-	content := make(map[string]interface{}, len(u.Object))
-	for k, v := range u.Object {
-		content[k] = v
+	if u.GetAPIVersion() != c.storage.String() {
+		converted, err := c.converter.ConvertToVersion(u.DeepCopy(), c.storage)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		if u, ok = converted.(*unstructured.Unstructured); !ok {
+			return fmt.Errorf("custom resource storage: conversion returned %T", converted)
+		}
 	}
-	content["apiVersion"] = c.storage.String()
-	return json.NewEncoder(w).Encode(content)
+	return json.NewEncoder(w).Encode(u.Object)
 }
 
 // Identifier names the codec for encoders' caches.
@@ -56,7 +62,7 @@ func (c customResourceCodec) Identifier() runtime.Identifier {
 }
 
 // Decode reads a stored object into into (an *unstructured.Unstructured) in the served
-// version.
+// version. Errors: malformed JSON, the conversion's.
 func (c customResourceCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
 	u, ok := into.(*unstructured.Unstructured)
 	if !ok {
@@ -65,7 +71,17 @@ func (c customResourceCodec) Decode(data []byte, _ *schema.GroupVersionKind, int
 	if err := u.UnmarshalJSON(data); err != nil {
 		return nil, nil, err
 	}
-	u.SetAPIVersion(c.served.String())
+	if u.GetAPIVersion() != c.served.String() {
+		converted, err := c.converter.ConvertToVersion(u, c.served)
+		if err != nil {
+			return nil, nil, apierrors.NewInternalError(err)
+		}
+		cu, ok := converted.(*unstructured.Unstructured)
+		if !ok {
+			return nil, nil, fmt.Errorf("custom resource storage: conversion returned %T", converted)
+		}
+		u.Object = cu.Object
+	}
 	if c.strategy != nil {
 		c.strategy.Default(u)
 	}
