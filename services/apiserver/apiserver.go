@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -35,6 +36,7 @@ import (
 
 	"skiff.dev/services/apiserver/admission"
 	"skiff.dev/services/apiserver/admission/webhook"
+	"skiff.dev/services/apiserver/apiextensions"
 	"skiff.dev/services/apiserver/authentication"
 	"skiff.dev/services/apiserver/authorization"
 	"skiff.dev/services/apiserver/controller/kubernetesservice"
@@ -209,6 +211,7 @@ type APIServer struct {
 	kubernetesService *kubernetesservice.Controller
 	compactor         *etcd3.Compactor // nil: no compaction
 	stores            storeSet
+	customResources   *apiextensions.Server
 }
 
 // indexFields are the fields a strategy asks the watch cache to index by.
@@ -347,6 +350,12 @@ func New(cfg Config) (_ *APIServer, err error) {
 	// one max-in-flight limit.
 	metrics := prometheus.NewRegistry()
 	inFlight := endpoints.NewMaxInFlight(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, metrics)
+	if s.customResources, err = apiextensions.New(apiextensions.Config{Stores: stores, NewStorage: s.customResourceStorage(cfg),
+		ServiceResolver: &service.EndpointResolver{Services: s.services, EndpointSlices: stores[discoveryv1.Resource("endpointslices")]},
+		TracerProvider:  cfg.TracerProvider,
+	}); err != nil {
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
 	discovery, err := tokens.Verifier.Discovery(cfg.ServiceAccountJWKSURI)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: service-account issuer discovery: %w", err)
@@ -362,6 +371,8 @@ func New(cfg Config) (_ *APIServer, err error) {
 		InFlight:      inFlight,
 		// Service-account issuer discovery.
 		ServiceAccountDiscovery: &discovery,
+		// Custom resources, as their CRDs come and go.
+		Dynamic: s.customResources,
 		// Schemas of every served kind, for /openapi/v3 and server-side apply.
 		OpenAPIDefinitions: openapi.GetOpenAPIDefinitions,
 	})
@@ -533,6 +544,26 @@ func (s *APIServer) storage(etcd *clientv3.Client, d *registry.Descriptor) (stor
 	return c, nil
 }
 
+// customResourceStorage builds a custom resource version's storage as storage builds a
+// built-in resource's: its etcd store behind a watch cache (decorated as cfg says).
+func (s *APIServer) customResourceStorage(cfg Config) apiextensions.StorageFunc {
+	return func(prefix string, codec runtime.Codec, newFunc, newListFunc func() runtime.Object, kind schema.GroupVersionKind, getAttrs storage.AttrFunc) (storage.Interface, func(), error) {
+		store := etcd3.New(cfg.Etcd, codec, newFunc)
+		c, err := cacher.New(cacher.Config{
+			Storage: store, RequestProgress: store.RequestProgress, ResourcePrefix: prefix, Kind: kind,
+			NewFunc: newFunc, NewListFunc: newListFunc, GetAttrs: getAttrs,
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("watch cache: %w", err)
+		}
+		var st storage.Interface = c
+		if cfg.StorageDecorator != nil {
+			st = cfg.StorageDecorator(schema.GroupResource{Group: kind.Group, Resource: strings.TrimSuffix(prefix[strings.LastIndex(strings.TrimSuffix(prefix, "/"), "/")+1:], "/")}, st)
+		}
+		return st, c.Stop, nil
+	}
+}
+
 // install builds every descriptor's REST storage and returns the group versions to route
 // (core first, then the named groups in the order they first appear). It also keeps the
 // namespaces storage, which admission reads, and the services storage.
@@ -651,6 +682,12 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 	}()
 	defer func() { <-kubernetesServiceDone }()
 	defer s.stopCaches()
+	customResourcesDone := make(chan struct{})
+	go func() {
+		defer close(customResourcesDone)
+		s.customResources.Run(ctx)
+	}()
+	defer func() { <-customResourcesDone }()
 	rbacDone := make(chan struct{})
 	go func() {
 		defer close(rbacDone)

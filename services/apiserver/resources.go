@@ -5,6 +5,7 @@ import (
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/admissionregistration/mutatingwebhookconfiguration"
 	"skiff.dev/services/apiserver/registry/admissionregistration/validatingwebhookconfiguration"
+	"skiff.dev/services/apiserver/registry/apiextensions/customresourcedefinition"
 	"skiff.dev/services/apiserver/registry/apps/deployment"
 	"skiff.dev/services/apiserver/registry/apps/replicaset"
 	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
@@ -74,5 +75,6 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		ingress.Descriptor,
 		mutatingwebhookconfiguration.Descriptor,
 		validatingwebhookconfiguration.Descriptor,
+		customresourcedefinition.Descriptor,
 	}
 }

@@ -22,10 +22,12 @@ const aggregatedContentType = "application/json;g=apidiscovery.k8s.io;v=v2;as=AP
 type discovery struct {
 	core   *APIGroupVersion
 	groups []*APIGroupVersion
+	// dynamic are the groups that come and go (custom resources); nil: none.
+	dynamic DynamicAPI
 }
 
-func newDiscovery(core *APIGroupVersion, groups []*APIGroupVersion) *discovery {
-	return &discovery{core: core, groups: groups}
+func newDiscovery(core *APIGroupVersion, groups []*APIGroupVersion, dynamic DynamicAPI) *discovery {
+	return &discovery{core: core, groups: groups, dynamic: dynamic}
 }
 
 // wantsAggregated reports whether the Accept header asks for aggregated discovery v2.
@@ -109,7 +111,11 @@ func apiGroup(gv *APIGroupVersion) metav1.APIGroup {
 
 func (d *discovery) serveAPIGroupList(w http.ResponseWriter, r *http.Request) {
 	if wantsAggregated(r) {
-		writeJSON(w, http.StatusOK, aggregatedContentType, aggregated(d.groups))
+		list := aggregated(d.groups)
+		if d.dynamic != nil {
+			list.Items = append(list.Items, dynamicAggregated(d.dynamic)...)
+		}
+		writeJSON(w, http.StatusOK, aggregatedContentType, list)
 		return
 	}
 	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
@@ -117,6 +123,13 @@ func (d *discovery) serveAPIGroupList(w http.ResponseWriter, r *http.Request) {
 		g := apiGroup(gv)
 		g.TypeMeta = metav1.TypeMeta{}
 		list.Groups = append(list.Groups, g)
+	}
+	if d.dynamic != nil {
+		for _, dg := range d.dynamic.Groups() {
+			g := dynamicAPIGroup(&dg)
+			g.TypeMeta = metav1.TypeMeta{}
+			list.Groups = append(list.Groups, g)
+		}
 	}
 	writeJSON(w, http.StatusOK, "application/json", list)
 }

@@ -53,6 +53,14 @@ type resetFieldsStorage interface {
 // kind has no schema. Fields the storage's strategy resets (status on the main resource,
 // spec on status) are never recorded as owned by a manager.
 func (f *fieldManagers) get(gvk schema.GroupVersionKind, subresource string, storage rest.Storage) *kindFieldManager {
+	if p, ok := storage.(FieldManagerProvider); ok {
+		fm, err := p.FieldManager(subresource)
+		if err != nil {
+			slog.Warn("no field manager: managedFields are not tracked", "kind", gvk, "subresource", subresource, "err", err)
+			return nil
+		}
+		return &kindFieldManager{FieldManager: fm}
+	}
 	key := gvk.String() + "/" + subresource
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -185,6 +193,9 @@ func (f *fieldManagers) apply(gvk schema.GroupVersionKind, subresource string, s
 			return nil, err
 		}
 		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if _, ok := into.(runtime.Unstructured); ok {
+		return out, nil
 	}
 	if u, ok := out.(*unstructured.Unstructured); ok {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -49,7 +50,12 @@ type request struct {
 }
 
 func (h *resourceHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req, err := h.resolve(chi.URLParam(r, "*"))
+	h.serveResource(w, r, chi.URLParam(r, "*"))
+}
+
+// serveResource serves the resource URL path, the part after the group version.
+func (h *resourceHandler) serveResource(w http.ResponseWriter, r *http.Request, path string) {
+	req, err := h.resolve(path)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -150,6 +156,10 @@ func (h *resourceHandler) get(ctx context.Context, w http.ResponseWriter, r *htt
 // writeMaybeTable writes obj, or its Table when kubectl asked for one.
 func (h *resourceHandler) writeMaybeTable(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request, obj runtime.Object) {
 	if wantsTable(r) {
+		if _, ok := req.storage.(rest.TableConvertor); !ok && acceptsOnlyTables(r) {
+			writeError(w, notAcceptable(req.gvr.Resource))
+			return
+		}
 		if convertor, ok := req.storage.(rest.TableConvertor); ok {
 			opts, err := tableOptions(r)
 			if err != nil {
@@ -288,6 +298,13 @@ func (h *resourceHandler) create(ctx context.Context, w http.ResponseWriter, r *
 	if status, ok := out.(*metav1.Status); ok && status.Code != 0 {
 		code = int(status.Code)
 	}
+	if wantsTable(r) && acceptsOnlyTables(r) {
+		if _, ok := req.storage.(rest.TableConvertor); !ok {
+			// The object is created; only its answer cannot be given in the form asked.
+			writeError(w, notAcceptable(req.gvr.Resource))
+			return
+		}
+	}
 	writeObject(w, r, code, req.gvk.GroupVersion(), out)
 }
 
@@ -326,8 +343,35 @@ func readObject(w http.ResponseWriter, r *http.Request, req *request, fieldValid
 	if err != nil {
 		return nil, err
 	}
-	addWarnings(w, warnings)
+	unknown, err := pruneUnknownFields(req.storage, obj, req.gvk, fieldValidation)
+	if err != nil {
+		return nil, err
+	}
+	addWarnings(w, append(warnings, unknown...))
 	return obj, nil
+}
+
+// pruneUnknownFields drops the fields obj's schema does not know, when its storage
+// prunes (custom resources), and returns a warning for each under fieldValidation Warn,
+// none under Ignore, and a 400 naming them all under Strict, as kube-apiserver's
+// custom resource decoder does.
+func pruneUnknownFields(storage rest.Storage, obj runtime.Object, gvk schema.GroupVersionKind, fieldValidation string) ([]string, error) {
+	pruner, ok := storage.(UnknownFieldPruner)
+	if !ok {
+		return nil, nil
+	}
+	var unknown []string
+	for _, path := range pruner.PruneUnknownFields(obj) {
+		unknown = append(unknown, fmt.Sprintf("unknown field %q", path))
+	}
+	switch {
+	case len(unknown) == 0 || fieldValidation == metav1.FieldValidationIgnore:
+		return nil, nil
+	case fieldValidation == metav1.FieldValidationStrict:
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s",
+			gvk.Kind, gvk.Version, gvk.Kind, strings.Join(unknown, ", ")))
+	}
+	return unknown, nil
 }
 
 // runUpdate admits and performs an update (PUT or PATCH) and writes the result.
@@ -419,8 +463,12 @@ func (h *resourceHandler) patch(ctx context.Context, w http.ResponseWriter, r *h
 	}
 	objInfo := rest.UpdatedObjectFunc(func(_ context.Context, old runtime.Object) (runtime.Object, error) {
 		obj, warnings, err := applyPatch(patchType, patchBytes, old, req.gvk, req.storage.New(), patchOpts.FieldValidation)
+		if err != nil {
+			return nil, err
+		}
+		unknown, err := pruneUnknownFields(req.storage, obj, req.gvk, patchOpts.FieldValidation)
 		w.Header().Del("Warning") // an update retried on a conflict patches again
-		addWarnings(w, warnings)
+		addWarnings(w, append(warnings, unknown...))
 		return obj, err
 	})
 	h.runUpdate(ctx, w, r, req, updater, objInfo, &metav1.UpdateOptions{DryRun: patchOpts.DryRun, FieldManager: patchOpts.FieldManager, FieldValidation: patchOpts.FieldValidation})
@@ -661,6 +709,13 @@ func applyPatch(patchType types.PatchType, patch []byte, old runtime.Object, gvk
 			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 	case types.StrategicMergePatchType:
+		if _, ok := into.(runtime.Unstructured); ok {
+			return nil, nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+				Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
+				Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s, %s",
+					types.JSONPatchType, types.MergePatchType, types.ApplyYAMLPatchType),
+			}}
+		}
 		if patched, err = strategicpatch.StrategicMergePatch(oldJSON, patch, into); err != nil {
 			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}

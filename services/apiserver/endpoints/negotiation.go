@@ -38,6 +38,28 @@ func wantsTable(r *http.Request) bool {
 	return false
 }
 
+// acceptsOnlyTables reports whether every media range of the Accept header asks for a
+// Table (or some other "as=" form), so an object that cannot be one has no acceptable
+// answer.
+func acceptsOnlyTables(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		_, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err == nil && params["as"] == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// notAcceptable is the 406 for a Table asked of a resource that cannot print one,
+// as kube-apiserver answers it.
+func notAcceptable(resource string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
+		Message: fmt.Sprintf("the resource %s does not support being converted to a Table", resource),
+	}}
+}
+
 // decodeBody reads the request body into into, accepting JSON, YAML or protobuf
 // (client-go's typed clients send protobuf). defaultGVK fills a missing apiVersion/kind
 // (kubectl's DeleteOptions body has neither). fieldValidation says what unknown or
@@ -78,7 +100,7 @@ func decodeBody(r *http.Request, defaultGVK schema.GroupVersionKind, into runtim
 	if strictErr, ok := runtime.AsStrictDecodingError(err); ok && obj != nil {
 		if fieldValidation == metav1.FieldValidationStrict {
 			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v",
-				defaultGVK.Kind, defaultGVK.GroupVersion().String(), defaultGVK.Kind, err))
+				defaultGVK.Kind, defaultGVK.Version, defaultGVK.Kind, err))
 		}
 		for _, e := range strictErr.Errors() {
 			warnings = append(warnings, e.Error())
@@ -87,11 +109,15 @@ func decodeBody(r *http.Request, defaultGVK schema.GroupVersionKind, into runtim
 	}
 	if err != nil {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v",
-			defaultGVK.Kind, defaultGVK.GroupVersion().String(), defaultGVK.Kind, err))
+			defaultGVK.Kind, defaultGVK.Version, defaultGVK.Kind, err))
+	}
+	if _, ok := into.(runtime.Unstructured); ok && gvk.GroupVersion() != defaultGVK.GroupVersion() {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)",
+			gvk.GroupVersion(), defaultGVK.GroupVersion()))
 	}
 	if gvk.Kind != defaultGVK.Kind || obj != into {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: the object provided is unrecognized (must be of type %s)",
-			gvk.Kind, gvk.GroupVersion().String(), defaultGVK.Kind, defaultGVK.Kind))
+			gvk.Kind, gvk.Version, defaultGVK.Kind, defaultGVK.Kind))
 	}
 	return obj, warnings, nil
 }
@@ -128,7 +154,8 @@ func writeObject(w http.ResponseWriter, r *http.Request, code int, gv schema.Gro
 	contentType, encoder := "application/json", encoderFor(obj, gv)
 	if prefersProtobuf(r) {
 		switch obj.(type) {
-		case *metav1.Table, *metav1.Status:
+		case *metav1.Table, *metav1.Status, runtime.Unstructured:
+			// Custom resources have no protobuf encoding: JSON, as kube-apiserver answers.
 		default:
 			contentType, encoder = protobufContentType, scheme.Codecs.EncoderForVersion(scheme.ProtobufSerializer, gv)
 			if gvk := obj.GetObjectKind().GroupVersionKind(); gvk.GroupVersion() == gv {

@@ -46,7 +46,9 @@ import (
 // first use, and addressed by their hash. Mirrors kube-apiserver's OpenAPI v3 service
 // (k8s.io/apiserver/pkg/server/routes/openapi.go with kube-openapi's builder3).
 type openAPI struct {
-	gvs            []*APIGroupVersion
+	gvs []*APIGroupVersion
+	// dynamic adds the custom resources' documents; nil: none.
+	dynamic        DynamicAPI
 	getDefinitions common.GetOpenAPIDefinitions
 	// definitions tells which models exist; builders get fresh ones (config), as they
 	// change the schemas' extension maps in place.
@@ -56,12 +58,17 @@ type openAPI struct {
 	v2Once sync.Once
 	v2     *spec.Swagger
 	v2Err  error
+	// merged is the last v2 document with the dynamic API's merged in, and its name.
+	mergedMu              sync.Mutex
+	merged                *spec.Swagger
+	mergedName, mergedErr string
 
-	docsOnce sync.Once
-	index    []byte
-	docs     map[string][]byte // "api/v1" → JSON document
-	etags    map[string]string // "" (the index) and "api/v1" → SHA-512 of the bytes
-	docsErr  error
+	docsOnce   sync.Once
+	index      []byte
+	indexPaths map[string]pathRef
+	docs       map[string][]byte // "api/v1" → JSON document
+	etags      map[string]string // "" (the index) and "api/v1" → SHA-512 of the bytes
+	docsErr    error
 
 	modelsOnce    sync.Once
 	typeConverter managedfields.TypeConverter
@@ -104,7 +111,10 @@ func (o *openAPI) config() *common.OpenAPIV3Config {
 func (o *openAPI) registerV2(mux common.PathHandler) {
 	svc := handler.NewOpenAPIServiceLazy(cached.Func(func() (*spec.Swagger, string, error) {
 		o.v2Once.Do(func() { o.v2, o.v2Err = o.swagger() })
-		return o.v2, "v2", o.v2Err // built once: one version for the handler's caches
+		if o.v2Err != nil || o.dynamic == nil {
+			return o.v2, "v2", o.v2Err // built once: one version for the handler's caches
+		}
+		return o.mergedV2()
 	}))
 	svc.RegisterOpenAPIVersionedService("/openapi/v2", mux)
 }
@@ -180,11 +190,64 @@ func (o *openAPI) TypeConverter() (managedfields.TypeConverter, error) {
 	return o.typeConverter, o.modelsErr
 }
 
+// mergedV2 is the static v2 document with the dynamic API's paths and definitions
+// merged in, rebuilt only when those change.
+func (o *openAPI) mergedV2() (*spec.Swagger, string, error) {
+	extra, name := o.dynamic.OpenAPIV2()
+	if extra == nil {
+		return o.v2, "v2", nil
+	}
+	o.mergedMu.Lock()
+	defer o.mergedMu.Unlock()
+	if o.mergedName != name {
+		merged, err := mergeSwagger(o.v2, extra)
+		o.merged, o.mergedName, o.mergedErr = merged, name, ""
+		if err != nil {
+			o.mergedErr = err.Error()
+		}
+	}
+	if o.mergedErr != "" {
+		return nil, "", fmt.Errorf("merging the custom resources' OpenAPI: %s", o.mergedErr)
+	}
+	return o.merged, "v2-" + name, nil
+}
+
+// mergeSwagger is base with extra's paths and definitions added; base is not changed.
+// A path or definition base has already is kept from base.
+func mergeSwagger(base, extra *spec.Swagger) (*spec.Swagger, error) {
+	out := *base
+	out.SwaggerProps.Paths = &spec.Paths{Paths: map[string]spec.PathItem{}}
+	if base.Paths != nil {
+		for k, v := range base.Paths.Paths {
+			out.Paths.Paths[k] = v
+		}
+	}
+	out.Definitions = spec.Definitions{}
+	for k, v := range base.Definitions {
+		out.Definitions[k] = v
+	}
+	if extra.Paths != nil {
+		for k, v := range extra.Paths.Paths {
+			if _, ok := out.Paths.Paths[k]; !ok {
+				out.Paths.Paths[k] = v
+			}
+		}
+	}
+	for k, v := range extra.Definitions {
+		if _, ok := out.Definitions[k]; !ok {
+			out.Definitions[k] = v
+		}
+	}
+	return &out, nil
+}
+
+// pathRef is one group version's entry in the /openapi/v3 index.
+type pathRef struct {
+	ServerRelativeURL string `json:"serverRelativeURL"`
+}
+
 // build makes the index and every group version's document, each with its ETag.
 func (o *openAPI) build() {
-	type pathRef struct {
-		ServerRelativeURL string `json:"serverRelativeURL"`
-	}
 	o.docs, o.etags = map[string][]byte{}, map[string]string{}
 	index := map[string]map[string]pathRef{"paths": {}}
 	for _, gv := range o.gvs {
@@ -197,8 +260,31 @@ func (o *openAPI) build() {
 		o.docs[prefix], o.etags[prefix] = doc, hash(doc)
 		index["paths"][prefix] = pathRef{ServerRelativeURL: "/openapi/v3/" + prefix + "?hash=" + hash(doc)}
 	}
+	o.indexPaths = index["paths"]
 	o.index, o.docsErr = json.Marshal(index)
 	o.etags[""] = hash(o.index)
+}
+
+// currentIndex is the index with the dynamic API's documents added, and its ETag.
+func (o *openAPI) currentIndex() ([]byte, string, error) {
+	if o.dynamic == nil {
+		return o.index, o.etags[""], nil
+	}
+	docs := o.dynamic.OpenAPIV3()
+	if len(docs) == 0 {
+		return o.index, o.etags[""], nil
+	}
+	paths := make(map[string]pathRef, len(o.indexPaths)+len(docs))
+	for k, v := range o.indexPaths {
+		paths[k] = v
+	}
+	for k, doc := range docs {
+		if _, ok := paths[k]; !ok {
+			paths[k] = pathRef{ServerRelativeURL: "/openapi/v3/" + k + "?hash=" + hash(doc)}
+		}
+	}
+	index, err := json.Marshal(map[string]map[string]pathRef{"paths": paths})
+	return index, hash(index), err
 }
 
 // hash is the hex SHA-512 of data in upper case, as kube-apiserver addresses documents.
@@ -237,7 +323,12 @@ func (o *openAPI) serveIndex(w http.ResponseWriter, r *http.Request) {
 		writeError(w, o.docsErr)
 		return
 	}
-	serveCached(w, r, o.index, o.etags[""])
+	index, etag, err := o.currentIndex()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	serveCached(w, r, index, etag)
 }
 
 func (o *openAPI) serveDocument(w http.ResponseWriter, r *http.Request) {
@@ -248,6 +339,12 @@ func (o *openAPI) serveDocument(w http.ResponseWriter, r *http.Request) {
 	}
 	path := strings.TrimPrefix(r.URL.Path, "/openapi/v3/")
 	doc, ok := o.docs[path]
+	etag := o.etags[path]
+	if !ok && o.dynamic != nil {
+		if doc, ok = o.dynamic.OpenAPIV3()[path]; ok {
+			etag = hash(doc)
+		}
+	}
 	if !ok {
 		writeError(w, notFoundPath(r.URL.Path))
 		return
@@ -256,7 +353,7 @@ func (o *openAPI) serveDocument(w http.ResponseWriter, r *http.Request) {
 		// A document addressed by its hash never changes (kube-apiserver does the same).
 		w.Header().Set("Cache-Control", "public, immutable")
 	}
-	serveCached(w, r, doc, o.etags[path])
+	serveCached(w, r, doc, etag)
 }
 
 // serveCached writes a JSON document with its ETag; a request whose If-None-Match

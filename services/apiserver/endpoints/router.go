@@ -67,6 +67,9 @@ type Config struct {
 	// (the event sink), and MaxRequestsInFlight and MaxMutatingRequestsInFlight are not
 	// read; nil builds one of them.
 	InFlight *MaxInFlight
+	// Dynamic, when set, serves the groups that come and go while the apiserver runs:
+	// custom resources (package apiextensions).
+	Dynamic DynamicAPI
 	// ServiceAccountDiscovery, when set, is served at /.well-known/openid-configuration
 	// and /openid/v1/jwks (kube's service-account issuer discovery), to whoever may get
 	// those non-resource URLs (RBAC's system:service-account-issuer-discovery).
@@ -133,6 +136,7 @@ func NewHandler(cfg Config) http.Handler {
 	})
 
 	openapi := newOpenAPI(append([]*APIGroupVersion{cfg.Core}, cfg.Groups...), cfg.OpenAPIDefinitions)
+	openapi.dynamic = cfg.Dynamic
 	fields := &fieldManagers{openAPI: openapi}
 	r.Get("/openapi/v3", openapi.serveIndex)
 	r.Get("/openapi/v3/*", openapi.serveDocument)
@@ -140,7 +144,7 @@ func NewHandler(cfg Config) http.Handler {
 
 	// Discovery answers its paths with or without a trailing slash, as kube-apiserver
 	// does (clients and the conformance suite ask for /apis/).
-	d := newDiscovery(cfg.Core, cfg.Groups)
+	d := newDiscovery(cfg.Core, cfg.Groups, cfg.Dynamic)
 	discovery := func(path string, h http.HandlerFunc) {
 		r.Get(path, h)
 		r.Get(path+"/", h)
@@ -158,6 +162,11 @@ func NewHandler(cfg Config) http.Handler {
 		discovery(prefix, d.serveAPIGroup(gv))
 		discovery(prefix+"/"+gv.GroupVersion.Version, d.serveResourceList(gv))
 		r.Handle(prefix+"/"+gv.GroupVersion.Version+"/*", &resourceHandler{gv: gv, admit: cfg.Admission, authz: cfg.Authorizer, metrics: m, fields: fields})
+	}
+	if cfg.Dynamic != nil {
+		r.Handle("/apis/*", &dynamicHandler{api: cfg.Dynamic, discovery: d, newGV: func(gv *APIGroupVersion) *resourceHandler {
+			return &resourceHandler{gv: gv, admit: cfg.Admission, authz: cfg.Authorizer, metrics: m, fields: fields}
+		}})
 	}
 	return r
 }

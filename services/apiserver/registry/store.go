@@ -787,3 +787,37 @@ func storageUnavailable(err error) error {
 	}
 	return nil
 }
+
+// Subresource narrows e to what a subresource of its objects serves, such as
+// pods/status: get, update and patch of the parent object under e's strategy, as kube's
+// StatusREST offers. Discovery then lists those verbs only, and a create, delete, list
+// or watch of the subresource is 405 MethodNotAllowed.
+func (e *Store) Subresource() rest.Storage { return subresourceStore{e} }
+
+// subresourceStore is what Subresource returns.
+type subresourceStore struct{ store *Store }
+
+var (
+	_ rest.Getter         = subresourceStore{}
+	_ rest.Updater        = subresourceStore{}
+	_ rest.TableConvertor = subresourceStore{}
+)
+
+func (s subresourceStore) New() runtime.Object { return s.store.New() }
+
+func (s subresourceStore) Get(ctx context.Context, namespace, name string, opts *metav1.GetOptions) (runtime.Object, error) {
+	return s.store.Get(ctx, namespace, name, opts)
+}
+
+func (s subresourceStore) Update(ctx context.Context, namespace, name string, objInfo rest.UpdatedObjectInfo, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	return s.store.Update(ctx, namespace, name, objInfo, opts)
+}
+
+// GetResetFields are the strategy's, for server-side apply.
+func (s subresourceStore) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return s.store.GetResetFields()
+}
+
+func (s subresourceStore) ConvertToTable(ctx context.Context, obj runtime.Object, opts *metav1.TableOptions) (*metav1.Table, error) {
+	return s.store.ConvertToTable(ctx, obj, opts)
+}

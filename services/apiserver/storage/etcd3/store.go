@@ -178,7 +178,8 @@ func (s *Store) GetList(ctx context.Context, key string, opts storage.ListOption
 	rangeEnd := clientv3.GetPrefixRangeEnd(prefix)
 
 	var items []runtime.Object
-	var next string // key the next page starts at; "" = no next page
+	var next string   // key the next page starts at; "" = no next page
+	var inRange int64 // keys from the first page's start to the range's end
 	for {
 		ops := []clientv3.OpOption{clientv3.WithRange(rangeEnd)}
 		if batch > 0 {
@@ -193,6 +194,9 @@ func (s *Store) GetList(ctx context.Context, key string, opts storage.ListOption
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision
+		}
+		if inRange == 0 {
+			inRange = resp.Count
 		}
 		full := false
 		for i, kv := range resp.Kvs {
@@ -232,8 +236,15 @@ func (s *Store) GetList(ctx context.Context, key string, opts storage.ListOption
 	}
 	listAcc.SetResourceVersion(strconv.FormatInt(rev, 10))
 	token := ""
+	listAcc.SetRemainingItemCount(nil)
 	if next != "" {
 		token = encodeContinue(rev, strings.TrimPrefix(next, prefix))
+		if pred.Empty() {
+			// Every key is an item: those after this page are counted, as kube's
+			// store does for an unfiltered list.
+			remaining := inRange - int64(len(items))
+			listAcc.SetRemainingItemCount(&remaining)
+		}
 	}
 	listAcc.SetContinue(token)
 	return nil

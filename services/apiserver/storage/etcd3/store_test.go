@@ -573,6 +573,38 @@ func TestGetListPagingReturnsEveryItemOnceAtOneRevision(t *testing.T) {
 	}
 }
 
+// TestGetListCountsTheRemainingItems: an unfiltered page that leaves items for later
+// says how many (remainingItemCount, as kube's store and the conformance suite's
+// chunking test expect); a filtered one and the last page do not.
+func TestGetListCountsTheRemainingItems(t *testing.T) {
+	store, prefix := newTestStore(t)
+	for i := range 7 {
+		createPod(t, store, prefix, newPod(t, fmt.Sprintf("pod-%02d", i), "node-1"))
+	}
+	pred := storage.SelectionPredicate{Limit: 3}
+	for _, want := range []int64{4, 1, -1} {
+		list := &corev1.PodList{}
+		if err := store.GetList(testContext(t), prefix, storage.ListOptions{Predicate: pred}, list); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case want < 0 && list.RemainingItemCount != nil:
+			t.Errorf("last page: remainingItemCount = %d, want none", *list.RemainingItemCount)
+		case want >= 0 && (list.RemainingItemCount == nil || *list.RemainingItemCount != want):
+			t.Errorf("remainingItemCount = %v, want %d", list.RemainingItemCount, want)
+		}
+		pred.Continue = list.Continue
+	}
+	filtered := storage.SelectionPredicate{Limit: 3, Field: fields.OneTermEqualSelector("spec.nodeName", "node-1"), GetAttrs: podAttrs}
+	list := &corev1.PodList{}
+	if err := store.GetList(testContext(t), prefix, storage.ListOptions{Predicate: filtered}, list); err != nil {
+		t.Fatal(err)
+	}
+	if list.Continue == "" || list.RemainingItemCount != nil {
+		t.Errorf("filtered page: continue %q, remainingItemCount %v; want a token and no count", list.Continue, list.RemainingItemCount)
+	}
+}
+
 func TestGetListContinueAtCompactedRevisionIsTooOld(t *testing.T) {
 	store, prefix := newTestStore(t)
 	createPod(t, store, prefix, newPod(t, "a", ""))

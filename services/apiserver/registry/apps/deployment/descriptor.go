@@ -23,7 +23,7 @@ var Descriptor = registry.Descriptor{
 	Strategy:     Strategy{},
 	REST: func(store *registry.Store, _ registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
 		return store, map[string]registry.Subresource{
-			"status": {Kind: "Deployment", Storage: store.WithStrategy(StatusStrategy{})},
+			"status": {Kind: "Deployment", Storage: store.WithStrategy(StatusStrategy{}).Subresource()},
 			"scale":  {Kind: "Scale", Storage: &scale.REST{Store: store, Scalable: Scalable{}}},
 		}, nil
 	},

@@ -12,6 +12,7 @@ import (
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -143,9 +144,13 @@ func ValidateScale(s *autoscalingv1.Scale) field.ErrorList {
 }
 
 func metaOf(obj runtime.Object) (*metav1.ObjectMeta, error) {
-	a, ok := obj.(metav1.ObjectMetaAccessor)
-	if !ok {
-		return nil, fmt.Errorf("%T has no ObjectMeta", obj)
+	if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		return a.GetObjectMeta().(*metav1.ObjectMeta), nil
 	}
-	return a.GetObjectMeta().(*metav1.ObjectMeta), nil
+	a, err := meta.Accessor(obj) // custom resources
+	if err != nil {
+		return nil, err
+	}
+	return &metav1.ObjectMeta{Name: a.GetName(), Namespace: a.GetNamespace(), UID: a.GetUID(),
+		ResourceVersion: a.GetResourceVersion(), CreationTimestamp: a.GetCreationTimestamp()}, nil
 }

@@ -43,8 +43,8 @@ var Descriptor = registry.Descriptor{
 	Strategy:     Strategy{},
 	REST: func(store *registry.Store, _ registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
 		return &REST{Store: store}, map[string]registry.Subresource{
-			"approval": {Kind: "CertificateSigningRequest", Storage: store.WithStrategy(ApprovalStrategy{})},
-			"status":   {Kind: "CertificateSigningRequest", Storage: store.WithStrategy(StatusStrategy{})},
+			"approval": {Kind: "CertificateSigningRequest", Storage: store.WithStrategy(ApprovalStrategy{}).Subresource()},
+			"status":   {Kind: "CertificateSigningRequest", Storage: store.WithStrategy(StatusStrategy{}).Subresource()},
 		}, nil
 	},
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/rest"
@@ -35,6 +36,7 @@ var Descriptor = registry.Descriptor{
 	REST: func(store *registry.Store, _ registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
 		return &REST{Store: store}, map[string]registry.Subresource{
 			"finalize": {Kind: "Namespace", Storage: &FinalizeREST{store: store.WithStrategy(FinalizeStrategy{})}},
+			"status":   {Kind: "Namespace", Storage: store.WithStrategy(StatusStrategy{}).Subresource()},
 		}, nil
 	},
 }
@@ -103,6 +105,38 @@ func (FinalizeStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Objec
 		}
 	}
 	return errs
+}
+
+// StatusStrategy is the strategy of namespaces/status: only status (phase and
+// conditions) changes. Mirrors namespaceStatusStrategy.
+type StatusStrategy struct{ Strategy }
+
+// PrepareForUpdate keeps the stored spec and metadata.
+func (StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	ns, oldNS := obj.(*corev1.Namespace), old.(*corev1.Namespace)
+	ns.Spec = oldNS.Spec
+	metav1.ResetObjectMetaForStatus(&ns.ObjectMeta, &oldNS.ObjectMeta)
+}
+
+// ValidateUpdate checks the metadata rules and the phase: Active while the namespace
+// is not being deleted, Terminating once it is. Mirrors ValidateNamespaceStatusUpdate.
+func (StatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	ns := obj.(*corev1.Namespace)
+	errs := apivalidation.ValidateObjectMetaUpdate(&ns.ObjectMeta, &old.(*corev1.Namespace).ObjectMeta, field.NewPath("metadata"))
+	phase := field.NewPath("status", "phase")
+	if ns.DeletionTimestamp.IsZero() {
+		if ns.Status.Phase != corev1.NamespaceActive {
+			errs = append(errs, field.Invalid(phase, ns.Status.Phase, "may only be 'Active' if `deletionTimestamp` is empty"))
+		}
+	} else if ns.Status.Phase != corev1.NamespaceTerminating {
+		errs = append(errs, field.Invalid(phase, ns.Status.Phase, "may only be 'Terminating' if `deletionTimestamp` is not empty"))
+	}
+	return errs
+}
+
+// GetResetFields: namespaces/status keeps the stored spec.
+func (StatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{"v1": fieldpath.NewSet(fieldpath.MakePathOrDie("spec"))}
 }
 
 // FinalizeREST is namespaces/NAME/finalize: PUT a namespace whose spec.finalizers are

@@ -35,7 +35,7 @@ var Descriptor = registry.Descriptor{
 	Strategy:     Strategy{},
 	REST: func(store *registry.Store, _ registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
 		return store, map[string]registry.Subresource{
-			"status": {Kind: "Node", Storage: store.WithStrategy(StatusStrategy{})},
+			"status": {Kind: "Node", Storage: store.WithStrategy(StatusStrategy{}).Subresource()},
 		}, nil
 	},
 }

@@ -33,7 +33,7 @@ func NewDescriptor(ep *ExecProxy) registry.Descriptor {
 		REST: func(store *registry.Store, _ registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
 			streams := NewSubresources(ep)
 			return store, map[string]registry.Subresource{
-				"status":      {Kind: "Pod", Storage: store.WithStrategy(StatusStrategy{})},
+				"status":      {Kind: "Pod", Storage: store.WithStrategy(StatusStrategy{}).Subresource()},
 				"binding":     {Kind: "Binding", Storage: &BindingREST{store: store.WithStrategy(bindingStrategy{})}},
 				"exec":        {Kind: "PodExecOptions", Storage: streams["exec"]},
 				"attach":      {Kind: "PodAttachOptions", Storage: streams["attach"]},
@@ -41,7 +41,7 @@ func NewDescriptor(ep *ExecProxy) registry.Descriptor {
 				"log":         {Kind: "Pod", Storage: streams["log"]},
 				"proxy":       {Kind: "Pod", Storage: &PodProxyREST{store: store}},
 				// kubectl debug adds ephemeral containers here.
-				"ephemeralcontainers": {Kind: "Pod", Storage: store.WithStrategy(EphemeralContainersStrategy{})},
+				"ephemeralcontainers": {Kind: "Pod", Storage: store.WithStrategy(EphemeralContainersStrategy{}).Subresource()},
 			}, nil
 		},
 	}

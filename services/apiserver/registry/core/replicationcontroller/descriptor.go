@@ -26,7 +26,7 @@ var Descriptor = registry.Descriptor{
 	KeyRoot:      "/registry/controllers",
 	REST: func(store *registry.Store, _ registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
 		return store, map[string]registry.Subresource{
-			"status": {Kind: "ReplicationController", Storage: store.WithStrategy(StatusStrategy{})},
+			"status": {Kind: "ReplicationController", Storage: store.WithStrategy(StatusStrategy{}).Subresource()},
 			"scale":  {Kind: "Scale", Storage: &scale.REST{Store: store, Scalable: Scalable{}}},
 		}, nil
 	},

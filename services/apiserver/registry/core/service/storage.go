@@ -68,7 +68,7 @@ func NewDescriptor(allocs Allocators) registry.Descriptor {
 				}
 			}
 			return r, map[string]registry.Subresource{
-				"status": {Kind: "Service", Storage: store.WithStrategy(StatusStrategy{strategy})},
+				"status": {Kind: "Service", Storage: store.WithStrategy(StatusStrategy{strategy}).Subresource()},
 				"proxy":  {Kind: "Service", Storage: &ProxyREST{services: store, stores: stores}},
 			}, nil
 		},

@@ -44,7 +44,7 @@ var Descriptor = registry.Descriptor{
 	Strategy:     Strategy{},
 	REST: func(store *registry.Store, _ registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
 		return store, map[string]registry.Subresource{
-			"status": {Kind: "Ingress", Storage: store.WithStrategy(StatusStrategy{})},
+			"status": {Kind: "Ingress", Storage: store.WithStrategy(StatusStrategy{}).Subresource()},
 		}, nil
 	},
 }
