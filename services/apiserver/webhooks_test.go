@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,9 +21,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -478,6 +481,55 @@ func TestAdmissionWebhooks(t *testing.T) {
 		}
 	})
 
+	t.Run("custom resources are sent to webhooks and patched", func(t *testing.T) {
+		wt := newWebhookTest(t, cs, "webhook-custom")
+		createEstablishedCRD(ctx, t, srv.Config, widgetsCRD())
+		widgetsRule := admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{"example.com"}, APIVersions: []string{"v1"}, Resources: []string{"widgets"}}}
+		m := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: wt.namespace},
+			Webhooks: []admissionregistrationv1.MutatingWebhook{{
+				Name: "label.webhooks.skiff.dev", ClientConfig: ws.clientConfig("/label"), Rules: []admissionregistrationv1.RuleWithOperations{widgetsRule},
+				NamespaceSelector: wt.selector(), SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+			}}}
+		if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, m, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), m.Name, metav1.DeleteOptions{})
+		})
+		wt.createValidating(wt.validating("deny.webhooks.skiff.dev", ws.clientConfig("/deny-label"), widgetsRule))
+		widgets := dynamic.NewForConfigOrDie(srv.Config).Resource(widgetsGVR).Namespace(wt.namespace)
+		until(t, "a labelled widget is refused", func() error {
+			w := widget("denied", "blue", nil)
+			w.SetLabels(map[string]string{"deny": "true"})
+			_, err := widgets.Create(ctx, w, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err == nil {
+				return errors.New("still admitted")
+			}
+			if want := `admission webhook "deny.webhooks.skiff.dev" denied the request: widget carries deny=true`; err.Error() != want {
+				return fmt.Errorf("refusal %q, want %q", err, want)
+			}
+			return nil
+		})
+		until(t, "a widget is patched", func() error {
+			_ = widgets.Delete(ctx, "patched", metav1.DeleteOptions{})
+			if _, err := widgets.Create(ctx, widget("patched", "blue", nil), metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			stored, err := widgets.Get(ctx, "patched", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if stored.GetLabels()["webhook-added"] != "yes" {
+				return fmt.Errorf("stored labels %v", stored.GetLabels())
+			}
+			if size, _, _ := unstructuredInt(stored.Object, "spec", "size"); size != 3 {
+				return fmt.Errorf("spec.size %d, want the schema's default 3", size)
+			}
+			return nil
+		})
+	})
+
 	t.Run("namespaceSelector and objectSelector exclude", func(t *testing.T) {
 		wt := newWebhookTest(t, cs, "webhook-selected")
 		other := newWebhookTest(t, cs, "webhook-not-selected")
@@ -728,4 +780,9 @@ func putInEtcd(t *testing.T, srv *controlplanetest.Server, key string, obj runti
 	if _, err := client.Put(context.Background(), key, string(data)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// unstructuredInt is the integer at fields of obj.
+func unstructuredInt(obj map[string]interface{}, fields ...string) (int64, bool, error) {
+	return unstructured.NestedInt64(obj, fields...)
 }
