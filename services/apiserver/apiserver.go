@@ -54,6 +54,7 @@ import (
 	"skiff.dev/services/apiserver/registry/rest"
 	"skiff.dev/services/apiserver/scheme"
 	"skiff.dev/services/apiserver/serviceaccount"
+	"skiff.dev/services/apiserver/serviceresolver"
 	"skiff.dev/services/apiserver/storage"
 	"skiff.dev/services/apiserver/storage/cacher"
 	"skiff.dev/services/apiserver/storage/etcd3"
@@ -333,12 +334,14 @@ func New(cfg Config) (_ *APIServer, err error) {
 			admission.CertificateSigning{Authorizer: authorizer},
 		},
 	}
+	// Webhooks (admission and conversion) behind a Service are reached at its ready
+	// endpoints, as kube-apiserver's --enable-aggregator-routing does.
+	resolver := &serviceresolver.EndpointResolver{Services: s.services, EndpointSlices: stores[discoveryv1.Resource("endpointslices")]}
 	webhooks := webhook.New(webhook.Config{
 		MutatingWebhookConfigurations:   stores[admissionregistrationv1.Resource("mutatingwebhookconfigurations")],
 		ValidatingWebhookConfigurations: stores[admissionregistrationv1.Resource("validatingwebhookconfigurations")],
 		Namespaces:                      stores[corev1.Resource("namespaces")],
-		Services:                        stores[corev1.Resource("services")],
-		EndpointSlices:                  stores[discoveryv1.Resource("endpointslices")],
+		Resolver:                        resolver,
 		Authorizer:                      authorizer,
 		Scheme:                          scheme.Scheme,
 		Equivalents:                     equivalentResources(descriptors),
@@ -351,7 +354,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 	metrics := prometheus.NewRegistry()
 	inFlight := endpoints.NewMaxInFlight(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, metrics)
 	if s.customResources, err = apiextensions.New(apiextensions.Config{Stores: stores, NewStorage: s.customResourceStorage(cfg),
-		ServiceResolver: &service.EndpointResolver{Services: s.services, EndpointSlices: stores[discoveryv1.Resource("endpointslices")]},
+		ServiceResolver: resolver,
 		TracerProvider:  cfg.TracerProvider,
 	}); err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)

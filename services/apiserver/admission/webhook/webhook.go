@@ -36,6 +36,7 @@ import (
 
 	"skiff.dev/services/apiserver/admission"
 	"skiff.dev/services/apiserver/registry/rest"
+	"skiff.dev/services/apiserver/serviceresolver"
 )
 
 // Lister reads a resource's objects: from its watch cache without a copy when it can
@@ -61,9 +62,8 @@ type Config struct {
 	// Namespaces reads the namespace of a request, whose labels namespaceSelector
 	// matches.
 	Namespaces rest.Getter
-	// Services and EndpointSlices resolve a clientConfig.service to a ready endpoint.
-	Services       rest.Getter
-	EndpointSlices Lister
+	// Resolver resolves a clientConfig.service to a ready endpoint.
+	Resolver *serviceresolver.EndpointResolver
 	// Authorizer answers the `authorizer` of matchConditions' CEL.
 	Authorizer authorizer.UnconditionalAuthorizer
 	// Scheme encodes, decodes and converts typed objects.

@@ -1,4 +1,6 @@
-package service
+// Package serviceresolver finds where the apiserver itself reaches a Service: the
+// address of a ready endpoint, for webhooks and aggregated APIs.
+package serviceresolver
 
 import (
 	"context"
