@@ -4,6 +4,8 @@ import (
 	"skiff.dev/services/apiserver/authorization"
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/apiserver/registry/admissionregistration/mutatingwebhookconfiguration"
+	"skiff.dev/services/apiserver/registry/admissionregistration/validatingadmissionpolicy"
+	"skiff.dev/services/apiserver/registry/admissionregistration/validatingadmissionpolicybinding"
 	"skiff.dev/services/apiserver/registry/admissionregistration/validatingwebhookconfiguration"
 	"skiff.dev/services/apiserver/registry/apiextensions/customresourcedefinition"
 	"skiff.dev/services/apiserver/registry/apps/deployment"
@@ -75,6 +77,8 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		ingress.Descriptor,
 		mutatingwebhookconfiguration.Descriptor,
 		validatingwebhookconfiguration.Descriptor,
+		validatingadmissionpolicy.NewDescriptor(authorizer),
+		validatingadmissionpolicybinding.NewDescriptor(authorizer),
 		customresourcedefinition.Descriptor,
 	}
 }

@@ -140,6 +140,9 @@ type validationOptions struct {
 	// storedExpressions are match conditions already stored, compiled in the stored
 	// expressions' CEL environment (which may know more than a new one admits).
 	storedExpressions sets.Set[string]
+	// allowParamsInMatchConditions declares `params` to match conditions: those of a
+	// ValidatingAdmissionPolicy with a paramKind.
+	allowParamsInMatchConditions bool
 }
 
 var createOptions = validationOptions{
@@ -465,7 +468,7 @@ func validateMatchConditions(conditions []admissionregistrationv1.MatchCondition
 		if expr := strings.TrimSpace(mc.Expression); expr == "" {
 			allErrs = append(allErrs, field.Required(p.Child("expression"), ""))
 		} else {
-			allErrs = append(allErrs, validateMatchConditionExpression(expr, opts.storedExpressions.Has(expr), p.Child("expression"))...)
+			allErrs = append(allErrs, validateMatchConditionExpression(expr, opts.storedExpressions.Has(expr), opts.allowParamsInMatchConditions, p.Child("expression"))...)
 		}
 		if mc.Name == "" {
 			allErrs = append(allErrs, field.Required(p.Child("name"), ""))
@@ -489,25 +492,32 @@ var celCompiler = sync.OnceValue(func() plugincel.Compiler {
 })
 
 // validateMatchConditionExpression compiles expr as a match condition: variables object,
-// oldObject, request, namespaceObject and authorizer; a bool result. stored compiles it
-// in the environment of stored expressions.
-func validateMatchConditionExpression(expr string, stored bool, fldPath *field.Path) field.ErrorList {
+// oldObject, request, namespaceObject and authorizer (and params with hasParams); a
+// bool result. stored compiles it in the environment of stored expressions.
+func validateMatchConditionExpression(expr string, stored, hasParams bool, fldPath *field.Path) field.ErrorList {
 	envType := environment.NewExpressions
 	if stored {
 		envType = environment.StoredExpressions
 	}
 	result := celCompiler().CompileCELExpression(&matchconditions.MatchCondition{Expression: expr},
-		plugincel.OptionalVariableDeclarations{HasAuthorizer: true}, envType)
+		plugincel.OptionalVariableDeclarations{HasAuthorizer: true, HasParams: hasParams}, envType)
 	if result.Error == nil {
 		return nil
 	}
-	switch result.Error.Type {
+	return field.ErrorList{celError(fldPath, expr, result.Error)}
+}
+
+// celError is a compilation error of expr as the field error kube reports: Required,
+// Invalid (with the compiler's message) or InternalError. Mirrors
+// convertCELErrorToValidationError.
+func celError(fldPath *field.Path, expr string, err *apiservercel.Error) *field.Error {
+	switch err.Type {
 	case apiservercel.ErrorTypeRequired:
-		return field.ErrorList{field.Required(fldPath, result.Error.Detail)}
+		return field.Required(fldPath, err.Detail)
 	case apiservercel.ErrorTypeInvalid:
-		return field.ErrorList{field.Invalid(fldPath, expr, result.Error.Detail)}
+		return field.Invalid(fldPath, expr, err.Detail)
 	default:
-		return field.ErrorList{field.InternalError(fldPath, result.Error)}
+		return field.InternalError(fldPath, err)
 	}
 }
 
