@@ -35,11 +35,13 @@ import (
 	utilnetutils "k8s.io/utils/net"
 
 	"skiff.dev/services/apiserver/admission"
+	"skiff.dev/services/apiserver/admission/policy"
 	"skiff.dev/services/apiserver/admission/webhook"
 	"skiff.dev/services/apiserver/apiextensions"
 	"skiff.dev/services/apiserver/authentication"
 	"skiff.dev/services/apiserver/authorization"
 	"skiff.dev/services/apiserver/controller/kubernetesservice"
+	"skiff.dev/services/apiserver/controller/validatingadmissionpolicystatus"
 	"skiff.dev/services/apiserver/endpoints"
 	"skiff.dev/services/apiserver/eventsink"
 	"skiff.dev/services/apiserver/openapi"
@@ -213,6 +215,7 @@ type APIServer struct {
 	compactor         *etcd3.Compactor // nil: no compaction
 	stores            storeSet
 	customResources   *apiextensions.Server
+	policyStatus      *validatingadmissionpolicystatus.Controller
 }
 
 // indexFields are the fields a strategy asks the watch cache to index by.
@@ -320,7 +323,11 @@ func New(cfg Config) (_ *APIServer, err error) {
 	tokenReviews.Authenticator = authenticator
 	// kube-apiserver's order: NamespaceLifecycle first, so a write into a missing or
 	// terminating namespace is refused before any plugin (or webhook) works on it; the
-	// in-tree mutating plugins before the mutating webhooks; the validating webhooks last.
+	// in-tree mutating plugins before the mutating webhooks; ValidatingAdmissionPolicy,
+	// then the validating webhooks last.
+	equivalents := equivalentResources(descriptors)
+	var admissionPolicies *policy.Plugin
+	admissionPolicies, s.policyStatus = s.admissionPolicies(descriptors, stores, authorizer, equivalents)
 	admissionChain := admission.Chain{
 		Mutating: []admission.Interface{
 			admission.NewNamespaceLifecycle(s.namespaces),
@@ -332,6 +339,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 			admission.NodeRestriction{Pods: pods},
 			admission.CertificateApproval{Authorizer: authorizer},
 			admission.CertificateSigning{Authorizer: authorizer},
+			admissionPolicies,
 		},
 	}
 	// Webhooks (admission and conversion) behind a Service are reached at its ready
@@ -344,7 +352,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 		Resolver:                        resolver,
 		Authorizer:                      authorizer,
 		Scheme:                          scheme.Scheme,
-		Equivalents:                     equivalentResources(descriptors),
+		Equivalents:                     equivalents,
 		TracerProvider:                  cfg.TracerProvider,
 	})
 	admissionChain.Mutating = append(admissionChain.Mutating, webhooks.Mutating())
@@ -697,6 +705,12 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		s.rbac.run(ctx)
 	}()
 	defer func() { <-rbacDone }()
+	policyStatusDone := make(chan struct{})
+	go func() {
+		defer close(policyStatusDone)
+		s.policyStatus.Run(ctx)
+	}()
+	defer func() { <-policyStatusDone }()
 	if s.compactor != nil {
 		compactorDone := make(chan struct{})
 		go func() {
