@@ -606,6 +606,50 @@ func TestValidatingAdmissionPolicy(t *testing.T) {
 		})
 	})
 
+	t.Run("the example of docs/api.md", func(t *testing.T) {
+		vt := newVAPTest(t, cs, "vap-example")
+		ns, err := cs.CoreV1().Namespaces().Get(ctx, vt.namespace, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Labels["team"] = "payments"
+		if _, err := cs.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := vt.createPolicy(&admissionregistrationv1.ValidatingAdmissionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "replica-limit.example.com"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				ParamKind: &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"},
+				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+						Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}}},
+				}}},
+				Variables: []admissionregistrationv1.Variable{{Name: "max", Expression: "int(params.data.maxReplicas)"}},
+				Validations: []admissionregistrationv1.Validation{{Expression: "object.spec.replicas <= variables.max",
+					MessageExpression: "'at most ' + string(variables.max) + ' replicas'"}},
+			},
+		})
+		vt.createBinding(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "replica-limit-payments"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: p.Name,
+				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+				ParamRef:          &admissionregistrationv1.ParamRef{Name: "limits", ParameterNotFoundAction: ptr.To(admissionregistrationv1.DenyAction)},
+				MatchResources: &admissionregistrationv1.MatchResources{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "payments"}}}},
+		})
+		vt.deniedBy(vt.deployment("web", 1)) // no limits ConfigMap yet
+		if _, err := cs.CoreV1().ConfigMaps(vt.namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "limits"},
+			Data: map[string]string{"maxReplicas": "2"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, vt.tryDeployment(vt.deployment("web", 3)), http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
+			`deployments.apps "web" is forbidden: ValidatingAdmissionPolicy 'replica-limit.example.com' with binding 'replica-limit-payments' denied request: at most 2 replicas`)
+		if err := vt.tryDeployment(vt.deployment("web", 2)); err != nil {
+			t.Fatalf("2 replicas: %v", err)
+		}
+	})
+
 	t.Run("the ValidatingAdmissionPolicy API operations, as the conformance test drives them", func(t *testing.T) {
 		vapAPIOperations(t, srv.Config, cs)
 	})
