@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -135,5 +136,29 @@ func TestAdmit(t *testing.T) {
 		Kind: admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingAdmissionPolicy"), Name: "deny-all", OldObject: policies.objects[0]})
 	if err != nil {
 		t.Fatalf("deleting the policy: %v", err)
+	}
+}
+
+// TestRuntimeCostBudget: an expression that would run ten million steps is cut off at
+// kube's runtime cost budget, a failure under failurePolicy Fail, skipped under Ignore.
+func TestRuntimeCostBudget(t *testing.T) {
+	expr := "true"
+	for _, v := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		expr = "[1,2,3,4,5,6,7,8,9,10].all(" + v + ", " + expr + ")"
+	}
+	costly := policy("costly", nil, expr)
+	policies := &fakeLister{objects: []runtime.Object{costly}}
+	p := New(Config{Policies: policies, Bindings: &fakeLister{objects: []runtime.Object{binding("costly", "costly")}},
+		Namespaces: &fakeLister{}, Scheme: scheme.Scheme})
+	attrs := admission.Attributes{Operation: admission.Create, Resource: corev1.SchemeGroupVersion.WithResource("nodes"),
+		Kind: corev1.SchemeGroupVersion.WithKind("Node"), Name: "n1", Object: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}
+	err := p.Admit(context.Background(), attrs)
+	if !apierrors.IsInvalid(err) || !strings.HasSuffix(err.Error(), "resulted in error: operation cancelled: actual cost limit exceeded") {
+		t.Fatalf("Fail: %v", err)
+	}
+	costly.Spec.FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+	costly.ResourceVersion = "2"
+	if err := p.Admit(context.Background(), attrs); err != nil {
+		t.Fatalf("Ignore: %v", err)
 	}
 }
