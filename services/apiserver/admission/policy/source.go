@@ -7,10 +7,7 @@ import (
 	"sync"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
@@ -26,21 +23,24 @@ import (
 // apiVersion does not parse is left out, as kube leaves it out; one whose paramKind no
 // served resource has carries kube's configuration error. Errors: the registry's.
 func (p *Plugin) hooks(ctx context.Context) ([]validating.PolicyHook, error) {
+	objs, err := list(ctx, p.cfg.Bindings, "", nil)
+	if err != nil || len(objs) == 0 {
+		return nil, err
+	}
 	bindings := map[string][]*admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-	if err := visit(ctx, p.cfg.Bindings, func(obj runtime.Object) {
+	for _, obj := range objs {
 		if b, ok := obj.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding); ok {
 			bindings[b.Spec.PolicyName] = append(bindings[b.Spec.PolicyName], b)
 		}
-	}); err != nil || len(bindings) == 0 {
+	}
+	if objs, err = list(ctx, p.cfg.Policies, "", nil); err != nil {
 		return nil, err
 	}
 	policies := map[string]*admissionregistrationv1.ValidatingAdmissionPolicy{}
-	if err := visit(ctx, p.cfg.Policies, func(obj runtime.Object) {
+	for _, obj := range objs {
 		if policy, ok := obj.(*admissionregistrationv1.ValidatingAdmissionPolicy); ok {
 			policies[policy.Name] = policy
 		}
-	}); err != nil {
-		return nil, err
 	}
 	names := make([]string, 0, len(bindings))
 	for name := range bindings {
@@ -90,31 +90,6 @@ func resourceOfKind(resources []Resource, gvk schema.GroupVersionKind) (Resource
 		}
 	}
 	return Resource{}, false
-}
-
-// visit calls f with every object of l, from the watch cache when it serves (the
-// objects are the cache's own: f must not modify them), else from a List at
-// resourceVersion "0". Errors: the registry's.
-func visit(ctx context.Context, l Lister, f func(runtime.Object)) error {
-	served, err := l.VisitCached("", &metainternalversion.ListOptions{}, func(obj runtime.Object) bool {
-		f(obj)
-		return true
-	})
-	if err != nil || served {
-		return err
-	}
-	list, err := l.List(ctx, "", &metainternalversion.ListOptions{ResourceVersion: "0"})
-	if err != nil {
-		return err
-	}
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return apierrors.NewInternalError(err)
-	}
-	for _, obj := range items {
-		f(obj)
-	}
-	return nil
 }
 
 // compiledPolicies keeps each policy's evaluator while its resourceVersion stays:
