@@ -1,0 +1,349 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"skiff.dev/tests/internal/skifftest"
+)
+
+// crdProject is one project's CustomResourceDefinitions, as it ships them
+// (testdata/crds), and the custom resources the test makes of them
+// (testdata/customresources).
+type crdProject struct {
+	name  string
+	crds  []crdManifest
+	kinds []crdKind
+}
+
+// crdManifest is one CRD file and the CRD it holds.
+type crdManifest struct {
+	file string // under testdata/crds
+	name string // metadata.name
+	// serverSide: kubectl apply --server-side, for a CRD too large for the
+	// last-applied-configuration annotation of a client-side apply (256 KiB), as the
+	// projects tell their users.
+	serverSide bool
+}
+
+// crdKind is one kind a CRD declares and what the test checks of it.
+type crdKind struct {
+	kind     string
+	resource string // what kubectl get is given: a short name, checking discovery
+	ref      string // kubectl's name of the valid object, e.g. certificate.cert-manager.io/example-com
+
+	valid string // file of a valid object, created with kubectl create
+
+	columns     []string // the header of kubectl get: the CRD's additionalPrinterColumns of priority 0
+	wideColumns []string // the header of kubectl get -o wide: all of them
+	row         []string // words the valid object's row holds
+
+	explain      string // kubectl explain's argument
+	explainWants []string
+
+	invalid      string   // file of an object the schema refuses
+	invalidWants []string // what kubectl prints
+
+	unknown      string // file of an object with a field the schema does not know ("" for none)
+	unknownWants []string
+
+	changed      string // the valid object with a change, applied server-side
+	conflictWith string // the conflict applying changed without --force-conflicts reports ("" for none)
+	jsonpath     string // where the change shows...
+	want         string // ...and what it is once applied
+}
+
+// realProjectCRDs are the CRDs of the projects under test.
+var realProjectCRDs = []crdProject{
+	{
+		name: "cert-manager",
+		crds: []crdManifest{
+			{file: "cert-manager.io_certificates.yaml", name: "certificates.cert-manager.io"},
+		},
+		kinds: []crdKind{{
+			kind: "Certificate", resource: "cert", ref: "certificate.cert-manager.io/example-com",
+			valid:       "certificate.yaml",
+			columns:     []string{"NAME", "READY", "SECRET", "AGE"},
+			wideColumns: []string{"NAME", "READY", "SECRET", "ISSUER", "STATUS", "AGE"},
+			row:         []string{"example-com", "example-com-tls"},
+			explain:     "certificates.spec.secretName",
+			explainWants: []string{"KIND:       Certificate", "FIELD: secretName <string>",
+				"Name of the Secret resource that will be automatically created and"},
+			invalid: "certificate-invalid.yaml",
+			invalidWants: []string{`The Certificate "bad" is invalid`,
+				`spec.dnsNames: Invalid value: "string": spec.dnsNames in body must be of type array: "string"`,
+				`spec.secretName: Required value`},
+			unknown:      "certificate-unknown-field.yaml",
+			unknownWants: []string{`strict decoding error: unknown field "spec.secretname"`},
+			changed:      "certificate-changed.yaml",
+			conflictWith: `Apply failed with 1 conflict: conflict with "kubectl-create" using cert-manager.io/v1: .spec.secretName`,
+			jsonpath:     "{.spec.secretName}", want: "example-com-tls-v2",
+		}},
+	},
+	{
+		name: "prometheus-operator",
+		crds: []crdManifest{
+			{file: "monitoring.coreos.com_servicemonitors.yaml", name: "servicemonitors.monitoring.coreos.com"},
+			{file: "monitoring.coreos.com_prometheusrules.yaml", name: "prometheusrules.monitoring.coreos.com"},
+		},
+		kinds: []crdKind{{
+			kind: "ServiceMonitor", resource: "smon", ref: "servicemonitor.monitoring.coreos.com/web",
+			valid: "servicemonitor.yaml",
+			// No additionalPrinterColumns: NAME and AGE, as kube prints.
+			columns:     []string{"NAME", "AGE"},
+			wideColumns: []string{"NAME", "AGE"},
+			row:         []string{"web"},
+			explain:     "servicemonitors.spec.endpoints.interval",
+			explainWants: []string{"KIND:       ServiceMonitor", "FIELD: interval <string>",
+				"interval at which Prometheus scrapes the metrics from the target."},
+			invalid: "servicemonitor-invalid.yaml",
+			invalidWants: []string{`The ServiceMonitor "bad" is invalid`,
+				`spec.endpoints: Invalid value: "string": spec.endpoints in body must be of type array: "string"`,
+				`spec.selector: Required value`},
+			unknown:      "servicemonitor-unknown-field.yaml",
+			unknownWants: []string{`strict decoding error: unknown field "spec.endpoints.port"`},
+			changed:      "servicemonitor-changed.yaml",
+			// endpoints has no x-kubernetes-list-type: an atomic list, owned whole.
+			conflictWith: `Apply failed with 1 conflict: conflict with "kubectl-create" using monitoring.coreos.com/v1: .spec.endpoints`,
+			jsonpath:     "{.spec.endpoints[0].interval}", want: "15s",
+		}, {
+			kind: "PrometheusRule", resource: "promrule", ref: "prometheusrule.monitoring.coreos.com/web-rules",
+			valid:       "prometheusrule.yaml",
+			columns:     []string{"NAME", "AGE"},
+			wideColumns: []string{"NAME", "AGE"},
+			row:         []string{"web-rules"},
+			explain:     "prometheusrules.spec.groups",
+			explainWants: []string{"KIND:       PrometheusRule", "FIELD: groups <[]Object>",
+				"Content of Prometheus rule file", "name\t<string> -required-"},
+			invalid: "prometheusrule-invalid.yaml",
+			invalidWants: []string{`The PrometheusRule "bad" is invalid`,
+				`spec.groups[0].rules[0].for: Invalid value: "5 minutes": spec.groups[0].rules[0].for in body should match '^(0|(([0-9]+)y)?`},
+			changed: "prometheusrule-changed.yaml",
+			// groups is a map list keyed by name; its rules an atomic list.
+			conflictWith: `Apply failed with 1 conflict: conflict with "kubectl-create" using monitoring.coreos.com/v1: .spec.groups[name="web"].rules`,
+			jsonpath:     "{.spec.groups[0].rules[0].for}", want: "10m",
+		}},
+	},
+}
+
+// TestRealProjectCRDs applies the CustomResourceDefinitions real projects ship
+// (testdata/crds, unmodified) with the real kubectl and uses their custom resources
+// the way users do: the CRDs are Established, objects are created, kubectl get prints
+// the CRDs' printer columns, kubectl explain their schemas' descriptions, an object
+// the schema refuses is refused with kube's wording, server-side apply merges by the
+// schema's list types, a watch sees a change, and deleting a CRD deletes its objects.
+func TestRealProjectCRDs(t *testing.T) {
+	c := startSkiff(t, "sim")
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	for _, p := range realProjectCRDs {
+		t.Run(p.name, func(t *testing.T) { c.checkCRDProject(ctx, t, p) })
+	}
+}
+
+func crdTestdata(dir, file string) string { return filepath.Join("testdata", dir, file) }
+
+// must is kubectl that fails t (not the cluster's test) on a non-zero exit.
+func (c *cluster) must(ctx context.Context, t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := c.kubectl(ctx, args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// refused is kubectl that must exit non-zero.
+func (c *cluster) refused(ctx context.Context, t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := c.kubectl(ctx, args...)
+	if err == nil {
+		t.Errorf("kubectl %s succeeded:\n%s", strings.Join(args, " "), out)
+	}
+	return out
+}
+
+func expectAll(t *testing.T, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func (c *cluster) checkCRDProject(ctx context.Context, t *testing.T, p crdProject) {
+	var names []string
+	for _, crd := range p.crds {
+		names = append(names, crd.name)
+	}
+	apply := func(t *testing.T) {
+		t.Helper()
+		for _, crd := range p.crds {
+			args, want := []string{"apply", "-f", crdTestdata("crds", crd.file)}, "customresourcedefinition.apiextensions.k8s.io/"+crd.name+" created"
+			if crd.serverSide {
+				args, want = append(args, "--server-side"), "customresourcedefinition.apiextensions.k8s.io/"+crd.name+" serverside-applied"
+			}
+			expectAll(t, c.must(ctx, t, args...), want)
+		}
+		args := []string{"wait", "--for", "condition=Established", "--timeout=60s"}
+		for _, name := range names {
+			args = append(args, "crd/"+name)
+		}
+		out := c.must(ctx, t, args...)
+		for _, name := range names {
+			expectAll(t, out, "customresourcedefinition.apiextensions.k8s.io/"+name+" condition met")
+		}
+	}
+	if !t.Run("apply the CRDs and wait for Established", apply) {
+		return
+	}
+	t.Run("names accepted", func(t *testing.T) {
+		for _, name := range names {
+			out := c.must(ctx, t, "get", "crd", name, "-o", "jsonpath={.status.conditions[?(@.type==\"NamesAccepted\")].status} {.status.acceptedNames.kind}")
+			if !strings.HasPrefix(out, "True ") {
+				t.Errorf("crd/%s NamesAccepted and accepted kind: %q", name, out)
+			}
+		}
+	})
+	for _, k := range p.kinds {
+		t.Run(k.kind, func(t *testing.T) { c.checkCustomResource(ctx, t, k) })
+	}
+	t.Run("delete crd deletes the custom resources", func(t *testing.T) {
+		out := c.must(ctx, t, append([]string{"delete", "crd"}, names...)...)
+		for _, name := range names {
+			expectAll(t, out, `customresourcedefinition.apiextensions.k8s.io "`+name+`" deleted`)
+			expectAll(t, c.refused(ctx, t, "get", "crd", name), `customresourcedefinitions.apiextensions.k8s.io "`+name+`" not found`)
+		}
+		// The same CRDs again: their objects must not come back with them.
+		apply(t)
+		for _, k := range p.kinds {
+			out := c.must(ctx, t, "get", k.resource, "-A")
+			if name := k.ref[strings.Index(k.ref, "/")+1:]; strings.Contains(out, name) {
+				t.Errorf("%s outlived its CRD:\n%s", k.ref, out)
+			}
+			expectAll(t, out, "No resources found")
+		}
+		c.must(ctx, t, append([]string{"delete", "crd"}, names...)...)
+	})
+}
+
+func (c *cluster) checkCustomResource(ctx context.Context, t *testing.T, k crdKind) {
+	if !t.Run("create", func(t *testing.T) {
+		expectAll(t, c.must(ctx, t, "create", "-f", crdTestdata("customresources", k.valid)), k.ref+" created")
+	}) {
+		return
+	}
+
+	t.Run("get prints the printer columns", func(t *testing.T) {
+		for _, wide := range []bool{false, true} {
+			args, want := []string{"get", k.resource}, k.columns
+			if wide {
+				args, want = append(args, "-o", "wide"), k.wideColumns
+			}
+			out := c.must(ctx, t, args...)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if got := strings.Fields(lines[0]); !slices.Equal(got, want) {
+				t.Errorf("kubectl %s header %q, want %q:\n%s", strings.Join(args, " "), got, want, out)
+			}
+			if len(lines) != 2 {
+				t.Errorf("kubectl %s: want a header and one row:\n%s", strings.Join(args, " "), out)
+				continue
+			}
+			row := strings.Fields(lines[1])
+			for _, word := range k.row {
+				if !slices.Contains(row, word) {
+					t.Errorf("kubectl %s: row lacks %q:\n%s", strings.Join(args, " "), word, out)
+				}
+			}
+		}
+	})
+
+	t.Run("explain prints the schema's descriptions", func(t *testing.T) {
+		expectAll(t, c.must(ctx, t, "explain", k.explain), k.explainWants...)
+	})
+
+	t.Run("an invalid object is refused", func(t *testing.T) {
+		expectAll(t, c.refused(ctx, t, "create", "-f", crdTestdata("customresources", k.invalid)), k.invalidWants...)
+		expectAll(t, c.refused(ctx, t, "get", k.resource, "bad"), `"bad" not found`)
+		if k.unknown != "" {
+			expectAll(t, c.refused(ctx, t, "create", "-f", crdTestdata("customresources", k.unknown)), k.unknownWants...)
+		}
+	})
+
+	t.Run("apply --server-side of a change, seen by a watch", func(t *testing.T) {
+		watch := c.startWatch(ctx, t, k.resource)
+		changed := crdTestdata("customresources", k.changed)
+		if k.conflictWith != "" {
+			out := c.refused(ctx, t, "apply", "--server-side", "-f", changed)
+			expectAll(t, out, k.conflictWith, "--force-conflicts")
+			expectAll(t, c.must(ctx, t, "apply", "--server-side", "--force-conflicts", "-f", changed), k.ref+" serverside-applied")
+		} else {
+			expectAll(t, c.must(ctx, t, "apply", "--server-side", "-f", changed), k.ref+" serverside-applied")
+		}
+		name := k.ref[strings.Index(k.ref, "/")+1:]
+		if got := c.must(ctx, t, "get", k.resource, name, "-o", "jsonpath="+k.jsonpath); got != k.want {
+			t.Errorf("%s after the apply: %q, want %q", k.jsonpath, got, k.want)
+		}
+		expectAll(t, c.must(ctx, t, "get", k.resource, name, "--show-managed-fields", "-o", "yaml"), "manager: kubectl\n    operation: Apply")
+		eventually(t, 30*time.Second, func() (bool, string) {
+			out := watch.stdout.String()
+			return strings.Contains(out, k.ref), "kubectl get --watch-only printed " + strconv.Quote(out) + "; stderr:\n" + watch.stderr.String()
+		})
+		watch.stop()
+	})
+}
+
+// backgroundWatch is a `kubectl get RESOURCE --watch-only -o name` running.
+type backgroundWatch struct {
+	stdout, stderr *skifftest.SyncBuffer
+	stop           func()
+}
+
+// startWatch starts `kubectl get resource --watch-only -o name` and returns once the
+// server has answered its watch request (kubectl -v=6 logs it), so that any change made
+// afterwards is one the watch must print. The watch ends with t at the latest.
+func (c *cluster) startWatch(ctx context.Context, t *testing.T, resource string) *backgroundWatch {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, kubectlPath(t), "get", resource, "--watch-only", "-o", "name", "-v=6")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "KUBECACHEDIR="+c.cacheDir)
+	w := &backgroundWatch{stdout: &skifftest.SyncBuffer{}, stderr: &skifftest.SyncBuffer{}}
+	cmd.Stdout, cmd.Stderr = w.stdout, w.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	var once sync.Once
+	w.stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		})
+	}
+	t.Cleanup(w.stop)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		select {
+		case <-exited:
+			t.Fatalf("kubectl get --watch-only exited:\n%s%s", w.stdout, w.stderr)
+		default:
+		}
+		scanner := bufio.NewScanner(strings.NewReader(w.stderr.String()))
+		for scanner.Scan() {
+			if line := scanner.Text(); strings.Contains(line, "watch=true") && strings.Contains(line, " 200 OK") {
+				return true, ""
+			}
+		}
+		return false, "no answered watch request in kubectl's log:\n" + w.stderr.String()
+	})
+	return w
+}
