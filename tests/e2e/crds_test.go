@@ -68,6 +68,8 @@ var realProjectCRDs = []crdProject{
 		name: "cert-manager",
 		crds: []crdManifest{
 			{file: "cert-manager.io_certificates.yaml", name: "certificates.cert-manager.io"},
+			// 316 KiB of YAML: applied server-side, as GitOps tools apply cert-manager.
+			{file: "cert-manager.io_issuers.yaml", name: "issuers.cert-manager.io", serverSide: true},
 		},
 		kinds: []crdKind{{
 			kind: "Certificate", resource: "cert", ref: "certificate.cert-manager.io/example-com",
@@ -87,6 +89,23 @@ var realProjectCRDs = []crdProject{
 			changed:      "certificate-changed.yaml",
 			conflictWith: `Apply failed with 1 conflict: conflict with "kubectl-create" using cert-manager.io/v1: .spec.secretName`,
 			jsonpath:     "{.spec.secretName}", want: "example-com-tls-v2",
+		}, {
+			kind: "Issuer", resource: "iss", ref: "issuer.cert-manager.io/selfsigned",
+			valid:       "issuer.yaml",
+			columns:     []string{"NAME", "READY", "AGE"},
+			wideColumns: []string{"NAME", "READY", "STATUS", "AGE"},
+			row:         []string{"selfsigned"},
+			explain:     "issuers.spec.selfSigned",
+			explainWants: []string{"KIND:       Issuer", "FIELD: selfSigned <Object>",
+				"SelfSigned configures this issuer to 'self sign' certificates using the",
+				"crlDistributionPoints\t<[]string>"},
+			invalid: "issuer-invalid.yaml",
+			invalidWants: []string{`The Issuer "bad" is invalid`,
+				`spec.ca.secretName: Required value`,
+				`spec.selfSigned: Invalid value: "string": spec.selfSigned in body must be of type object: "string"`},
+			changed:      "issuer-changed.yaml",
+			conflictWith: `Apply failed with 1 conflict: conflict with "kubectl-create" using cert-manager.io/v1: .spec.selfSigned.crlDistributionPoints`,
+			jsonpath:     "{.spec.selfSigned.crlDistributionPoints[0]}", want: "http://crl.example.com/b.crl",
 		}},
 	},
 	{
