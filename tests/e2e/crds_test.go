@@ -113,6 +113,8 @@ var realProjectCRDs = []crdProject{
 		crds: []crdManifest{
 			{file: "monitoring.coreos.com_servicemonitors.yaml", name: "servicemonitors.monitoring.coreos.com"},
 			{file: "monitoring.coreos.com_prometheusrules.yaml", name: "prometheusrules.monitoring.coreos.com"},
+			// 358 KiB of YAML: applied server-side, as prometheus-operator tells its users.
+			{file: "monitoring.coreos.com_prometheuses.yaml", name: "prometheuses.monitoring.coreos.com", serverSide: true},
 		},
 		kinds: []crdKind{{
 			kind: "ServiceMonitor", resource: "smon", ref: "servicemonitor.monitoring.coreos.com/web",
@@ -150,6 +152,23 @@ var realProjectCRDs = []crdProject{
 			// groups is a map list keyed by name; its rules an atomic list.
 			conflictWith: `Apply failed with 1 conflict: conflict with "kubectl-create" using monitoring.coreos.com/v1: .spec.groups[name="web"].rules`,
 			jsonpath:     "{.spec.groups[0].rules[0].for}", want: "10m",
+		}, {
+			kind: "Prometheus", resource: "prometheus", ref: "prometheus.monitoring.coreos.com/main",
+			valid:       "prometheus.yaml",
+			columns:     []string{"NAME", "VERSION", "REPLICAS", "AGE"},
+			wideColumns: []string{"NAME", "VERSION", "REPLICAS", "AGE"},
+			row:         []string{"main", "v2.22.0", "2"},
+			explain:     "prometheuses.spec.retention",
+			explainWants: []string{"KIND:       Prometheus", "FIELD: retention <string>",
+				"Time duration Prometheus shall retain data for."},
+			invalid: "prometheus-invalid.yaml",
+			invalidWants: []string{`The Prometheus "bad" is invalid`,
+				`spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string"`,
+				`spec.alerting.alertmanagers[0].namespace: Required value`,
+				`spec.alerting.alertmanagers[0].port: Required value`},
+			changed:      "prometheus-changed.yaml",
+			conflictWith: `Apply failed with 1 conflict: conflict with "kubectl-create" using monitoring.coreos.com/v1: .spec.replicas`,
+			jsonpath:     "{.spec.replicas}", want: "3",
 		}},
 	},
 }
