@@ -20,9 +20,23 @@ import (
 // (testdata/crds), and the custom resources the test makes of them
 // (testdata/customresources).
 type crdProject struct {
-	name  string
-	crds  []crdManifest
-	kinds []crdKind
+	name    string
+	crds    []crdManifest
+	kinds   []crdKind
+	upgrade *schemaUpgrade // nil for none
+}
+
+// schemaUpgrade is a change a project's next release may make to a CRD: a tighter
+// schema under which an existing object is invalid. kube ratchets validation (the
+// CRDValidationRatcheting feature, on by default since 1.30): an update may keep an
+// invalid value it does not change, and must not bring a new one.
+type schemaUpgrade struct {
+	crd            string   // the CRD's name
+	patch          string   // a JSON patch of the CRD that tightens its schema
+	resource, name string   // an object the patch makes invalid
+	invalidChange  string   // a merge patch of the object to another invalid value
+	refusedWants   []string // what kubectl prints when invalidChange is refused
+	otherChange    string   // a merge patch of another field, which must be accepted
 }
 
 // crdManifest is one CRD file and the CRD it holds.
@@ -53,13 +67,19 @@ type crdKind struct {
 	invalid      string   // file of an object the schema refuses
 	invalidWants []string // what kubectl prints
 
-	unknown      string // file of an object with a field the schema does not know ("" for none)
-	unknownWants []string
+	refused []refusal // more objects the CRD refuses
 
 	changed      string // the valid object with a change, applied server-side
 	conflictWith string // the conflict applying changed without --force-conflicts reports ("" for none)
 	jsonpath     string // where the change shows...
 	want         string // ...and what it is once applied
+}
+
+// refusal is an object a CRD refuses and what kubectl prints.
+type refusal struct {
+	file  string // under testdata/customresources
+	name  string // its metadata.name, which must not exist afterwards
+	wants []string
 }
 
 // realProjectCRDs are the CRDs of the projects under test.
@@ -68,7 +88,7 @@ var realProjectCRDs = []crdProject{
 		name: "cert-manager",
 		crds: []crdManifest{
 			{file: "cert-manager.io_certificates.yaml", name: "certificates.cert-manager.io"},
-			// 316 KiB of YAML: applied server-side, as GitOps tools apply cert-manager.
+			// 316 KiB of YAML: applied server-side, the way GitOps tools apply CRDs.
 			{file: "cert-manager.io_issuers.yaml", name: "issuers.cert-manager.io", serverSide: true},
 		},
 		kinds: []crdKind{{
@@ -84,8 +104,8 @@ var realProjectCRDs = []crdProject{
 			invalidWants: []string{`The Certificate "bad" is invalid`,
 				`spec.dnsNames: Invalid value: "string": spec.dnsNames in body must be of type array: "string"`,
 				`spec.secretName: Required value`},
-			unknown:      "certificate-unknown-field.yaml",
-			unknownWants: []string{`strict decoding error: unknown field "spec.secretname"`},
+			refused: []refusal{{file: "certificate-unknown-field.yaml", name: "typo",
+				wants: []string{`strict decoding error: unknown field "spec.secretname"`}}},
 			changed:      "certificate-changed.yaml",
 			conflictWith: `Apply failed with 1 conflict: conflict with "kubectl-create" using cert-manager.io/v1: .spec.secretName`,
 			jsonpath:     "{.spec.secretName}", want: "example-com-tls-v2",
@@ -107,6 +127,16 @@ var realProjectCRDs = []crdProject{
 			conflictWith: `Apply failed with 1 conflict: conflict with "kubectl-create" using cert-manager.io/v1: .spec.selfSigned.crlDistributionPoints`,
 			jsonpath:     "{.spec.selfSigned.crlDistributionPoints[0]}", want: "http://crl.example.com/b.crl",
 		}},
+		upgrade: &schemaUpgrade{
+			crd:           "certificates.cert-manager.io",
+			patch:         `[{"op":"add","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/secretName/pattern","value":"^[a-z0-9-]+-tls$"}]`,
+			resource:      "cert",
+			name:          "example-com", // its secretName is example-com-tls-v2 by now
+			invalidChange: `{"spec":{"secretName":"example-com-tls-v3"}}`,
+			refusedWants: []string{`The Certificate "example-com" is invalid`,
+				`spec.secretName: Invalid value: "example-com-tls-v3": spec.secretName in body should match '^[a-z0-9-]+-tls$'`},
+			otherChange: `{"spec":{"dnsNames":["example.com"]}}`,
+		},
 	},
 	{
 		name: "prometheus-operator",
@@ -130,9 +160,11 @@ var realProjectCRDs = []crdProject{
 			invalidWants: []string{`The ServiceMonitor "bad" is invalid`,
 				`spec.endpoints: Invalid value: "string": spec.endpoints in body must be of type array: "string"`,
 				`spec.selector: Required value`},
-			unknown:      "servicemonitor-unknown-field.yaml",
-			unknownWants: []string{`strict decoding error: unknown field "spec.endpoints.port"`},
-			changed:      "servicemonitor-changed.yaml",
+			refused: []refusal{{file: "servicemonitor-unknown-field.yaml", name: "typo",
+				wants: []string{`strict decoding error: unknown field "spec.endpoints.port"`}},
+				{file: "servicemonitor-duplicate-protocol.yaml", name: "dup",
+					wants: []string{`The ServiceMonitor "dup" is invalid`, `spec.scrapeProtocols[1]: Duplicate value: "PrometheusProto"`}}},
+			changed: "servicemonitor-changed.yaml",
 			// endpoints has no x-kubernetes-list-type: an atomic list, owned whole.
 			conflictWith: `Apply failed with 1 conflict: conflict with "kubectl-create" using monitoring.coreos.com/v1: .spec.endpoints`,
 			jsonpath:     "{.spec.endpoints[0].interval}", want: "15s",
@@ -148,6 +180,8 @@ var realProjectCRDs = []crdProject{
 			invalid: "prometheusrule-invalid.yaml",
 			invalidWants: []string{`The PrometheusRule "bad" is invalid`,
 				`spec.groups[0].rules[0].for: Invalid value: "5 minutes": spec.groups[0].rules[0].for in body should match '^(0|(([0-9]+)y)?`},
+			refused: []refusal{{file: "prometheusrule-duplicate-group.yaml", name: "dup",
+				wants: []string{`The PrometheusRule "dup" is invalid`, `spec.groups[1]: Duplicate value:`}}},
 			changed: "prometheusrule-changed.yaml",
 			// groups is a map list keyed by name; its rules an atomic list.
 			conflictWith: `Apply failed with 1 conflict: conflict with "kubectl-create" using monitoring.coreos.com/v1: .spec.groups[name="web"].rules`,
@@ -256,6 +290,9 @@ func (c *cluster) checkCRDProject(ctx context.Context, t *testing.T, p crdProjec
 	for _, k := range p.kinds {
 		t.Run(k.kind, func(t *testing.T) { c.checkCustomResource(ctx, t, k) })
 	}
+	if u := p.upgrade; u != nil {
+		t.Run("a tightened schema ratchets", func(t *testing.T) { c.checkRatcheting(ctx, t, u) })
+	}
 	t.Run("delete crd deletes the custom resources", func(t *testing.T) {
 		out := c.must(ctx, t, append([]string{"delete", "crd"}, names...)...)
 		for _, name := range names {
@@ -273,6 +310,27 @@ func (c *cluster) checkCRDProject(ctx context.Context, t *testing.T, p crdProjec
 		}
 		c.must(ctx, t, append([]string{"delete", "crd"}, names...)...)
 	})
+}
+
+// checkRatcheting tightens a CRD's schema under an existing object, then updates the
+// object: changes that keep its now-invalid value must pass, a new invalid value must
+// not.
+func (c *cluster) checkRatcheting(ctx context.Context, t *testing.T, u *schemaUpgrade) {
+	expectAll(t, c.must(ctx, t, "patch", "crd", u.crd, "--type=json", "-p", u.patch), "customresourcedefinition.apiextensions.k8s.io/"+u.crd+" patched")
+	// The tighter schema is in force once it refuses a new invalid value.
+	eventually(t, 30*time.Second, func() (bool, string) {
+		out, err := c.kubectl(ctx, "patch", u.resource, u.name, "--type=merge", "-p", u.invalidChange, "--dry-run=server")
+		return err != nil && strings.Contains(out, u.refusedWants[len(u.refusedWants)-1]), out
+	})
+	expectAll(t, c.refused(ctx, t, "patch", u.resource, u.name, "--type=merge", "-p", u.invalidChange), u.refusedWants...)
+	out, err := c.kubectl(ctx, "label", u.resource, u.name, "upgraded=true")
+	if err != nil || !strings.Contains(out, " labeled") {
+		t.Errorf("kubectl label of an object the new schema finds invalid in a field the label leaves alone: %v\n%s", err, out)
+	}
+	out, err = c.kubectl(ctx, "patch", u.resource, u.name, "--type=merge", "-p", u.otherChange)
+	if err != nil || !strings.Contains(out, " patched") {
+		t.Errorf("kubectl patch %s of an object the new schema finds invalid in another field: %v\n%s", u.otherChange, err, out)
+	}
 }
 
 func (c *cluster) checkCustomResource(ctx context.Context, t *testing.T, k crdKind) {
@@ -313,8 +371,9 @@ func (c *cluster) checkCustomResource(ctx context.Context, t *testing.T, k crdKi
 	t.Run("an invalid object is refused", func(t *testing.T) {
 		expectAll(t, c.refused(ctx, t, "create", "-f", crdTestdata("customresources", k.invalid)), k.invalidWants...)
 		expectAll(t, c.refused(ctx, t, "get", k.resource, "bad"), `"bad" not found`)
-		if k.unknown != "" {
-			expectAll(t, c.refused(ctx, t, "create", "-f", crdTestdata("customresources", k.unknown)), k.unknownWants...)
+		for _, r := range k.refused {
+			expectAll(t, c.refused(ctx, t, "create", "-f", crdTestdata("customresources", r.file)), r.wants...)
+			expectAll(t, c.refused(ctx, t, "get", k.resource, r.name), `"`+r.name+`" not found`)
 		}
 	})
 
