@@ -51,6 +51,7 @@ type crdManifest struct {
 
 // crdKind is one kind a CRD declares and what the test checks of it.
 type crdKind struct {
+	crd      string // the CRD that declares it
 	kind     string
 	resource string // what kubectl get is given: a short name, checking discovery
 	ref      string // kubectl's name of the valid object, e.g. certificate.cert-manager.io/example-com
@@ -92,6 +93,7 @@ var realProjectCRDs = []crdProject{
 			{file: "cert-manager.io_issuers.yaml", name: "issuers.cert-manager.io", serverSide: true},
 		},
 		kinds: []crdKind{{
+			crd:  "certificates.cert-manager.io",
 			kind: "Certificate", resource: "cert", ref: "certificate.cert-manager.io/example-com",
 			valid:       "certificate.yaml",
 			columns:     []string{"NAME", "READY", "SECRET", "AGE"},
@@ -110,6 +112,7 @@ var realProjectCRDs = []crdProject{
 			conflictWith: `Apply failed with 1 conflict: conflict with "kubectl-create" using cert-manager.io/v1: .spec.secretName`,
 			jsonpath:     "{.spec.secretName}", want: "example-com-tls-v2",
 		}, {
+			crd:  "issuers.cert-manager.io",
 			kind: "Issuer", resource: "iss", ref: "issuer.cert-manager.io/selfsigned",
 			valid:       "issuer.yaml",
 			columns:     []string{"NAME", "READY", "AGE"},
@@ -147,6 +150,7 @@ var realProjectCRDs = []crdProject{
 			{file: "monitoring.coreos.com_prometheuses.yaml", name: "prometheuses.monitoring.coreos.com", serverSide: true},
 		},
 		kinds: []crdKind{{
+			crd:  "servicemonitors.monitoring.coreos.com",
 			kind: "ServiceMonitor", resource: "smon", ref: "servicemonitor.monitoring.coreos.com/web",
 			valid: "servicemonitor.yaml",
 			// No additionalPrinterColumns: NAME and AGE, as kube prints.
@@ -169,6 +173,7 @@ var realProjectCRDs = []crdProject{
 			conflictWith: `Apply failed with 1 conflict: conflict with "kubectl-create" using monitoring.coreos.com/v1: .spec.endpoints`,
 			jsonpath:     "{.spec.endpoints[0].interval}", want: "15s",
 		}, {
+			crd:  "prometheusrules.monitoring.coreos.com",
 			kind: "PrometheusRule", resource: "promrule", ref: "prometheusrule.monitoring.coreos.com/web-rules",
 			valid:       "prometheusrule.yaml",
 			columns:     []string{"NAME", "AGE"},
@@ -187,6 +192,7 @@ var realProjectCRDs = []crdProject{
 			conflictWith: `Apply failed with 1 conflict: conflict with "kubectl-create" using monitoring.coreos.com/v1: .spec.groups[name="web"].rules`,
 			jsonpath:     "{.spec.groups[0].rules[0].for}", want: "10m",
 		}, {
+			crd:  "prometheuses.monitoring.coreos.com",
 			kind: "Prometheus", resource: "prometheus", ref: "prometheus.monitoring.coreos.com/main",
 			valid:       "prometheus.yaml",
 			columns:     []string{"NAME", "VERSION", "REPLICAS", "AGE"},
@@ -210,9 +216,10 @@ var realProjectCRDs = []crdProject{
 // TestRealProjectCRDs applies the CustomResourceDefinitions real projects ship
 // (testdata/crds, unmodified) with the real kubectl and uses their custom resources
 // the way users do: the CRDs are Established, objects are created, kubectl get prints
-// the CRDs' printer columns, kubectl explain their schemas' descriptions, an object
-// the schema refuses is refused with kube's wording, server-side apply merges by the
-// schema's list types, a watch sees a change, and deleting a CRD deletes its objects.
+// the CRDs' printer columns, kubectl explain their schemas' descriptions, objects the
+// schema refuses are refused with kube's wording, server-side apply merges by the
+// schema's list types, a watch sees a change, a tightened schema ratchets, and deleting
+// a CRD deletes its objects (waiting, Terminating, for an object's finalizer).
 func TestRealProjectCRDs(t *testing.T) {
 	c := startSkiff(t, "sim")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -294,11 +301,41 @@ func (c *cluster) checkCRDProject(ctx context.Context, t *testing.T, p crdProjec
 		t.Run("a tightened schema ratchets", func(t *testing.T) { c.checkRatcheting(ctx, t, u) })
 	}
 	t.Run("delete crd deletes the custom resources", func(t *testing.T) {
-		out := c.must(ctx, t, append([]string{"delete", "crd"}, names...)...)
+		// A finalizer on the last kind's object holds its CRD in Terminating, as
+		// kube's customresourcecleanup finalizer waits for every object to go.
+		held := p.kinds[len(p.kinds)-1]
+		heldName := held.ref[strings.Index(held.ref, "/")+1:]
+		expectAll(t, c.must(ctx, t, "patch", held.resource, heldName, "--type=merge", "-p", `{"metadata":{"finalizers":["e2e.skiff.dev/hold"]}}`), held.ref+" patched")
+		out := c.must(ctx, t, append([]string{"delete", "crd", "--wait=false"}, names...)...)
 		for _, name := range names {
 			expectAll(t, out, `customresourcedefinition.apiextensions.k8s.io "`+name+`" deleted`)
-			expectAll(t, c.refused(ctx, t, "get", "crd", name), `customresourcedefinitions.apiextensions.k8s.io "`+name+`" not found`)
 		}
+		for _, name := range names {
+			if name == held.crd {
+				continue
+			}
+			eventually(t, 30*time.Second, func() (bool, string) {
+				out, err := c.kubectl(ctx, "get", "crd", name)
+				return err != nil && strings.Contains(out, `customresourcedefinitions.apiextensions.k8s.io "`+name+`" not found`), out
+			})
+		}
+		t.Run("held by a finalizer", func(t *testing.T) {
+			expectAll(t, c.refused(ctx, t, "create", "-f", crdTestdata("customresources", held.valid)),
+				"create not allowed while custom resource definition is terminating")
+			if out := c.must(ctx, t, "get", held.resource, heldName, "-o", "jsonpath={.metadata.deletionTimestamp}"); out == "" {
+				t.Errorf("%s has no deletionTimestamp while its CRD is terminating", held.ref)
+			}
+			// kube's finalizer controller says it is deleting the objects.
+			eventually(t, 30*time.Second, func() (bool, string) {
+				out, _ := c.kubectl(ctx, "get", "crd", held.crd, "-o", `jsonpath={.status.conditions[?(@.type=="Terminating")].reason}`)
+				return out == "InstanceDeletionInProgress", "Terminating reason " + strconv.Quote(out) + ", want InstanceDeletionInProgress"
+			})
+		})
+		expectAll(t, c.must(ctx, t, "patch", held.resource, heldName, "--type=json", "-p", `[{"op":"remove","path":"/metadata/finalizers"}]`), held.ref+" patched")
+		eventually(t, 30*time.Second, func() (bool, string) {
+			out, err := c.kubectl(ctx, "get", "crd", held.crd)
+			return err != nil && strings.Contains(out, `customresourcedefinitions.apiextensions.k8s.io "`+held.crd+`" not found`), out
+		})
 		// The same CRDs again: their objects must not come back with them.
 		apply(t)
 		for _, k := range p.kinds {
