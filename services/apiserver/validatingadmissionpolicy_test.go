@@ -541,6 +541,35 @@ func TestValidatingAdmissionPolicy(t *testing.T) {
 		})
 	})
 
+	t.Run("a CONNECT to pods/exec is matched, its options as the object", func(t *testing.T) {
+		vt := newVAPTest(t, cs, "vap-connect")
+		policy := vt.policy(admissionregistrationv1.Validation{Expression: "!object.command.exists(c, c == 'rm')",
+			MessageExpression: "object.kind + ': no rm'"})
+		policy.Spec.MatchConstraints.ResourceRules[0].RuleWithOperations = admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Connect},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/exec"}},
+		}
+		p := vt.createPolicy(policy)
+		b := vt.createBinding(vt.binding("deny", p.Name, admissionregistrationv1.Deny))
+		exec := func(command string) error {
+			return cs.CoreV1().RESTClient().Post().Namespace(vt.namespace).Resource("pods").Name("p").SubResource("exec").
+				Param("container", "c").Param("command", command).Param("stdout", "true").Do(ctx).Error()
+		}
+		var err error
+		until(t, "the policy refuses exec of rm", func() error {
+			if err = exec("rm"); !apierrors.IsInvalid(err) {
+				return fmt.Errorf("exec rm: %v", err)
+			}
+			return nil
+		})
+		wantStatus(t, err, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, fmt.Sprintf(
+			`pods "p" is forbidden: ValidatingAdmissionPolicy '%s' with binding '%s' denied request: PodExecOptions: no rm`, p.Name, b.Name))
+		// Another command gets past admission (to the 404 of a pod that is not there).
+		if err := exec("ls"); apierrors.IsInvalid(err) {
+			t.Fatalf("exec ls: %v", err)
+		}
+	})
+
 	t.Run("an unknown paramKind fails the policy", func(t *testing.T) {
 		vt := newVAPTest(t, cs, "vap-unknown-param")
 		policy := vt.policy(admissionregistrationv1.Validation{Expression: "true"})
