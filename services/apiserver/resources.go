@@ -6,6 +6,7 @@ import (
 	"skiff.dev/services/apiserver/registry/admissionregistration/mutatingwebhookconfiguration"
 	"skiff.dev/services/apiserver/registry/admissionregistration/validatingwebhookconfiguration"
 	"skiff.dev/services/apiserver/registry/apiextensions/customresourcedefinition"
+	"skiff.dev/services/apiserver/registry/apiregistration/apiservice"
 	"skiff.dev/services/apiserver/registry/apps/deployment"
 	"skiff.dev/services/apiserver/registry/apps/replicaset"
 	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
@@ -76,5 +77,6 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		mutatingwebhookconfiguration.Descriptor,
 		validatingwebhookconfiguration.Descriptor,
 		customresourcedefinition.Descriptor,
+		apiservice.Descriptor,
 	}
 }
