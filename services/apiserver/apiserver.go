@@ -36,6 +36,7 @@ import (
 
 	"skiff.dev/services/apiserver/admission"
 	"skiff.dev/services/apiserver/admission/webhook"
+	"skiff.dev/services/apiserver/aggregator"
 	"skiff.dev/services/apiserver/apiextensions"
 	"skiff.dev/services/apiserver/authentication"
 	"skiff.dev/services/apiserver/authorization"
@@ -99,7 +100,9 @@ type Config struct {
 	ExecProxyURL string
 	// ProxyClientTLS dials exec-proxy: the front-proxy-client certificate (issued by the
 	// front-proxy CA) and the cluster CA as RootCAs (kube's --proxy-client-cert-file);
-	// required with ExecProxyURL.
+	// required with ExecProxyURL. Its certificate is also what the aggregator presents to
+	// extension API servers (whose certificates each APIService's caBundle verifies); nil
+	// presents none, and they see the apiserver as anonymous.
 	ProxyClientTLS *tls.Config
 	// ServiceAccountSigningKeyFile is the PEM private key that signs service-account
 	// tokens (pki: sa.key; kube's --service-account-signing-key-file); required.
@@ -213,6 +216,7 @@ type APIServer struct {
 	compactor         *etcd3.Compactor // nil: no compaction
 	stores            storeSet
 	customResources   *apiextensions.Server
+	aggregator        *aggregator.Aggregator
 }
 
 // indexFields are the fields a strategy asks the watch cache to index by.
@@ -359,6 +363,15 @@ func New(cfg Config) (_ *APIServer, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
+	// APIServices: a local one per built-in group version; the others are proxied to
+	// their Service's ready endpoints, as kube-apiserver's aggregator with
+	// --enable-aggregator-routing, presenting the front-proxy client certificate.
+	local := make([]schema.GroupVersion, 0, len(groups))
+	for _, gv := range groups {
+		local = append(local, gv.GroupVersion)
+	}
+	s.aggregator = aggregator.New(aggregator.Config{Stores: stores, Resolver: resolver,
+		ProxyClientTLS: cfg.ProxyClientTLS, TracerProvider: cfg.TracerProvider, Local: local})
 	discovery, err := tokens.Verifier.Discovery(cfg.ServiceAccountJWKSURI)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: service-account issuer discovery: %w", err)
@@ -376,6 +389,8 @@ func New(cfg Config) (_ *APIServer, err error) {
 		ServiceAccountDiscovery: &discovery,
 		// Custom resources, as their CRDs come and go.
 		Dynamic: s.customResources,
+		// Extension API servers behind APIServices.
+		Aggregated: s.aggregator,
 		// Schemas of every served kind, for /openapi/v3 and server-side apply.
 		OpenAPIDefinitions: openapi.GetOpenAPIDefinitions,
 	})
@@ -691,6 +706,12 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		s.customResources.Run(ctx)
 	}()
 	defer func() { <-customResourcesDone }()
+	aggregatorDone := make(chan struct{})
+	go func() {
+		defer close(aggregatorDone)
+		s.aggregator.Run(ctx)
+	}()
+	defer func() { <-aggregatorDone }()
 	rbacDone := make(chan struct{})
 	go func() {
 		defer close(rbacDone)
