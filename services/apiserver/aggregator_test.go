@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -140,6 +141,23 @@ func (es *extensionServer) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]interface{}{"type": "ADDED", "object": flunder("streamed")})
 		w.(http.Flusher).Flush()
 		<-r.Context().Done() // the stream stays open: the event must arrive before it ends
+	case r.URL.Path == gv+"/namespaces/"+wardleNamespace+"/flunders/one/echo" && r.Header.Get("Upgrade") == "echo":
+		// An exec-like stream: switch protocols, then echo every line back.
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		_ = rw.Flush()
+		for {
+			line, err := rw.ReadString('\n')
+			if err != nil {
+				return
+			}
+			_, _ = rw.WriteString("echo: " + line)
+			_ = rw.Flush()
+		}
 	case r.URL.Path == gv+"/namespaces/"+wardleNamespace+"/flunders":
 		write(map[string]interface{}{"apiVersion": wardleGroup + "/" + wardleVersion, "kind": "FlunderList",
 			"metadata": map[string]interface{}{"resourceVersion": "7"}, "items": []interface{}{flunder("one")}})
@@ -364,6 +382,57 @@ func TestAggregatedAPIs(t *testing.T) {
 			}
 		case <-wctx.Done():
 			t.Fatal("no event through the proxy while the stream is open")
+		}
+	})
+
+	t.Run("a server the caBundle does not verify is unavailable", func(t *testing.T) {
+		other, err := pki.NewCA("not-wardle-ca")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := apiService.DeepCopy()
+		s.Name, s.Spec.Version, s.Spec.CABundle = "v1beta1."+wardleGroup, "v1beta1", other.CertPEM
+		if _, err := ac.ApiregistrationV1().APIServices().Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = ac.ApiregistrationV1().APIServices().Delete(ctx, s.Name, metav1.DeleteOptions{}) }()
+		if msg := waitAvailable(t, ac, s.Name, apiregistrationv1.ConditionFalse, "FailedDiscoveryCheck"); !strings.Contains(msg, "certificate signed by unknown authority") {
+			t.Errorf("message %q, want the TLS verification's failure", msg)
+		}
+		if resp, body := rawGet(t, srv.Config, "/apis/"+wardleGroup+"/v1beta1/namespaces/"+wardleNamespace+"/flunders", nil); resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("GET: %d %s, want 503", resp.StatusCode, body)
+		}
+	})
+
+	t.Run("an upgraded stream goes through", func(t *testing.T) {
+		path := listPath + "/one/echo"
+		clientTLS, err := rest.TLSConfigFor(srv.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clientTLS.NextProtos = []string{"http/1.1"}
+		conn, err := tls.Dial("tcp", strings.TrimPrefix(srv.URL, "https://"), clientTLS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: skiff\r\nConnection: Upgrade\r\nUpgrade: echo\r\nX-Remote-User: mallory\r\n\r\n", path)
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusSwitchingProtocols {
+			body, _ := io.ReadAll(resp.Body)
+			t.Fatalf("upgrade: %d %s, want 101", resp.StatusCode, body)
+		}
+		fmt.Fprintf(conn, "ping\n")
+		if line, err := br.ReadString('\n'); err != nil || line != "echo: ping\n" {
+			t.Fatalf("read %q, %v; want the extension server's echo", line, err)
+		}
+		if seen := es.last(t, path); seen.user != pki.Admin.CommonName || !slices.Contains(seen.groups, "system:masters") || seen.clientCN != "front-proxy-client" {
+			t.Errorf("the extension server saw %+v, want the admin over the front-proxy certificate", seen)
 		}
 	})
 
