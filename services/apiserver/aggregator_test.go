@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -52,12 +54,13 @@ var flunders = schema.GroupVersionResource{Group: wardleGroup, Version: wardleVe
 
 // extensionServer is a real extension API server over TLS: its serving certificate is
 // for api.wardle.svc, from a CA of its own (the APIService's caBundle), and it accepts
-// only client certificates of the front-proxy CA with CN front-proxy-client, as an
+// only client certificates of the request-header CA with an allowed name, as an
 // extension server's request-header authentication does. It records every request.
 type extensionServer struct {
 	*httptest.Server
-	caPEM  []byte
-	broken atomic.Bool // answer every request 500
+	caPEM        []byte
+	allowedNames []string
+	broken       atomic.Bool // answer every request 500
 
 	mu       sync.Mutex
 	requests []seenRequest
@@ -71,7 +74,9 @@ type seenRequest struct {
 	authorization                            string
 }
 
-func startExtensionServer(t *testing.T, srv *controlplanetest.Server) *extensionServer {
+// startExtensionServer serves with request-header authentication trusting clientCAs'
+// certificates named allowedNames.
+func startExtensionServer(t *testing.T, clientCAs *x509.CertPool, allowedNames []string) *extensionServer {
 	t.Helper()
 	ca, err := pki.NewCA("wardle-test-ca")
 	if err != nil {
@@ -85,14 +90,10 @@ func startExtensionServer(t *testing.T, srv *controlplanetest.Server) *extension
 	if err != nil {
 		t.Fatal(err)
 	}
-	frontProxyCA, err := pki.AuthorityPool(srv.PKIDir, pki.FrontProxyCA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	es := &extensionServer{caPEM: ca.CertPEM}
+	es := &extensionServer{caPEM: ca.CertPEM, allowedNames: allowedNames}
 	es.Server = httptest.NewUnstartedServer(http.HandlerFunc(es.serve))
 	es.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
-		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: frontProxyCA}
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clientCAs}
 	es.StartTLS()
 	t.Cleanup(es.Close)
 	return es
@@ -100,7 +101,7 @@ func startExtensionServer(t *testing.T, srv *controlplanetest.Server) *extension
 
 func (es *extensionServer) serve(w http.ResponseWriter, r *http.Request) {
 	cn := r.TLS.PeerCertificates[0].Subject.CommonName
-	if cn != pki.FrontProxyClient.CommonName {
+	if !slices.Contains(es.allowedNames, cn) {
 		http.Error(w, "not the front proxy", http.StatusUnauthorized)
 		return
 	}
@@ -241,12 +242,66 @@ func rawGet(t *testing.T, cfg *rest.Config, path string, header http.Header) (*h
 	return resp, body
 }
 
+// extensionAuthentication reads, as an extension API server bound to kube's
+// extension-apiserver-authentication-reader Role does at its start, the request-header
+// CA and allowed names the apiserver publishes in
+// kube-system/extension-apiserver-authentication, and checks the rest of it.
+func extensionAuthentication(t *testing.T, srv *controlplanetest.Server) (*x509.CertPool, []string) {
+	t.Helper()
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(srv.Config)
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "wardle-auth-reader", Namespace: "kube-system"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "extension-apiserver-authentication-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "wardle-server"}}}
+	if _, err := admin.RbacV1().RoleBindings("kube-system").Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	server := kubernetes.NewForConfigOrDie(srv.ClientConfig("wardle-server"))
+	var cm *corev1.ConfigMap
+	until(t, "the extension server reads extension-apiserver-authentication", func() error {
+		var err error
+		cm, err = server.CoreV1().ConfigMaps("kube-system").Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+		return err
+	})
+	frontProxyCA, _ := pki.FrontProxyCA.Files(srv.PKIDir)
+	frontProxyPEM, err := os.ReadFile(frontProxyCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{
+		"client-ca-file":                     string(srv.CA.CertPEM),
+		"requestheader-client-ca-file":       string(frontProxyPEM),
+		"requestheader-allowed-names":        `["front-proxy-client"]`,
+		"requestheader-username-headers":     `["X-Remote-User"]`,
+		"requestheader-group-headers":        `["X-Remote-Group"]`,
+		"requestheader-extra-headers-prefix": `["X-Remote-Extra-"]`,
+	} {
+		if got := cm.Data[key]; got != want {
+			t.Errorf("%s = %q, want %q", key, got, want)
+		}
+	}
+	// The Role lets it read that ConfigMap, nothing else.
+	if _, err := server.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("another kube-system ConfigMap: %v, want 403", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(cm.Data["requestheader-client-ca-file"])) {
+		t.Fatal("requestheader-client-ca-file holds no certificate")
+	}
+	var allowed []string
+	if err := json.Unmarshal([]byte(cm.Data["requestheader-allowed-names"]), &allowed); err != nil {
+		t.Fatal(err)
+	}
+	return pool, allowed
+}
+
 func TestAggregatedAPIs(t *testing.T) {
 	srv := controlplanetest.StartServerWithoutControllers(t)
 	ctx := context.Background()
 	cs := kubernetes.NewForConfigOrDie(srv.Config)
 	ac := aggregatorclient.NewForConfigOrDie(srv.Config)
-	es := startExtensionServer(t, srv)
+	clientCAs, allowedNames := extensionAuthentication(t, srv)
+	es := startExtensionServer(t, clientCAs, allowedNames)
 	port := int32(es.Listener.Addr().(*net.TCPAddr).Port)
 	listPath := "/apis/" + wardleGroup + "/" + wardleVersion + "/namespaces/" + wardleNamespace + "/flunders"
 	apiServiceName := wardleVersion + "." + wardleGroup

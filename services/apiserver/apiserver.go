@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -104,6 +105,12 @@ type Config struct {
 	// extension API servers (whose certificates each APIService's caBundle verifies); nil
 	// presents none, and they see the apiserver as anonymous.
 	ProxyClientTLS *tls.Config
+	// ClientCAFile and RequestHeaderClientCAFile are the PEM files of the cluster CA and
+	// of the front-proxy CA (kube's --client-ca-file and --requestheader-client-ca-file):
+	// they are published in kube-system/extension-apiserver-authentication for extension
+	// API servers, with the request-header fields and the allowed name
+	// front-proxy-client. "" publishes nothing. ConfigFromPKI sets them.
+	ClientCAFile, RequestHeaderClientCAFile string
 	// ServiceAccountSigningKeyFile is the PEM private key that signs service-account
 	// tokens (pki: sa.key; kube's --service-account-signing-key-file); required.
 	ServiceAccountSigningKeyFile string
@@ -157,7 +164,8 @@ const (
 )
 
 // ConfigFromPKI is a Config over etcd with the serving certificate, client CA, bootstrap
-// tokens, front-proxy client certificate (for exec-proxy), NATS client certificate
+// tokens, front-proxy client certificate (for exec-proxy and extension API servers) and
+// CA (published for extension API servers, when present), NATS client certificate
 // (apiserver-nats-client, for the event sink and the auth callout), NATS auth callout
 // key (nats-auth-callout.nk) and service-account key (sa.key, sa.pub) of a `skiff pki
 // init` directory.
@@ -170,6 +178,11 @@ func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 	clusterCA, err := pki.AuthorityPool(dir, pki.ClusterCA)
 	if err != nil {
 		return Config{}, fmt.Errorf("cluster CA: %w", err)
+	}
+	clusterCAFile, _ := pki.ClusterCA.Files(dir)
+	frontProxyCAFile, _ := pki.FrontProxyCA.Files(dir)
+	if _, err := os.Stat(frontProxyCAFile); err != nil {
+		frontProxyCAFile = "" // not handed to this apiserver: nothing to publish
 	}
 	// Toward exec-proxy the apiserver is front-proxy-client, of the front-proxy CA;
 	// exec-proxy serves a cluster-CA certificate.
@@ -187,6 +200,9 @@ func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 		BootstrapTokenFile: filepath.Join(dir, pki.BootstrapTokenFile),
 		ProxyClientTLS:     &tls.Config{Certificates: []tls.Certificate{proxyCert}, RootCAs: clusterCA, MinVersion: tls.VersionTLS12},
 		NATSTLS:            natsTLS,
+
+		ClientCAFile:              clusterCAFile,
+		RequestHeaderClientCAFile: frontProxyCAFile,
 
 		NATSAuthCalloutSeedFile: filepath.Join(dir, pki.NATSAuthCalloutSeedFile),
 
@@ -371,7 +387,9 @@ func New(cfg Config) (_ *APIServer, err error) {
 		local = append(local, gv.GroupVersion)
 	}
 	s.aggregator = aggregator.New(aggregator.Config{Stores: stores, Resolver: resolver,
-		ProxyClientTLS: cfg.ProxyClientTLS, TracerProvider: cfg.TracerProvider, Local: local})
+		ProxyClientTLS: cfg.ProxyClientTLS, TracerProvider: cfg.TracerProvider, Local: local,
+		ClientCAFile: cfg.ClientCAFile, RequestHeaderCAFile: cfg.RequestHeaderClientCAFile,
+		RequestHeaderAllowedNames: []string{pki.FrontProxyClient.CommonName}})
 	discovery, err := tokens.Verifier.Discovery(cfg.ServiceAccountJWKSURI)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: service-account issuer discovery: %w", err)

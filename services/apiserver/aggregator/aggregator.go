@@ -73,6 +73,15 @@ type Config struct {
 	// local APIService (autoregistration, with kube's priorities), and their groups are
 	// never proxied.
 	Local []schema.GroupVersion
+	// ClientCAFile (the CA of client certificates, kube's --client-ca-file) and
+	// RequestHeaderCAFile (the front-proxy CA, --requestheader-client-ca-file) are
+	// published, with RequestHeaderAllowedNames and the request-header fields, in
+	// kube-system/extension-apiserver-authentication, which extension API servers read to
+	// authenticate what the apiserver proxies to them. "" publishes neither.
+	ClientCAFile, RequestHeaderCAFile string
+	// RequestHeaderAllowedNames are the client certificate names whose request-header
+	// fields extension servers should believe (--requestheader-allowed-names).
+	RequestHeaderAllowedNames []string
 }
 
 // Aggregator serves the aggregated APIs; build it with New and Run it.
@@ -149,7 +158,8 @@ func sliceServiceIndex(obj interface{}) ([]string, error) {
 }
 
 // Run watches APIServices, Services and EndpointSlices, registers the local
-// APIServices and checks availability until ctx ends.
+// APIServices, checks availability and publishes the extension-apiserver-authentication
+// ConfigMap until ctx ends.
 func (a *Aggregator) Run(ctx context.Context) {
 	defer a.queue.ShutDown()
 	var wg sync.WaitGroup
@@ -161,6 +171,8 @@ func (a *Aggregator) Run(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), a.informer.HasSynced, a.services.HasSynced, a.slices.HasSynced) {
 		return
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); a.publishAuthentication(ctx) }()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
