@@ -24,6 +24,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -331,6 +333,59 @@ func TestAggregatedAPIs(t *testing.T) {
 		if cells := table.Rows[0].Cells; len(cells) != 4 || cells[0] != "v1.apps" || cells[1] != "Local" || cells[2] != "True" {
 			t.Errorf("row = %v, want v1.apps Local True <age>", cells)
 		}
+	})
+
+	t.Run("local APIServices for custom resource group versions", func(t *testing.T) {
+		crds := apiextensionsclient.NewForConfigOrDie(srv.Config).ApiextensionsV1().CustomResourceDefinitions()
+		schema := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}
+		crd := &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: "gadgets.stable.example.com"},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "stable.example.com", Scope: apiextensionsv1.ClusterScoped,
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget"},
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
+					{Name: "v1", Served: true, Storage: true, Schema: schema},
+					{Name: "v2beta1", Served: false, Schema: schema},
+				}},
+		}
+		if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitAvailable(t, ac, "v1.stable.example.com", apiregistrationv1.ConditionTrue, "Local")
+		s, err := ac.ApiregistrationV1().APIServices().Get(ctx, "v1.stable.example.com", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Spec.GroupPriorityMinimum != 1000 || s.Spec.VersionPriority != 100 || s.Labels["kube-aggregator.kubernetes.io/automanaged"] != "true" {
+			t.Errorf("v1.stable.example.com = %+v %v, want kube's CRD APIService", s.Spec, s.Labels)
+		}
+		if _, err := ac.ApiregistrationV1().APIServices().Get(ctx, "v2beta1.stable.example.com", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("an unserved version's APIService: %v, want none", err)
+		}
+		// Deleted while its CRD serves it, it comes back.
+		if err := ac.ApiregistrationV1().APIServices().Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		until(t, "the APIService comes back", func() error {
+			again, err := ac.ApiregistrationV1().APIServices().Get(ctx, s.Name, metav1.GetOptions{})
+			if err == nil && again.UID == s.UID {
+				return errors.New("not deleted yet")
+			}
+			return err
+		})
+		// The custom resources are served and listed as before.
+		if resp, body := rawGet(t, srv.Config, "/apis/stable.example.com/v1/gadgets", nil); resp.StatusCode != http.StatusOK {
+			t.Errorf("GET gadgets: %d %s", resp.StatusCode, body)
+		}
+		if err := crds.Delete(ctx, crd.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		until(t, "the APIService goes with its CRD", func() error {
+			_, err := ac.ApiregistrationV1().APIServices().Get(ctx, s.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there: %v", err)
+		})
 	})
 
 	// The Service and its EndpointSlice point at the extension server on 127.0.0.1.

@@ -94,6 +94,7 @@ type Aggregator struct {
 	slices    cache.SharedIndexInformer
 	queue     workqueue.TypedRateLimitingInterface[string]
 	discovery *discoveryCache
+	crds      *crdRegistration // nil: custom resources are not served
 
 	mu         sync.Mutex
 	transports map[string]*backend // by APIService name
@@ -122,6 +123,7 @@ func New(cfg Config) *Aggregator {
 		a.localSet.Insert(gv.Group)
 	}
 	a.current.Store(&snapshot{})
+	a.crds = newCRDRegistration(a)
 	a.informer = cache.NewSharedIndexInformer(&registry.ListWatch{Stores: cfg.Stores, Resource: apiservice.Resource},
 		&apiregistrationv1.APIService{}, resyncPeriod, cache.Indexers{})
 	_, _ = a.informer.AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
@@ -158,8 +160,8 @@ func sliceServiceIndex(obj interface{}) ([]string, error) {
 }
 
 // Run watches APIServices, Services and EndpointSlices, registers the local
-// APIServices, checks availability and publishes the extension-apiserver-authentication
-// ConfigMap until ctx ends.
+// APIServices (of built-in and custom resource group versions), checks availability and
+// publishes the extension-apiserver-authentication ConfigMap until ctx ends.
 func (a *Aggregator) Run(ctx context.Context) {
 	defer a.queue.ShutDown()
 	var wg sync.WaitGroup
@@ -173,6 +175,10 @@ func (a *Aggregator) Run(ctx context.Context) {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); a.publishAuthentication(ctx) }()
+	if a.crds != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.crds.run(ctx) }()
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -230,6 +236,9 @@ func (a *Aggregator) apiServiceChanged(obj interface{}) {
 	if s, ok := obj.(*apiregistrationv1.APIService); ok {
 		a.rebuild()
 		a.queue.Add(s.Name)
+		if a.crds != nil {
+			a.crds.queue.Add(crdKey)
+		}
 	}
 }
 
