@@ -361,10 +361,9 @@ func (a *Aggregator) rebuild() {
 	hasRemote := sets.New[string]()
 	keep := map[string]bool{}
 	for _, s := range all {
-		if s.Spec.Service == nil || a.localSet.Has(s.Spec.Group) {
+		if s.Spec.Service == nil {
 			continue
 		}
-		hasRemote.Insert(s.Spec.Group)
 		k := keyOf(s)
 		b := a.transports[s.Name]
 		if b == nil || !reflect.DeepEqual(b.key, k) {
@@ -375,10 +374,15 @@ func (a *Aggregator) rebuild() {
 			a.transports[s.Name] = b
 		}
 		keep[s.Name] = true
-		next.remote[s.Spec.Group+"/"+s.Spec.Version] = &route{apiService: s, backend: b,
-			available: helper.IsAPIServiceConditionTrue(s, apiregistrationv1.Available)}
 		svc := s.Spec.Service.Namespace + "/" + s.Spec.Service.Name
 		next.byService[svc] = append(next.byService[svc], s.Name)
+		// A built-in group stays skiff's: its APIService is checked, never routed.
+		if a.localSet.Has(s.Spec.Group) {
+			continue
+		}
+		hasRemote.Insert(s.Spec.Group)
+		next.remote[s.Spec.Group+"/"+s.Spec.Version] = &route{apiService: s, backend: b,
+			available: helper.IsAPIServiceConditionTrue(s, apiregistrationv1.Available)}
 	}
 	for name, b := range a.transports {
 		if !keep[name] {

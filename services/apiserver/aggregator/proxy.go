@@ -55,7 +55,7 @@ func (p *proxyHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		proxyError(w, "service unavailable", http.StatusServiceUnavailable)
 		return
 	}
-	location := &url.URL{Scheme: "https", Host: addr, Path: req.URL.Path, RawQuery: req.URL.RawQuery}
+	location := &url.URL{Scheme: "https", Host: addr, Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
 	ctx, cancel := req.Context(), context.CancelFunc(func() {})
 	if len(strings.Split(strings.Trim(req.URL.Path, "/"), "/")) == 3 {
 		ctx, cancel = context.WithTimeout(ctx, discoveryTimeout)
