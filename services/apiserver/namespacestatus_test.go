@@ -27,7 +27,7 @@ func TestNamespaceStatusSubresource(t *testing.T) {
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "st"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	patch := `{"metadata":{"labels":{"ignored":"yes"}},"status":{"conditions":[{"type":"StatusUpdate","status":"True","reason":"E2E","message":"Set from a test"}]}}`
+	patch := `{"metadata":{"annotations":{"patched":"yes"}},"spec":{"finalizers":["ignored"]},"status":{"conditions":[{"type":"StatusUpdate","status":"True","reason":"E2E","message":"Set from a test"}]}}`
 	ns, err := client.CoreV1().Namespaces().Patch(ctx, "st", types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
 	if err != nil {
 		t.Fatal(err)
@@ -35,8 +35,11 @@ func TestNamespaceStatusSubresource(t *testing.T) {
 	if len(ns.Status.Conditions) != 1 || ns.Status.Conditions[0].Reason != "E2E" {
 		t.Errorf("conditions = %v, want the patched one", ns.Status.Conditions)
 	}
-	if ns.Labels["ignored"] == "yes" {
-		t.Error("a status patch changed the labels")
+	if ns.Annotations["patched"] != "yes" {
+		t.Error("a status patch did not apply its annotation, as kube's does")
+	}
+	if len(ns.Spec.Finalizers) != 1 || ns.Spec.Finalizers[0] != corev1.FinalizerKubernetes {
+		t.Errorf("a status patch changed spec.finalizers to %v", ns.Spec.Finalizers)
 	}
 	ns.Status.Phase = corev1.NamespaceTerminating
 	if _, err := client.CoreV1().Namespaces().UpdateStatus(ctx, ns, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "may only be 'Active'") {

@@ -311,6 +311,29 @@ func TestAdmissionWebhooks(t *testing.T) {
 		}
 	})
 
+	t.Run("a connection to pods/attach is admitted as CONNECT", func(t *testing.T) {
+		wt := newWebhookTest(t, cs, "webhook-connect")
+		wt.createValidating(wt.validating("connect.webhooks.skiff.dev", ws.clientConfig("/deny"),
+			coreRule([]string{"pods/attach"}, admissionregistrationv1.Connect)))
+		until(t, "the webhook refuses attach", func() error {
+			err := cs.CoreV1().RESTClient().Post().Namespace(wt.namespace).Resource("pods").Name("to-be-attached").
+				SubResource("attach").Param("container", "c").Param("stdin", "true").Do(ctx).Error()
+			if err == nil || !strings.Contains(err.Error(), `admission webhook "connect.webhooks.skiff.dev" denied the request`) {
+				return fmt.Errorf("attach: %v", err)
+			}
+			return nil
+		})
+		var got *admissionv1.AdmissionRequest
+		for _, r := range ws.received("/deny") {
+			if r.Name == "to-be-attached" {
+				got = &r
+			}
+		}
+		if got == nil || got.Operation != admissionv1.Connect || got.SubResource != "attach" || !strings.Contains(string(got.Object.Raw), `"kind":"PodAttachOptions"`) || !strings.Contains(string(got.Object.Raw), `"container":"c"`) {
+			t.Errorf("the webhook was sent %+v, want CONNECT pods/attach with the PodAttachOptions", got)
+		}
+	})
+
 	t.Run("a validating webhook sees the object a delete removes", func(t *testing.T) {
 		wt := newWebhookTest(t, cs, "webhook-delete")
 		if _, err := wt.createConfigMap(wt.configMap("kept", "deny", "true"), false); err != nil {

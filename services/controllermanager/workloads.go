@@ -3,6 +3,8 @@ package controllermanager
 import (
 	"context"
 
+	"k8s.io/client-go/dynamic"
+
 	"skiff.dev/services/controllermanager/cronjob"
 	"skiff.dev/services/controllermanager/deployment"
 	"skiff.dev/services/controllermanager/garbagecollector"
@@ -57,7 +59,16 @@ func startTTLAfterFinishedController(ctx context.Context, cc ControllerContext) 
 }
 
 func startGarbageCollectorController(ctx context.Context, cc ControllerContext) error {
-	go garbagecollector.New(cc.InformerFactory, cc.Client, cc.Events.ForComponent("garbage-collector-controller")).Run(ctx, cc.Options.ConcurrentGCSyncs)
+	gc := garbagecollector.New(cc.InformerFactory, cc.Client, cc.Events.ForComponent("garbage-collector-controller"))
+	if cc.RESTConfig != nil {
+		// Custom resources, found through discovery, read through the dynamic client.
+		dyn, err := dynamic.NewForConfig(cc.RESTConfig)
+		if err != nil {
+			return err
+		}
+		gc.WithCustomResources(dyn, cc.Client.Discovery(), 0)
+	}
+	go gc.Run(ctx, cc.Options.ConcurrentGCSyncs)
 	return nil
 }
 

@@ -1,30 +1,38 @@
 package controllermanager
 
 import (
-	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/util/workqueue"
 )
 
+// TestWorkqueueMetricsUseKubeNames: a work queue's adds and depth reach WorkqueueMetrics
+// under kube's names, labelled by the queue's name.
 func TestWorkqueueMetricsUseKubeNames(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	RegisterWorkqueueMetrics(reg)
 	q := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: "test_queue"})
 	defer q.ShutDown()
 	q.Add("a")
 	q.Add("b")
-	want := `
-# HELP workqueue_adds_total Total number of adds handled by workqueue
-# TYPE workqueue_adds_total counter
-workqueue_adds_total{name="test_queue"} 2
-# HELP workqueue_depth Current depth of workqueue
-# TYPE workqueue_depth gauge
-workqueue_depth{name="test_queue"} 2
-`
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "workqueue_adds_total", "workqueue_depth"); err != nil {
-		t.Error(err)
+	families, err := WorkqueueMetrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" && l.GetValue() == "test_queue" {
+					got[f.GetName()] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	if got["workqueue_adds_total"] != 2 || got["workqueue_depth"] != 2 {
+		t.Errorf("test_queue's metrics = %v, want workqueue_adds_total and workqueue_depth 2", got)
+	}
+	for name := range got {
+		if name[:10] != "workqueue_" {
+			t.Errorf("gathered %s, want workqueue_ families only", name)
+		}
 	}
 }

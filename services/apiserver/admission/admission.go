@@ -31,6 +31,9 @@ const (
 	Create Operation = "CREATE"
 	Update Operation = "UPDATE"
 	Delete Operation = "DELETE"
+	// Connect is a connection to a subresource (pods/exec, attach, portforward,
+	// proxy); Object is its options (PodExecOptions...).
+	Connect Operation = "CONNECT"
 )
 
 // Attributes describe one write. Mirrors admission.Attributes.

@@ -543,6 +543,24 @@ func (s *Server) OpenAPIV2() (*spec.Swagger, string) {
 // finalizer, which lets the CRD go. Objects that wait on finalizers of their own keep
 // the CRD until they are gone. Mirrors the apiextensions CRDFinalizer.
 func (s *Server) cleanup(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
+	if c := customresourcedefinition.FindCondition(crd, apiextensionsv1.Terminating); c == nil || c.Reason != "InstanceDeletionInProgress" {
+		status := s.cfg.Stores.Store(crdResource).WithStrategy(customresourcedefinition.StatusStrategy{})
+		_, _, err := status.Update(ctx, "", crd.Name, rest.UpdatedObjectFunc(func(_ context.Context, old runtime.Object) (runtime.Object, error) {
+			current := old.DeepCopyObject().(*apiextensionsv1.CustomResourceDefinition)
+			if current.UID != crd.UID {
+				return nil, apierrors.NewConflict(crdResource, crd.Name, fmt.Errorf("the CRD was replaced"))
+			}
+			customresourcedefinition.SetCondition(current, apiextensionsv1.CustomResourceDefinitionCondition{
+				Type: apiextensionsv1.Terminating, Status: apiextensionsv1.ConditionTrue,
+				Reason: "InstanceDeletionInProgress", Message: "CustomResource deletion is in progress",
+			})
+			return current, nil
+		}), &metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err // the write brings the CRD back through the informer
+	}
 	s.mu.Lock()
 	var store *registry.Store
 	if served := s.served[crd.Name]; served != nil && served.crd.UID == crd.UID {

@@ -108,7 +108,9 @@ var (
 // Create refuses a create while the CRD is terminating (405), and otherwise creates.
 func (r *customResourceREST) Create(ctx context.Context, namespace string, obj runtime.Object, opts *metav1.CreateOptions) (runtime.Object, error) {
 	if r.terminating() {
-		return nil, apierrors.NewMethodNotSupported(r.Store.Resource, "create")
+		err := apierrors.NewMethodNotSupported(r.Store.Resource, "create")
+		err.ErrStatus.Message = "create not allowed while custom resource definition is terminating"
+		return nil, err
 	}
 	return r.Store.Create(ctx, namespace, obj, opts)
 }

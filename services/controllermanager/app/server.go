@@ -82,15 +82,16 @@ func (c *Config) Run(ctx context.Context) error {
 	if c.LeaderElection != nil {
 		cmConfig.LeaderElection = *c.LeaderElection
 	}
+	var gatherer prometheus.Gatherer // a nil *Registry would be a non-nil Gatherer
 	if registry != nil {
-		controllermanager.RegisterWorkqueueMetrics(registry)
 		cmConfig.Registerer = registry
+		gatherer = prometheus.Gatherers{registry, controllermanager.WorkqueueMetrics}
 	}
 	cm, err := controllermanager.New(cmConfig)
 	if err != nil {
 		return fmt.Errorf("controller manager: %w", err)
 	}
-	if err := componentbase.StartServing(ctx, c.Serving, registry, serving.WithLiveness(cm.Healthz), serving.WithDelegatedAuth(c.Client, c.RESTConfig)); err != nil {
+	if err := componentbase.StartServingGatherer(ctx, c.Serving, gatherer, serving.WithLiveness(cm.Healthz), serving.WithDelegatedAuth(c.Client, c.RESTConfig)); err != nil {
 		return err
 	}
 	if err := cm.Run(ctx); err != nil {

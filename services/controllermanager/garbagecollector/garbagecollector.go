@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -45,18 +46,30 @@ import (
 // Name is the controller's name in kube-controller-manager's --controllers list.
 const Name = "garbage-collector-controller"
 
-// resource is one kind the collector can look up, delete and patch.
+// resource is one kind the collector can look up, delete and patch: a built-in kind
+// through its typed REST client, or a custom resource through the dynamic client.
 type resource struct {
 	gvk        schema.GroupVersionKind
 	name       string // plural, in URLs
 	namespaced bool
 	client     rest.Interface
+	// dynamic, for custom resources, replaces client: no strategic merge patch.
+	dynamic dynamic.NamespaceableResourceInterface
+}
+
+func (r resource) scoped(namespace string) dynamic.ResourceInterface {
+	if r.namespaced {
+		return r.dynamic.Namespace(namespace)
+	}
+	return r.dynamic
 }
 
 // GarbageCollector is the garbage collector.
 type GarbageCollector struct {
 	graph           graph
+	resourcesMu     sync.RWMutex
 	resources       map[schema.GroupVersionKind]resource
+	custom          *customResources // nil: built-in kinds only
 	synced          []cache.InformerSynced
 	attemptToDelete workqueue.TypedRateLimitingInterface[*node]
 	attemptToOrphan workqueue.TypedRateLimitingInterface[*node]
@@ -120,6 +133,10 @@ func (gc *GarbageCollector) Run(ctx context.Context, workers int) {
 		return
 	}
 	var wg sync.WaitGroup
+	if gc.custom != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); gc.runCustomResources(ctx) }()
+	}
 	for i := 0; i < workers; i++ {
 		wg.Add(2)
 		go func() { defer wg.Done(); wait.UntilWithContext(ctx, gc.runAttemptToDeleteWorker, time.Second) }()
@@ -307,7 +324,9 @@ func (gc *GarbageCollector) resourceFor(apiVersion, kind string) (resource, erro
 	if err != nil {
 		return resource{}, err
 	}
+	gc.resourcesMu.RLock()
 	r, ok := gc.resources[gv.WithKind(kind)]
+	gc.resourcesMu.RUnlock()
 	if !ok {
 		return resource{}, errUnknownKind
 	}
@@ -318,6 +337,9 @@ func (gc *GarbageCollector) resourceFor(apiVersion, kind string) (resource, erro
 func (gc *GarbageCollector) get(ctx context.Context, r resource, namespace, name string) (metav1.Object, error) {
 	if !r.namespaced {
 		namespace = ""
+	}
+	if r.dynamic != nil {
+		return r.scoped(namespace).Get(ctx, name, metav1.GetOptions{})
 	}
 	obj, err := r.client.Get().NamespaceIfScoped(namespace, r.namespaced).Resource(r.name).Name(name).Do(ctx).Get()
 	if err != nil {
@@ -339,6 +361,11 @@ func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, n *node) er
 	}
 	r, err := gc.resourceFor(identity.APIVersion, identity.Kind)
 	if err == errUnknownKind {
+		if gc.mayBeCustomResource(identity.APIVersion) {
+			// Discovery may not have listed it yet (a new CRD): look again later, as
+			// kube's collector requeues an object whose kind it cannot map.
+			return err
+		}
 		return nil
 	}
 	if err != nil {
@@ -375,7 +402,7 @@ func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, n *node) er
 		}
 		// A live owner keeps the object; forget the owners that are gone or going.
 		for _, ref := range append(dangling, waiting...) {
-			if err := gc.patch(ctx, r, latest, controllerref.ReleasePatch(ref.UID, latest.GetUID())); err != nil && !apierrors.IsNotFound(err) {
+			if err := gc.releaseOwner(ctx, r, latest.GetNamespace(), latest.GetName(), latest.GetUID(), ref.UID); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
 		}
@@ -475,8 +502,7 @@ func (gc *GarbageCollector) orphanDependents(ctx context.Context, owner *node) e
 		if err != nil {
 			continue
 		}
-		err = r.client.Patch(types.StrategicMergePatchType).NamespaceIfScoped(depIdentity.Namespace, r.namespaced).
-			Resource(r.name).Name(depIdentity.Name).Body(controllerref.ReleasePatch(identity.UID, depIdentity.UID)).Do(ctx).Error()
+		err = gc.releaseOwner(ctx, r, depIdentity.Namespace, depIdentity.Name, depIdentity.UID, identity.UID)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("orphan %s %s/%s: %w", depIdentity.Kind, depIdentity.Namespace, depIdentity.Name, err)
 		}
@@ -506,8 +532,13 @@ func (gc *GarbageCollector) removeFinalizer(ctx context.Context, r resource, obj
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 			"finalizers": kept, "resourceVersion": obj.GetResourceVersion(), "uid": obj.GetUID(),
 		}})
-		err := r.client.Patch(types.MergePatchType).NamespaceIfScoped(obj.GetNamespace(), r.namespaced).
-			Resource(r.name).Name(obj.GetName()).Body(patch).Do(ctx).Error()
+		var err error
+		if r.dynamic != nil {
+			_, err = r.scoped(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+		} else {
+			err = r.client.Patch(types.MergePatchType).NamespaceIfScoped(obj.GetNamespace(), r.namespaced).
+				Resource(r.name).Name(obj.GetName()).Body(patch).Do(ctx).Error()
+		}
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -532,7 +563,12 @@ func (gc *GarbageCollector) removeFinalizer(ctx context.Context, r resource, obj
 func (gc *GarbageCollector) deleteObject(ctx context.Context, r resource, obj metav1.Object, policy metav1.DeletionPropagation) error {
 	uid := obj.GetUID()
 	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &policy}
-	err := r.client.Delete().NamespaceIfScoped(obj.GetNamespace(), r.namespaced).Resource(r.name).Name(obj.GetName()).Body(&opts).Do(ctx).Error()
+	var err error
+	if r.dynamic != nil {
+		err = r.scoped(obj.GetNamespace()).Delete(ctx, obj.GetName(), opts)
+	} else {
+		err = r.client.Delete().NamespaceIfScoped(obj.GetNamespace(), r.namespaced).Resource(r.name).Name(obj.GetName()).Body(&opts).Do(ctx).Error()
+	}
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone, or replaced by a namesake that is not ours to delete
 	}
@@ -542,8 +578,27 @@ func (gc *GarbageCollector) deleteObject(ctx context.Context, r resource, obj me
 	return err
 }
 
-// patch applies a strategic merge patch to obj.
-func (gc *GarbageCollector) patch(ctx context.Context, r resource, obj metav1.Object, patch []byte) error {
-	return r.client.Patch(types.StrategicMergePatchType).NamespaceIfScoped(obj.GetNamespace(), r.namespaced).
-		Resource(r.name).Name(obj.GetName()).Body(patch).Do(ctx).Error()
+// releaseOwner removes the reference to owner from the object namespace/name (whose uid
+// must still be dependent): a strategic merge patch deleting that one reference for
+// built-in kinds; for custom resources, which take no strategic merge patch, a JSON
+// merge patch of the remaining list at the read resourceVersion (a conflict is retried
+// by the queue), as kube's collector writes for them.
+func (gc *GarbageCollector) releaseOwner(ctx context.Context, r resource, namespace, name string, dependent, owner types.UID) error {
+	if r.dynamic == nil {
+		return r.client.Patch(types.StrategicMergePatchType).NamespaceIfScoped(namespace, r.namespaced).
+			Resource(r.name).Name(name).Body(controllerref.ReleasePatch(owner, dependent)).Do(ctx).Error()
+	}
+	latest, err := gc.get(ctx, r, namespace, name)
+	if err != nil {
+		return err
+	}
+	if latest.GetUID() != dependent {
+		return nil
+	}
+	kept := slices.DeleteFunc(slices.Clone(latest.GetOwnerReferences()), func(ref metav1.OwnerReference) bool { return ref.UID == owner })
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"ownerReferences": kept, "uid": dependent, "resourceVersion": latest.GetResourceVersion(),
+	}})
+	_, err = r.scoped(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
 }

@@ -8,9 +8,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -226,5 +231,87 @@ func TestReplicationControllerDeletedWithoutPolicyOrphansItsPods(t *testing.T) {
 		if len(p.OwnerReferences) != 0 {
 			t.Errorf("pod %s still has owner references: %+v", p.Name, p.OwnerReferences)
 		}
+	}
+}
+
+// TestCustomResourcesAsOwnersAndDependents: a Deployment owned by a custom resource
+// goes with it, and a custom resource owned by a ConfigMap-less Deployment goes with
+// the Deployment: custom resources are followed once discovery lists them.
+func TestCustomResourcesAsOwnersAndDependents(t *testing.T) {
+	cfg := controlplanetest.Start(t)
+	cfg.QPS, cfg.Burst = -1, 0
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	crds := apiextensionsclient.NewForConfigOrDie(cfg).ApiextensionsV1().CustomResourceDefinitions()
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "apps.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.com", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "apps", Singular: "app", Kind: "App"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
+		},
+	}
+	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	apps := dynamic.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "apps"}).Namespace("default")
+	var owner *unstructured.Unstructured
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		owner, err = apps.Create(ctx, &unstructured.Unstructured{Object: map[string]interface{}{
+			"apiVersion": "example.com/v1", "kind": "App", "metadata": map[string]interface{}{"name": "owner"}}}, metav1.CreateOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("the CRD is not served: %v", err)
+	}
+
+	recorder, err := eventrecorder.New(eventrecorder.Config{Component: "controller-manager", Client: cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	gc := garbagecollector.New(factory, cs, recorder).WithCustomResources(dynamic.NewForConfigOrDie(cfg), cs.Discovery(), 200*time.Millisecond)
+	runCtx, stop := context.WithCancel(context.Background())
+	factory.Start(runCtx.Done())
+	done := make(chan struct{})
+	go func() { defer close(done); gc.Run(runCtx, 2) }()
+	t.Cleanup(func() { stop(); <-done; factory.Shutdown() })
+
+	dependent := newDeployment("dependent", 0)
+	dependent.OwnerReferences = []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "App", Name: "owner", UID: owner.GetUID()}}
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, dependent, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ownerDeployment, err := cs.AppsV1().Deployments("default").Create(ctx, newDeployment("owner-deployment", 0), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := &unstructured.Unstructured{Object: map[string]interface{}{"apiVersion": "example.com/v1", "kind": "App",
+		"metadata": map[string]interface{}{"name": "child", "ownerReferences": []interface{}{map[string]interface{}{
+			"apiVersion": "apps/v1", "kind": "Deployment", "name": "owner-deployment", "uid": string(ownerDeployment.UID)}}}}}
+	if _, err := apps.Create(ctx, child, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := apps.Delete(ctx, "owner", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.AppsV1().Deployments("default").Delete(ctx, "owner-deployment", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.AppsV1().Deployments("default").Get(ctx, "dependent", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Errorf("the Deployment owned by a deleted custom resource was not collected: %v", err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := apps.Get(ctx, "child", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Errorf("the custom resource owned by a deleted Deployment was not collected: %v", err)
 	}
 }

@@ -77,12 +77,18 @@ func MetricsRegistry(reg *prometheus.Registry, serve bool, recorder *eventrecord
 // none), with opts (serving.WithLiveness, WithReadiness, WithDelegatedAuth); with s nil
 // it serves nothing. Errors: Start's, as "health endpoints: …".
 func StartServing(ctx context.Context, s *serving.Options, reg *prometheus.Registry, opts ...serving.Option) error {
-	if s == nil {
-		return nil
-	}
 	var gatherer prometheus.Gatherer // a nil *Registry would be a non-nil Gatherer
 	if reg != nil {
 		gatherer = reg
+	}
+	return StartServingGatherer(ctx, s, gatherer, opts...)
+}
+
+// StartServingGatherer is StartServing with /metrics answered from gatherer (nil: no
+// /metrics), for a component whose metrics live in more than one registry.
+func StartServingGatherer(ctx context.Context, s *serving.Options, gatherer prometheus.Gatherer, opts ...serving.Option) error {
+	if s == nil {
+		return nil
 	}
 	if _, err := s.Start(ctx, gatherer, opts...); err != nil {
 		return fmt.Errorf("health endpoints: %w", err)

@@ -15,7 +15,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
@@ -31,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/client-go/util/jsonpath"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
@@ -317,22 +320,47 @@ func (s *Strategy) validateSchema(ctx context.Context, u, old *unstructured.Unst
 		if old == nil {
 			errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u.Object, s.validator)...)
 		} else {
-			errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(nil, u.Object, old.Object, s.validator)...)
+			var opts []apiservervalidation.ValidationOption
+			if s.structural != nil {
+				opts = append(opts, apiservervalidation.WithRatcheting(common.NewCorrelatedObject(u.Object, old.Object, &model.Structural{Structural: s.structural})))
+			}
+			errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(nil, u.Object, old.Object, s.validator, opts...)...)
 		}
 	}
 	if s.structural == nil {
 		return errs
 	}
 	errs = append(errs, schemaobjectmeta.Validate(ctx, nil, u.Object, s.structural, false)...)
-	if s.cel != nil && len(errs) == 0 {
-		var oldObj interface{}
-		if old != nil {
-			oldObj = old.Object
-		}
-		celErrs, _ := s.cel.Validate(ctx, nil, s.structural, u.Object, oldObj, celconfig.RuntimeCELCostBudget)
-		errs = append(errs, celErrs...)
+	if old == nil || len(structurallisttype.ValidateListSetsAndMaps(nil, s.structural, old.Object)) == 0 {
+		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, s.structural, u.Object)...)
 	}
-	return errs
+	var oldObj interface{}
+	if old != nil {
+		oldObj = old.Object
+	}
+	return append(errs, s.validateRules(ctx, errs, u.Object, oldObj)...)
+}
+
+// validateRules runs the CEL rules (x-kubernetes-validations) over obj, oldObj (nil on
+// create) for transition rules and ratcheting, unless errs holds an error that makes
+// the rules meaningless (a required, type, enum or size error): then one error says so,
+// as kube's strategy does.
+func (s *Strategy) validateRules(ctx context.Context, errs field.ErrorList, obj, oldObj interface{}) field.ErrorList {
+	if s.cel == nil {
+		return nil
+	}
+	for _, e := range errs {
+		switch e.Type {
+		case field.ErrorTypeRequired, field.ErrorTypeTypeInvalid, field.ErrorTypeNotSupported, field.ErrorTypeTooLong, field.ErrorTypeTooMany:
+			return field.ErrorList{field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation")}
+		}
+	}
+	var opts []cel.Option
+	if oldObj != nil {
+		opts = append(opts, cel.WithRatcheting(common.NewCorrelatedObject(obj, oldObj, &model.Structural{Structural: s.structural})))
+	}
+	celErrs, _ := s.cel.Validate(ctx, nil, s.structural, obj, oldObj, celconfig.RuntimeCELCostBudget, opts...)
+	return celErrs
 }
 
 // validateScale checks the replicas paths of the scale subresource hold
@@ -438,9 +466,6 @@ func (s StatusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Obj
 	if status, ok := u.Object["status"]; ok && s.statusValidator != nil {
 		errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(field.NewPath("status"), status, oldU.Object["status"], s.statusValidator)...)
 	}
-	if s.cel != nil && len(errs) == 0 {
-		celErrs, _ := s.cel.Validate(ctx, nil, s.structural, u.Object, oldU.Object, celconfig.RuntimeCELCostBudget)
-		errs = append(errs, celErrs...)
-	}
+	errs = append(errs, s.validateRules(ctx, errs, u.Object, oldU.Object)...)
 	return append(errs, s.validateScale(u)...)
 }

@@ -219,6 +219,12 @@ func (Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorLis
 // ValidateUpdate checks an update with kube's ValidateCustomResourceDefinitionUpdate
 // (names and scope are immutable once accepted, a stored version cannot be dropped...).
 func (Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	return validateUpdate(ctx, obj, old, crdvalidation.ValidateCustomResourceDefinitionUpdate)
+}
+
+// validateUpdate runs one of kube's update validations over the internal types.
+func validateUpdate(ctx context.Context, obj, old runtime.Object,
+	validate func(context.Context, *apiextensions.CustomResourceDefinition, *apiextensions.CustomResourceDefinition) field.ErrorList) field.ErrorList {
 	internal, errs := toInternal(obj)
 	if len(errs) > 0 {
 		return errs
@@ -227,7 +233,7 @@ func (Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) fie
 	if len(errs) > 0 {
 		return errs
 	}
-	return crdvalidation.ValidateCustomResourceDefinitionUpdate(ctx, internal, oldInternal)
+	return validate(ctx, internal, oldInternal)
 }
 
 // GetAttrs returns labels and metadata.name, the one selectable field.
@@ -264,15 +270,7 @@ func (StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Objec
 // ValidateUpdate checks the status with kube's
 // ValidateUpdateCustomResourceDefinitionStatus.
 func (StatusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	internal, errs := toInternal(obj)
-	if len(errs) > 0 {
-		return errs
-	}
-	oldInternal, errs := toInternal(old)
-	if len(errs) > 0 {
-		return errs
-	}
-	return crdvalidation.ValidateUpdateCustomResourceDefinitionStatus(ctx, internal, oldInternal)
+	return validateUpdate(ctx, obj, old, crdvalidation.ValidateUpdateCustomResourceDefinitionStatus)
 }
 
 // PrepareForUpdate of the Delete path keeps what the update function wrote.

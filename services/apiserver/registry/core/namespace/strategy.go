@@ -111,11 +111,11 @@ func (FinalizeStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Objec
 // conditions) changes. Mirrors namespaceStatusStrategy.
 type StatusStrategy struct{ Strategy }
 
-// PrepareForUpdate keeps the stored spec and metadata.
+// PrepareForUpdate keeps the stored spec; metadata changes as on the main resource
+// (kube's namespace status strategy keeps only the spec, and the conformance suite
+// patches an annotation through namespaces/status).
 func (StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
-	ns, oldNS := obj.(*corev1.Namespace), old.(*corev1.Namespace)
-	ns.Spec = oldNS.Spec
-	metav1.ResetObjectMetaForStatus(&ns.ObjectMeta, &oldNS.ObjectMeta)
+	obj.(*corev1.Namespace).Spec = old.(*corev1.Namespace).Spec
 }
 
 // ValidateUpdate checks the metadata rules and the phase: Active while the namespace
