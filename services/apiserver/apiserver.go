@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -37,6 +38,7 @@ import (
 	"skiff.dev/services/apiserver/admission"
 	"skiff.dev/services/apiserver/admission/policy"
 	"skiff.dev/services/apiserver/admission/webhook"
+	"skiff.dev/services/apiserver/aggregator"
 	"skiff.dev/services/apiserver/apiextensions"
 	"skiff.dev/services/apiserver/authentication"
 	"skiff.dev/services/apiserver/authorization"
@@ -101,8 +103,16 @@ type Config struct {
 	ExecProxyURL string
 	// ProxyClientTLS dials exec-proxy: the front-proxy-client certificate (issued by the
 	// front-proxy CA) and the cluster CA as RootCAs (kube's --proxy-client-cert-file);
-	// required with ExecProxyURL.
+	// required with ExecProxyURL. Its certificate is also what the aggregator presents to
+	// extension API servers (whose certificates each APIService's caBundle verifies); nil
+	// presents none, and they see the apiserver as anonymous.
 	ProxyClientTLS *tls.Config
+	// ClientCAFile and RequestHeaderClientCAFile are the PEM files of the cluster CA and
+	// of the front-proxy CA (kube's --client-ca-file and --requestheader-client-ca-file):
+	// they are published in kube-system/extension-apiserver-authentication for extension
+	// API servers, with the request-header fields and the allowed name
+	// front-proxy-client. "" publishes nothing. ConfigFromPKI sets them.
+	ClientCAFile, RequestHeaderClientCAFile string
 	// ServiceAccountSigningKeyFile is the PEM private key that signs service-account
 	// tokens (pki: sa.key; kube's --service-account-signing-key-file); required.
 	ServiceAccountSigningKeyFile string
@@ -156,7 +166,8 @@ const (
 )
 
 // ConfigFromPKI is a Config over etcd with the serving certificate, client CA, bootstrap
-// tokens, front-proxy client certificate (for exec-proxy), NATS client certificate
+// tokens, front-proxy client certificate (for exec-proxy and extension API servers) and
+// CA (published for extension API servers, when present), NATS client certificate
 // (apiserver-nats-client, for the event sink and the auth callout), NATS auth callout
 // key (nats-auth-callout.nk) and service-account key (sa.key, sa.pub) of a `skiff pki
 // init` directory.
@@ -169,6 +180,11 @@ func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 	clusterCA, err := pki.AuthorityPool(dir, pki.ClusterCA)
 	if err != nil {
 		return Config{}, fmt.Errorf("cluster CA: %w", err)
+	}
+	clusterCAFile, _ := pki.ClusterCA.Files(dir)
+	frontProxyCAFile, _ := pki.FrontProxyCA.Files(dir)
+	if _, err := os.Stat(frontProxyCAFile); err != nil {
+		frontProxyCAFile = "" // not handed to this apiserver: nothing to publish
 	}
 	// Toward exec-proxy the apiserver is front-proxy-client, of the front-proxy CA;
 	// exec-proxy serves a cluster-CA certificate.
@@ -186,6 +202,9 @@ func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 		BootstrapTokenFile: filepath.Join(dir, pki.BootstrapTokenFile),
 		ProxyClientTLS:     &tls.Config{Certificates: []tls.Certificate{proxyCert}, RootCAs: clusterCA, MinVersion: tls.VersionTLS12},
 		NATSTLS:            natsTLS,
+
+		ClientCAFile:              clusterCAFile,
+		RequestHeaderClientCAFile: frontProxyCAFile,
 
 		NATSAuthCalloutSeedFile: filepath.Join(dir, pki.NATSAuthCalloutSeedFile),
 
@@ -216,6 +235,7 @@ type APIServer struct {
 	stores            storeSet
 	customResources   *apiextensions.Server
 	policyStatus      *validatingadmissionpolicystatus.Controller
+	aggregator        *aggregator.Aggregator
 }
 
 // indexFields are the fields a strategy asks the watch cache to index by.
@@ -367,6 +387,17 @@ func New(cfg Config) (_ *APIServer, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
+	// APIServices: a local one per built-in group version; the others are proxied to
+	// their Service's ready endpoints, as kube-apiserver's aggregator with
+	// --enable-aggregator-routing, presenting the front-proxy client certificate.
+	local := make([]schema.GroupVersion, 0, len(groups))
+	for _, gv := range groups {
+		local = append(local, gv.GroupVersion)
+	}
+	s.aggregator = aggregator.New(aggregator.Config{Stores: stores, Resolver: resolver,
+		ProxyClientTLS: cfg.ProxyClientTLS, TracerProvider: cfg.TracerProvider, Local: local,
+		ClientCAFile: cfg.ClientCAFile, RequestHeaderCAFile: cfg.RequestHeaderClientCAFile,
+		RequestHeaderAllowedNames: []string{pki.FrontProxyClient.CommonName}})
 	discovery, err := tokens.Verifier.Discovery(cfg.ServiceAccountJWKSURI)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: service-account issuer discovery: %w", err)
@@ -384,6 +415,8 @@ func New(cfg Config) (_ *APIServer, err error) {
 		ServiceAccountDiscovery: &discovery,
 		// Custom resources, as their CRDs come and go.
 		Dynamic: s.customResources,
+		// Extension API servers behind APIServices.
+		Aggregated: s.aggregator,
 		// Schemas of every served kind, for /openapi/v3 and server-side apply.
 		OpenAPIDefinitions: openapi.GetOpenAPIDefinitions,
 	})
@@ -699,6 +732,12 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		s.customResources.Run(ctx)
 	}()
 	defer func() { <-customResourcesDone }()
+	aggregatorDone := make(chan struct{})
+	go func() {
+		defer close(aggregatorDone)
+		s.aggregator.Run(ctx)
+	}()
+	defer func() { <-aggregatorDone }()
 	rbacDone := make(chan struct{})
 	go func() {
 		defer close(rbacDone)

@@ -8,6 +8,7 @@ import (
 	"skiff.dev/services/apiserver/registry/admissionregistration/validatingadmissionpolicybinding"
 	"skiff.dev/services/apiserver/registry/admissionregistration/validatingwebhookconfiguration"
 	"skiff.dev/services/apiserver/registry/apiextensions/customresourcedefinition"
+	"skiff.dev/services/apiserver/registry/apiregistration/apiservice"
 	"skiff.dev/services/apiserver/registry/apps/deployment"
 	"skiff.dev/services/apiserver/registry/apps/replicaset"
 	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
@@ -80,5 +81,6 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		validatingadmissionpolicy.NewDescriptor(authorizer),
 		validatingadmissionpolicybinding.NewDescriptor(authorizer),
 		customresourcedefinition.Descriptor,
+		apiservice.Descriptor,
 	}
 }

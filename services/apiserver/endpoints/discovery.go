@@ -24,6 +24,8 @@ type discovery struct {
 	groups []*APIGroupVersion
 	// dynamic are the groups that come and go (custom resources); nil: none.
 	dynamic DynamicAPI
+	// aggregated are the groups of extension API servers; nil: none.
+	aggregated AggregatedAPI
 }
 
 func newDiscovery(core *APIGroupVersion, groups []*APIGroupVersion, dynamic DynamicAPI) *discovery {
@@ -112,9 +114,14 @@ func apiGroup(gv *APIGroupVersion) metav1.APIGroup {
 func (d *discovery) serveAPIGroupList(w http.ResponseWriter, r *http.Request) {
 	if wantsAggregated(r) {
 		list := aggregated(d.groups)
+		var extra []apidiscoveryv2.APIGroupDiscovery
 		if d.dynamic != nil {
-			list.Items = append(list.Items, dynamicAggregated(d.dynamic)...)
+			extra = dynamicAggregated(d.dynamic)
 		}
+		if d.aggregated != nil {
+			extra = mergeGroupDiscovery(append(extra, d.aggregated.Discovery()...))
+		}
+		list.Items = append(list.Items, extra...)
 		writeJSON(w, http.StatusOK, aggregatedContentType, list)
 		return
 	}
@@ -124,13 +131,18 @@ func (d *discovery) serveAPIGroupList(w http.ResponseWriter, r *http.Request) {
 		g.TypeMeta = metav1.TypeMeta{}
 		list.Groups = append(list.Groups, g)
 	}
+	var extra []metav1.APIGroup
 	if d.dynamic != nil {
 		for _, dg := range d.dynamic.Groups() {
 			g := dynamicAPIGroup(&dg)
 			g.TypeMeta = metav1.TypeMeta{}
-			list.Groups = append(list.Groups, g)
+			extra = append(extra, g)
 		}
 	}
+	if d.aggregated != nil {
+		extra = mergeAPIGroups(append(extra, d.aggregated.Groups()...))
+	}
+	list.Groups = append(list.Groups, extra...)
 	writeJSON(w, http.StatusOK, "application/json", list)
 }
 

@@ -70,6 +70,9 @@ type Config struct {
 	// Dynamic, when set, serves the groups that come and go while the apiserver runs:
 	// custom resources (package apiextensions).
 	Dynamic DynamicAPI
+	// Aggregated, when set, serves the groups extension API servers serve behind
+	// APIServices (package aggregator), ahead of Dynamic.
+	Aggregated AggregatedAPI
 	// ServiceAccountDiscovery, when set, is served at /.well-known/openid-configuration
 	// and /openid/v1/jwks (kube's service-account issuer discovery), to whoever may get
 	// those non-resource URLs (RBAC's system:service-account-issuer-discovery).
@@ -145,6 +148,7 @@ func NewHandler(cfg Config) http.Handler {
 	// Discovery answers its paths with or without a trailing slash, as kube-apiserver
 	// does (clients and the conformance suite ask for /apis/).
 	d := newDiscovery(cfg.Core, cfg.Groups, cfg.Dynamic)
+	d.aggregated = cfg.Aggregated
 	discovery := func(path string, h http.HandlerFunc) {
 		r.Get(path, h)
 		r.Get(path+"/", h)
@@ -163,10 +167,21 @@ func NewHandler(cfg Config) http.Handler {
 		discovery(prefix+"/"+gv.GroupVersion.Version, d.serveResourceList(gv))
 		r.Handle(prefix+"/"+gv.GroupVersion.Version+"/*", &resourceHandler{gv: gv, admit: cfg.Admission, authz: cfg.Authorizer, metrics: m, fields: fields})
 	}
+	var apis http.Handler
 	if cfg.Dynamic != nil {
-		r.Handle("/apis/*", &dynamicHandler{api: cfg.Dynamic, discovery: d, newGV: func(gv *APIGroupVersion) *resourceHandler {
+		apis = &dynamicHandler{api: cfg.Dynamic, discovery: d, newGV: func(gv *APIGroupVersion) *resourceHandler {
 			return &resourceHandler{gv: gv, admit: cfg.Admission, authz: cfg.Authorizer, metrics: m, fields: fields}
-		}})
+		}}
+	}
+	if cfg.Aggregated != nil {
+		next := apis
+		if next == nil {
+			next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeError(w, notFoundPath(r.URL.Path)) })
+		}
+		apis = &aggregatedHandler{api: cfg.Aggregated, authz: cfg.Authorizer, next: next}
+	}
+	if apis != nil {
+		r.Handle("/apis/*", apis)
 	}
 	return r
 }

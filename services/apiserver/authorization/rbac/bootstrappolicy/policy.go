@@ -3,7 +3,8 @@
 // system:masters; admin, edit and view aggregated by label; system:basic-user,
 // system:discovery, system:public-info-viewer for everyone; the scheduler's, the
 // controller-manager's and its controllers' roles), kubeadm's bootstrap-token bindings,
-// and skiff's own identities (csr-signer, exec-proxy). The apiserver reconciles it at
+// skiff's own identities (csr-signer, exec-proxy), and kube's kube-system Role
+// extension-apiserver-authentication-reader. The apiserver reconciles it at
 // start (Reconcile). Mirrors k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac/
 // bootstrappolicy and kubeadm's phases/bootstraptoken/node.
 package bootstrappolicy
@@ -351,6 +352,24 @@ func controllerRoles() []rbacv1.ClusterRole {
 			rule("get", "list", "watch", "delete").groups(batchGroup).resources("jobs").done(),
 			eventsRule()),
 	}
+}
+
+// ExtensionAuthenticationReader is the kube-system Role that lets an extension API
+// server read how the apiserver authenticates the requests it proxies (the
+// extension-apiserver-authentication ConfigMap); metrics-server and every server built
+// on k8s.io/apiserver bind their ServiceAccount to it. Kube's.
+const ExtensionAuthenticationReader = "extension-apiserver-authentication-reader"
+
+// Roles is the policy's namespaced Roles, as kube's NamespaceRoles.
+func Roles() []rbacv1.Role {
+	roles := []rbacv1.Role{
+		{ObjectMeta: metav1.ObjectMeta{Name: ExtensionAuthenticationReader, Namespace: controllerNamespace},
+			Rules: []rbacv1.PolicyRule{rule(Read...).groups(legacyGroup).resources("configmaps").names("extension-apiserver-authentication").done()}},
+	}
+	for i := range roles {
+		addDefaultMetadata(&roles[i].ObjectMeta)
+	}
+	return roles
 }
 
 // ClusterRoleBindings is the policy's ClusterRoleBindings.

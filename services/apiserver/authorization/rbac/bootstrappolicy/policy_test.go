@@ -24,6 +24,14 @@ func TestPolicyIsValidAndComplete(t *testing.T) {
 			t.Errorf("ClusterRole %s lacks the bootstrap label or autoupdate annotation", r.Name)
 		}
 	}
+	for _, r := range Roles() {
+		if errs := validation.ValidateRole(&r); len(errs) > 0 || r.Namespace == "" {
+			t.Errorf("Role %s/%s: %v", r.Namespace, r.Name, errs)
+		}
+		if r.Labels["kubernetes.io/bootstrapping"] != "rbac-defaults" || r.Annotations[rbacv1.AutoUpdateAnnotationKey] != "true" {
+			t.Errorf("Role %s lacks the bootstrap label or autoupdate annotation", r.Name)
+		}
+	}
 	for _, b := range ClusterRoleBindings() {
 		if errs := validation.ValidateClusterRoleBinding(&b); len(errs) > 0 {
 			t.Errorf("ClusterRoleBinding %s: %v", b.Name, errs)

@@ -17,7 +17,7 @@ import (
 	"skiff.dev/services/apiserver/registry/rest"
 )
 
-// Reconcile makes the stored policy hold ClusterRoles and ClusterRoleBindings: what is
+// Reconcile makes the stored policy hold ClusterRoles, ClusterRoleBindings and Roles: what is
 // missing is created, missing rules and subjects are added to existing objects, and what
 // users added is kept; an object annotated rbac.authorization.kubernetes.io/autoupdate:
 // "false" is left alone. It writes through the Stores directly (the apiserver's own
@@ -27,14 +27,15 @@ import (
 func Reconcile(ctx context.Context, stores registry.Stores) ([]runtime.Object, error) {
 	roles := stores.Store(rbacv1.Resource("clusterroles"))
 	bindings := stores.Store(rbacv1.Resource("clusterrolebindings"))
-	if roles == nil || bindings == nil {
-		return nil, fmt.Errorf("bootstrap policy: clusterroles and clusterrolebindings must be served")
+	namespaced := stores.Store(rbacv1.Resource("roles"))
+	if roles == nil || bindings == nil || namespaced == nil {
+		return nil, fmt.Errorf("bootstrap policy: clusterroles, clusterrolebindings and roles must be served")
 	}
-	clusterRoles, clusterRoleBindings := ClusterRoles(), ClusterRoleBindings()
+	clusterRoles, clusterRoleBindings, namespaceRoles := ClusterRoles(), ClusterRoleBindings(), Roles()
 	// Each object is its own read and write; they are independent, so they go to etcd
 	// together (etcd commits concurrent writes under one WAL sync), not one after another:
 	// on a fresh cluster this is over a hundred writes before the apiserver is ready.
-	out := make([]runtime.Object, len(clusterRoles)+len(clusterRoleBindings))
+	out := make([]runtime.Object, len(clusterRoles)+len(clusterRoleBindings)+len(namespaceRoles))
 	g, _ := errgroup.WithContext(ctx)
 	g.SetLimit(reconcileWorkers)
 	for i, role := range clusterRoles {
@@ -75,10 +76,59 @@ func Reconcile(ctx context.Context, stores registry.Stores) ([]runtime.Object, e
 			return nil
 		})
 	}
+	for i, role := range namespaceRoles {
+		g.Go(func() error {
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				result, err := (&reconciliation.ReconcileRoleOptions{
+					Role:    reconciliation.RoleRuleOwner{Role: role.DeepCopy()},
+					Client:  roleModifier{ctx: ctx, store: namespaced},
+					Confirm: true,
+				}).Run()
+				if err == nil {
+					out[len(clusterRoles)+len(clusterRoleBindings)+i] = result.Role.GetObject()
+				}
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("bootstrap policy: role %s/%s: %w", role.Namespace, role.Name, err)
+			}
+			return nil
+		})
+	}
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// roleModifier reads and writes Roles for the reconciler.
+type roleModifier struct {
+	ctx   context.Context
+	store *registry.Store
+}
+
+func (m roleModifier) Get(namespace, name string) (reconciliation.RuleOwner, error) {
+	obj, err := m.store.Get(m.ctx, namespace, name, &metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return reconciliation.RoleRuleOwner{Role: obj.(*rbacv1.Role)}, nil
+}
+
+func (m roleModifier) Create(in reconciliation.RuleOwner) (reconciliation.RuleOwner, error) {
+	obj, err := m.store.Create(m.ctx, in.GetNamespace(), in.GetObject(), &metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return reconciliation.RoleRuleOwner{Role: obj.(*rbacv1.Role)}, nil
+}
+
+func (m roleModifier) Update(in reconciliation.RuleOwner) (reconciliation.RuleOwner, error) {
+	obj, _, err := m.store.Update(m.ctx, in.GetNamespace(), in.GetName(), rest.DefaultUpdatedObjectInfo(in.GetObject()), &metav1.UpdateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return reconciliation.RoleRuleOwner{Role: obj.(*rbacv1.Role)}, nil
 }
 
 // reconcileWorkers is how many bootstrap objects Reconcile reads and writes at once.
