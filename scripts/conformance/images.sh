@@ -15,8 +15,10 @@
 #   pause-3.10.tar            registry.k8s.io/pause:3.10
 #   nautilus-1.7.tar          registry.k8s.io/e2e-test-images/nautilus:1.7
 #   nonewprivs-1.3.tar        registry.k8s.io/e2e-test-images/nonewprivs:1.3
-#   MANIFEST                  what each image holds, its package versions, what differs
-#                             from upstream, and the images left out and why
+#   sample-apiserver-1.29.2.tar registry.k8s.io/e2e-test-images/sample-apiserver:1.29.2
+#   etcd-3.5.16-0.tar         registry.k8s.io/etcd:3.5.16-0
+#   MANIFEST                  what each image holds, its package versions, and what
+#                             differs from upstream
 #
 # Each image is a `docker build` of scripts/conformance/images/<program>/ (its
 # Dockerfile says how it mirrors upstream's) FROM scratch, or FROM another image built
@@ -26,8 +28,8 @@
 # Debian jessie, the root filesystem is Debian $SUITE's, made by mmdebstrap (Debian's own
 # tool: packages installed by dpkg and apt with their maintainer scripts) from the
 # package archive apt reaches. Go programs come from the Go module proxy: agnhost and nnp
-# from the module build.sh made (run build.sh first), CoreDNS from its releases' modules;
-# pause is compiled with gcc. The image names are checked against `e2e.test
+# from the module build.sh made (run build.sh first), CoreDNS, sample-apiserver and etcd
+# from their releases' modules; pause is compiled with gcc. The image names are checked against `e2e.test
 # --list-images` when e2e.test is built. An archive that exists is kept: delete it to
 # rebuild it. Intermediate files go to $CONFORMANCE_DIR/images/.build and are removed
 # once every archive is built.
@@ -79,9 +81,14 @@ PAUSE=registry.k8s.io/pause:3.10
 # escalation when false".
 NAUTILUS=registry.k8s.io/e2e-test-images/nautilus:1.7
 NONEWPRIVS=registry.k8s.io/e2e-test-images/nonewprivs:1.3
-ALL=("$AGNHOST" "$BUSYBOX" "$HTTPD" "$HTTPD_NEW" "$NGINX" "$NGINX_NEW" "$JESSIE" "$PAUSE" "$NAUTILUS" "$NONEWPRIVS")
-# Named by the suite, not built (the MANIFEST says so).
+# "[sig-api-machinery] Aggregator Should be able to support the 1.17 Sample API Server
+# using the current Aggregator": the sample API server, and the etcd it runs beside (one
+# pod). Upstream builds sample-apiserver image 1.Y.Z from k8s.io/sample-apiserver v0.Y.Z
+# (test/images/sample-apiserver/Makefile), an older release than the suite's on purpose.
 SAMPLE_APISERVER=registry.k8s.io/e2e-test-images/sample-apiserver:1.29.2
+SAMPLE_APISERVER_MODULE=v0.29.2
+ETCD=registry.k8s.io/etcd:3.5.16-0
+ALL=("$AGNHOST" "$BUSYBOX" "$HTTPD" "$HTTPD_NEW" "$NGINX" "$NGINX_NEW" "$JESSIE" "$PAUSE" "$NAUTILUS" "$NONEWPRIVS" "$SAMPLE_APISERVER" "$ETCD")
 
 # archive NAME: the archive file of image NAME (repository's last element-tag.tar).
 archive() {
@@ -96,10 +103,17 @@ part() {
 	echo "$out/.manifest/${file##*/}.txt"
 }
 
+# module MODULE@VERSION [FIELD]: where the Go module cache holds MODULE@VERSION's source
+# (FIELD Dir, the default) or its go.mod (GoMod), downloaded from the Go module proxy if
+# it is not there yet.
+module() {
+	GOWORK=off GOSUMDB=off GOFLAGS=-mod=mod "$go" mod download -json "$1" |
+		sed -n "s/.*\"${2:-Dir}\": \"\(.*\)\",/\1/p"
+}
+
 # kube: the kubernetes module's source at $version (build.sh's module has it).
 kube() {
-	GOWORK=off GOSUMDB=off GOFLAGS=-mod=mod "$go" mod download -json "k8s.io/kubernetes@$version" |
-		sed -n 's/.*"Dir": "\(.*\)",/\1/p'
+	module "k8s.io/kubernetes@$version"
 }
 
 # kube_build PACKAGE OUT [LDFLAGS]: a static build of PACKAGE (a path under
@@ -128,7 +142,7 @@ check_names() {
 	fi
 	local listed name missing=0
 	listed=$("$dir/e2e.test" --list-images)
-	for name in "${ALL[@]}" "$SAMPLE_APISERVER"; do
+	for name in "${ALL[@]}"; do
 		if ! grep -qxF "$name" <<<"$listed"; then
 			echo "images.sh: e2e.test of $version does not use $name (update images.sh)" >&2
 			missing=1
@@ -419,6 +433,94 @@ build_pause() {
   differs: compiled with Debian's gcc and glibc instead of kube-cross's toolchain; -DVERSION=v$tag without upstream's git revision suffix"
 }
 
+# static_root ROOT: what a static program's root filesystem holds besides the program, as
+# upstream's bases (distroless/static, Alpine) hold it: /tmp (1777), /root (700), and
+# /etc/passwd and /etc/group naming root and nobody (65534).
+static_root() {
+	mkdir -p "$1/etc" "$1/tmp" "$1/root"
+	chmod 1777 "$1/tmp"
+	chmod 700 "$1/root"
+	printf '%s\n' root:x:0:0:root:/root:/sbin/nologin nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin >"$1/etc/passwd"
+	printf '%s\n' root:x:0: nobody:x:65534: >"$1/etc/group"
+}
+
+# The sample API server: k8s.io/sample-apiserver $SAMPLE_APISERVER_MODULE (unmodified,
+# static) from the Go module proxy, built as upstream's Makefile builds it: in its own
+# module (a copy of the module's source, its go.mod and go.sum), `go build .`.
+build_sample_apiserver() {
+	present "$SAMPLE_APISERVER" && return
+	local src=$work/sample-apiserver-src root=$work/sample-apiserver/root
+	echo "  sample-apiserver: k8s.io/sample-apiserver@$SAMPLE_APISERVER_MODULE (Go module proxy)"
+	rm -rf "$src" "$root"
+	mkdir -p "$root"
+	cp -r "$(module "k8s.io/sample-apiserver@$SAMPLE_APISERVER_MODULE")" "$src"
+	chmod -R u+w "$src"
+	(cd "$src" && CGO_ENABLED=0 GOWORK=off GOSUMDB=off GOFLAGS="-mod=mod -trimpath" \
+		"$go" build -ldflags "-s -w" -o "$root/sample-apiserver" .)
+	rm -rf "$src"
+	static_root "$root"
+	tar -C "$root" --owner=0 --group=0 --numeric-owner -cf "$work/sample-apiserver/root.tar" .
+	image "$SAMPLE_APISERVER" sample-apiserver "  holds: /sample-apiserver built from k8s.io/sample-apiserver $SAMPLE_APISERVER_MODULE (Go module proxy; its own go.mod and go.sum, so k8s.io/apiserver $SAMPLE_APISERVER_MODULE and the rest at the versions it names) with $("$go" env GOVERSION) (static, stripped), /tmp, /etc/passwd and /etc/group (root, nobody), ENTRYPOINT [/sample-apiserver]
+  differs: upstream is Alpine 3.8 (busybox, musl) with the same program built by kube-cross's Go; there is no shell or other command here (the test runs only the entrypoint, with its flags)"
+}
+
+# etcd_bins VERSION: $work/etcd-VERSION/etcd and etcdctl, etcd VERSION's server and
+# etcdctl (unmodified, static) from the Go module proxy, built as etcd's build.sh builds
+# them (CGO_ENABLED=0, -trimpath; stripped here). Their go.mod files replace etcd's other
+# modules with directories of etcd's repository, which a module from the proxy cannot
+# use, so they are built in a wrapper module that requires both, with server's go
+# directive (hence the same GODEBUG defaults); every requirement of both go.mod files
+# is checked to be the version the wrapper selects, so the dependencies are those of
+# etcd's own build. Kept if built.
+etcd_bins() {
+	local v=$1 bin=$work/etcd-$1 mod=$work/etcd-$1-module gomod req selected m
+	[ -x "$bin/etcd" ] && [ -x "$bin/etcdctl" ] && return
+	echo "  etcd $v: go.etcd.io/etcd/server/v3 and etcdctl/v3 (Go module proxy)"
+	mkdir -p "$mod" "$bin"
+	gomod=$(module "go.etcd.io/etcd/server/v3@v$v" GoMod)
+	cat >"$mod/go.mod" <<-EOF
+		module skiff.dev/conformance/etcd
+
+		go $(sed -n 's/^go //p' "$gomod")
+
+		require (
+			go.etcd.io/etcd/server/v3 v$v
+			go.etcd.io/etcd/etcdctl/v3 v$v
+		)
+	EOF
+	selected=$(cd "$mod" && GOWORK=off GOSUMDB=off GOFLAGS=-mod=mod "$go" list -m -f '{{.Path}} {{.Version}}' all)
+	for m in server etcdctl; do
+		gomod=$(module "go.etcd.io/etcd/$m/v3@v$v" GoMod)
+		# "path version" of each require line, in blocks or not.
+		while read -r req; do
+			grep -qxF "$req" <<<"$selected" || {
+				echo "images.sh: etcd $v's $m/go.mod requires $req; the wrapper module selects $(grep "^${req% *} " <<<"$selected")" >&2
+				exit 1
+			}
+		done < <(awk '/^require \($/ { r = 1; next } r && /^\)/ { r = 0 } r && NF >= 2 && $1 !~ /^\/\// { print $1, $2 } /^require [^(]/ { print $2, $3 }' "$gomod")
+	done
+	(cd "$mod" && CGO_ENABLED=0 GOWORK=off GOSUMDB=off GOFLAGS="-mod=mod -trimpath" \
+		"$go" build -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3 &&
+		CGO_ENABLED=0 GOWORK=off GOSUMDB=off GOFLAGS="-mod=mod -trimpath" \
+			"$go" build -ldflags "-s -w" -o "$bin/etcdctl" go.etcd.io/etcd/etcdctl/v3)
+}
+
+build_etcd() {
+	present "$ETCD" && return
+	local tag=${ETCD##*:} v root=$work/etcd/root
+	v=${tag%-*}
+	etcd_bins "$v"
+	rm -rf "$root"
+	mkdir -p "$root/usr/local/bin"
+	static_root "$root"
+	cp "$work/etcd-$v/etcd" "$work/etcd-$v/etcdctl" "$root/usr/local/bin/"
+	ln -s etcd "$root/usr/local/bin/etcd-$v"
+	ln -s etcdctl "$root/usr/local/bin/etcdctl-$v"
+	tar -C "$root" --owner=0 --group=0 --numeric-owner -cf "$work/etcd/root.tar" .
+	image "$ETCD" etcd "  holds: /usr/local/bin/etcd and etcdctl of etcd $v (go.etcd.io/etcd/server/v3 and etcdctl/v3 v$v from the Go module proxy, with the dependency versions of their go.mod files, $("$go" env GOVERSION), static, stripped), etcd-$v -> etcd and etcdctl-$v -> etcdctl, /tmp, /etc/passwd and /etc/group (root, nobody), WORKDIR /, no entrypoint (the test runs /usr/local/bin/etcd --listen-client-urls ... --advertise-client-urls ...)
+  differs: upstream is gcr.io/distroless/static with etcd's v$v release binaries (built with Go 1.22) and also etcd and etcdctl 3.4.18 (etcd-3.4.18, etcdctl-3.4.18), cluster/images/etcd's migrate and migrate-if-needed.sh, and bash-static as /bin/sh, for upgrading a cluster's etcd in place; none of them is here, nor distroless's CA certificates and time zones. etcd --version says \"Git SHA: Not provided\" (upstream's release names its commit)"
+}
+
 # manifest: $out/MANIFEST from every built image's part, then what was not built.
 manifest() {
 	{
@@ -431,9 +533,6 @@ manifest() {
 			cat "$(part "$name")"
 			echo
 		done
-		echo "not built:"
-		echo "$SAMPLE_APISERVER"
-		echo "  why: its one conformance test (Aggregator should be able to support the Sample API Server) needs API aggregation (APIService, kube-aggregator's proxy), which skiff does not serve, and runs it beside registry.k8s.io/etcd:3.5.16-0, which is not built either; the test fails on aggregation before either image matters"
 	} >"$out/MANIFEST"
 }
 
@@ -468,6 +567,8 @@ build() {
 	want jessie-dnsutils && build_jessie
 	want nautilus && build_nautilus
 	want nonewprivs && build_nonewprivs
+	want sample-apiserver && build_sample_apiserver
+	want etcd && build_etcd
 	manifest
 	rm -rf "$work"
 	echo "images in $out ($(du -cm "$out"/*.tar | tail -1 | cut -f1) MB); what they hold: $out/MANIFEST"
