@@ -39,8 +39,9 @@
 #        images.sh --check    import every archive into a private containerd (socket,
 #                             root and state under a temporary directory; the system's
 #                             containerd is never touched) and run each image as the
-#                             tests use it
-# Needs root, docker, mmdebstrap, gcc, go; --check needs containerd, runc, ctr, curl, ip.
+#                             tests use it (CONFORMANCE_IMAGES: only those programs')
+# Needs root, docker, mmdebstrap, gcc, go; --check needs containerd, runc, ctr, curl, ip,
+# openssl.
 # mmdebstrap's hooks and the commands run in containers are single-quoted on purpose:
 # they expand where they run ("$1" is the root filesystem a hook works on).
 # shellcheck disable=SC2016
@@ -543,11 +544,17 @@ need() {
 	apt-get install -y -q "$2" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -q "$2" >/dev/null; }
 }
 
-# want PROGRAM: whether PROGRAM's images are to be built: every one, or those
-# $CONFORMANCE_IMAGES names (e.g. "pause busybox agnhost", for a slice of the suite
-# that runs no other; CI's). nautilus is built on agnhost, nonewprivs on busybox.
+# want PROGRAM: whether PROGRAM's images are to be built (or checked): every one, or
+# those $CONFORMANCE_IMAGES names (e.g. "pause busybox agnhost", for a slice of the
+# suite that runs no other; CI's). nautilus is built on agnhost, nonewprivs on busybox.
 want() {
 	[ -z "${CONFORMANCE_IMAGES:-}" ] || [[ " $CONFORMANCE_IMAGES " == *" $1 "* ]]
+}
+
+# program NAME: the program whose image NAME is (its repository's last element).
+program() {
+	local base=${1##*/}
+	echo "${base%%:*}"
 }
 
 build() {
@@ -574,12 +581,14 @@ build() {
 	echo "images in $out ($(du -cm "$out"/*.tar | tail -1 | cut -f1) MB); what they hold: $out/MANIFEST"
 }
 
-# check: every archive imported into a private containerd (Debian's 1.6, CRI off, its
-# socket, root and state under a temporary directory), then each image run with ctr as
-# the tests use it; servers run in network namespaces of their own (loopback only) and
-# are reached with curl through `ip netns exec`.
+# check: every archive (of the programs want selects) imported into a private
+# containerd (Debian's 1.6, CRI off, its socket, root and state under a temporary
+# directory), then each image run with ctr as the tests use it; servers run in network
+# namespaces of their own (loopback only) and are reached with curl through `ip netns
+# exec`.
 check() {
-	local tmp name file start
+	local tmp name file start imported=0
+	want sample-apiserver && need openssl openssl
 	tmp=$(mktemp -d /tmp/skiff-images-check.XXXXXX)
 	chk_tmp=$tmp
 	chk_sock=$tmp/containerd.sock
@@ -612,16 +621,30 @@ check() {
 
 	start=$SECONDS
 	for name in "${ALL[@]}"; do
+		want "$(program "$name")" || continue
 		file=$(archive "$name")
 		[ -s "$file" ] || fail "$file missing: run images.sh first"
 		c images import "$file" >/dev/null || fail "ctr images import $file"
 		c images check "name==$name" | grep -q complete || fail "$name not complete after importing $file"
+		imported=$((imported + 1))
 	done
-	ok "imported ${#ALL[@]} archives ($((SECONDS - start)) s)"
+	ok "imported $imported archives ($((SECONDS - start)) s)"
 
 	for name in "$AGNHOST" "$BUSYBOX" "$HTTPD" "$NGINX" "$JESSIE"; do
+		want "$(program "$name")" || continue
 		expect "sh -c 'echo ok' in $name" ok once "$name" sh -c 'echo ok'
 	done
+	want agnhost && check_agnhost
+	want httpd && check_httpd
+	want nautilus && check_nautilus
+	want nonewprivs && check_nonewprivs
+	want nginx && check_nginx
+	want sample-apiserver && want etcd && check_sample_apiserver
+	want pause && check_pause
+	echo "all images work"
+}
+
+check_agnhost() {
 	expect "agnhost's tools" ok once "$AGNHOST" sh -c \
 		'for t in bash curl dig nslookup nc ip ss iperf wget ps ping /coredns; do command -v $t >/dev/null || { echo "no $t"; exit 1; }; done; echo ok'
 	expect "agnhost's users" "uid=1000(user-defined-in-image) gid=1000(user-defined-in-image) groups=1000(user-defined-in-image),50000(group-defined-in-image)" \
@@ -639,22 +662,37 @@ check() {
 
 	netns
 	ns=$chk_ns
-	printf '. {\n  hosts {\n    192.0.2.7 probe.example.test\n  }\n}\n' >"$tmp/Corefile"
-	serve coredns "$AGNHOST" "$ns" --mount "type=bind,src=$tmp/Corefile,dst=/etc/coredns/Corefile,options=rbind:ro" \
+	printf '. {\n  hosts {\n    192.0.2.7 probe.example.test\n  }\n}\n' >"$chk_tmp/Corefile"
+	serve coredns "$AGNHOST" "$ns" --mount "type=bind,src=$chk_tmp/Corefile,dst=/etc/coredns/Corefile,options=rbind:ro" \
 		/coredns -conf /etc/coredns/Corefile
+	# The DNS tests' probes, in agnhost (and jessie-dnsutils, if checked) against /coredns.
+	want jessie-dnsutils || {
+		check_dns_probes "$ns" "$AGNHOST"
+		return
+	}
 	expect "dig in $JESSIE (against agnhost's /coredns)" 192.0.2.7 \
 		once --with-ns "network:/var/run/netns/$ns" "$JESSIE" dig +short +tries=10 +time=1 @127.0.0.1 probe.example.test A
-	# The DNS tests' probes, in jessie-dnsutils and in agnhost: dig over UDP and TCP,
-	# getent (hosts in the tests, where the pod has its /etc/hosts), seq.
-	for name in "$JESSIE" "$AGNHOST"; do
+	check_dns_probes "$ns" "$JESSIE" "$AGNHOST"
+	expect "nslookup in $JESSIE" "Address: 192.0.2.7" \
+		once --with-ns "network:/var/run/netns/$ns" "$JESSIE" sh -c 'nslookup probe.example.test 127.0.0.1 | grep "^Address: 192"'
+}
+
+# check_dns_probes NETNS IMAGE...: the DNS tests' probes in each IMAGE, against the
+# CoreDNS serving in NETNS: dig over UDP and TCP, getent (hosts in the tests, where the
+# pod has its /etc/hosts), seq.
+check_dns_probes() {
+	local ns=$1 name
+	shift
+	for name in "$@"; do
 		expect "the DNS tests' probe commands in $name" "$(printf '192.0.2.7\n192.0.2.7\nOK')" \
 			once --with-ns "network:/var/run/netns/$ns" "$name" sh -c \
 			'for p in +notcp +tcp; do dig $p +noall +answer +search @127.0.0.1 probe.example.test A | awk "{ print \$NF }"; done
 			 for i in `seq 1 2`; do :; done; test -n "$(getent passwd root)" && echo OK'
 	done
-	expect "nslookup in $JESSIE" "Address: 192.0.2.7" \
-		once --with-ns "network:/var/run/netns/$ns" "$JESSIE" sh -c 'nslookup probe.example.test 127.0.0.1 | grep "^Address: 192"'
+}
 
+check_httpd() {
+	local name ns
 	for name in "$HTTPD" "$HTTPD_NEW"; do
 		netns
 		ns=$chk_ns
@@ -664,25 +702,73 @@ check() {
 	# StatefulSet tests break and restore the readiness probe by moving index.html.
 	c task exec --exec-id break "httpd-${HTTPD_NEW##*:}" sh -c 'mv -v /usr/local/apache2/htdocs/index.html /tmp/' >/dev/null
 	expect "$HTTPD_NEW without index.html" 404 fetch_status "$ns" http://127.0.0.1/index.html
+	distinct "$HTTPD" "$HTTPD_NEW"
+}
+
+check_nautilus() {
+	local ns
 	netns
 	ns=$chk_ns
 	serve nautilus "$NAUTILUS" "$ns"
 	expect "$NAUTILUS serves data.json on port 80" "$(cat "$(kube)/test/images/nautilus/html/data.json")" fetch "$ns" http://127.0.0.1/data.json
+}
+
+check_nonewprivs() {
 	expect "$NONEWPRIVS as root" "Effective uid: 0" once "$NONEWPRIVS"
 	expect "$NONEWPRIVS as nobody, no_new_privs set" "Effective uid: 65534" once "$NONEWPRIVS" su -s /bin/sh nobody -c nnp
 	expect "$NONEWPRIVS as nobody, no_new_privs unset (setuid)" "Effective uid: 0" once --allow-new-privs "$NONEWPRIVS" su -s /bin/sh nobody -c nnp
+}
+
+check_nginx() {
+	local name ns
 	for name in "$NGINX" "$NGINX_NEW"; do
 		netns
 		ns=$chk_ns
 		serve "nginx-${name##*:}" "$name" "$ns"
 		expect "$name on port 80" "<title>Welcome to nginx!</title>" fetch "$ns" http://127.0.0.1/ '<title>'
 	done
-	distinct "$HTTPD" "$HTTPD_NEW"
 	distinct "$NGINX" "$NGINX_NEW"
+}
 
+# check_sample_apiserver: the Aggregator test's pod without a cluster: etcd with the
+# test's command, a key written and read with etcdctl beside it, and sample-apiserver
+# with the test's arguments in the same network namespace, its serving certificate
+# mounted where the test mounts its Secret. Without a cluster to delegate authentication
+# to it stops there, having loaded the certificate and not been refused by etcd (without
+# etcd, its dials are refused before it stops). Each container gets the /etc/hosts a
+# kubelet mounts (etcd's default peer URL names localhost; the images have no hosts file).
+check_sample_apiserver() {
+	local ns certs=$chk_tmp/certificates hosts=$chk_tmp/hosts url=http://127.0.0.1:2379 got
+	printf '# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$hosts"
+	hosts="type=bind,src=$hosts,dst=/etc/hosts,options=rbind:ro"
+	netns
+	ns=$chk_ns
+	serve etcd "$ETCD" "$ns" --mount "$hosts" /usr/local/bin/etcd --listen-client-urls "$url" --advertise-client-urls "$url"
+	expect "$ETCD with the Aggregator test's command" '{"health":"true","reason":""}' fetch "$ns" "$url/health"
+	expect "etcdctl put in $ETCD" OK once --with-ns "network:/var/run/netns/$ns" "$ETCD" etcdctl --endpoints="$url" put skiff-check ok
+	expect "etcdctl get in $ETCD" ok once --with-ns "network:/var/run/netns/$ns" "$ETCD" etcdctl --endpoints="$url" get --print-value-only skiff-check
+	mkdir "$certs"
+	openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=sample-api \
+		-keyout "$certs/tls.key" -out "$certs/tls.crt" 2>/dev/null
+	# ctr's exit status is the program's (1, as it stops): the output tells what it did.
+	got=$(once --with-ns "network:/var/run/netns/$ns" --mount "$hosts" \
+		--mount "type=bind,src=$certs,dst=/apiserver.local.config/certificates,options=rbind:ro" \
+		"$SAMPLE_APISERVER" /sample-apiserver --etcd-servers="$url" \
+		--tls-cert-file=/apiserver.local.config/certificates/tls.crt \
+		--tls-private-key-file=/apiserver.local.config/certificates/tls.key \
+		--audit-log-path=- --audit-log-maxage=0 --audit-log-maxbackup=0 -v=2) || true
+	if grep -q 'connection refused' <<<"$got" ||
+		! grep -q 'Loaded a new cert/key pair.*/apiserver.local.config/certificates/tls.crt' <<<"$got" ||
+		! grep -q 'unable to load in-cluster configuration' <<<"$got"; then
+		fail "$SAMPLE_APISERVER with the Aggregator test's arguments: $got"
+	fi
+	ok "$SAMPLE_APISERVER with the Aggregator test's arguments loads the mounted certificate, is not refused by etcd, and stops at delegated authentication (no cluster)"
+}
+
+check_pause() {
+	local pid
 	serve pause "$PAUSE" ""
 	running pause
-	local pid
 	pid=$(c task ls | awk '$1 == "pause" { print $2 }')
 	grep -q '^Uid:[[:space:]]*65535' "/proc/$pid/status" || fail "pause does not run as 65535"
 	c task kill -s SIGTERM pause
@@ -692,7 +778,6 @@ check() {
 	done
 	c task ls | grep -q '^pause .*STOPPED' || fail "pause did not stop on SIGTERM"
 	ok "pause runs as 65535 and stops on SIGTERM"
-	echo "all images work"
 }
 
 # c ARGS...: ctr against the check's containerd, in CRI's namespace.
