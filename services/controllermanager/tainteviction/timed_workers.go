@@ -52,7 +52,9 @@ func (q *TimedWorkerQueue) AddWork(pod types.NamespacedName, createdAt, fireAt t
 		}
 		q.mu.Unlock()
 		if current {
-			q.fire(pod)
+			// In a goroutine of its own: a fake clock runs this under its lock, and
+			// the work queue fire feeds reads the clock (its metrics).
+			go q.fire(pod)
 		}
 	})
 	q.workers[pod] = w
