@@ -133,6 +133,13 @@ func (es *extensionServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	gv := "/apis/" + wardleGroup + "/" + wardleVersion
 	switch {
+	case r.URL.Path == "/openapi/v3":
+		write(map[string]interface{}{"paths": map[string]interface{}{
+			"apis/" + wardleGroup + "/" + wardleVersion: map[string]string{"serverRelativeURL": "/openapi/v3" + gv + "?hash=ABC"}}})
+	case r.URL.Path == "/openapi/v3"+gv:
+		write(map[string]interface{}{"openapi": "3.0.0", "info": map[string]string{"title": "wardle", "version": "v1alpha1"},
+			"paths": map[string]interface{}{}, "components": map[string]interface{}{"schemas": map[string]interface{}{
+				"com.example.wardle.v1alpha1.Flunder": map[string]interface{}{"type": "object", "description": "A Flunder, served by an extension API server."}}}})
 	case r.URL.Path == gv:
 		write(&metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: wardleGroup + "/" + wardleVersion,
 			APIResources: []metav1.APIResource{
@@ -576,6 +583,21 @@ func TestAggregatedAPIs(t *testing.T) {
 		})
 		if seen := es.last(t, listPath); seen.user != "bob" {
 			t.Errorf("the extension server saw %q, want bob", seen.user)
+		}
+	})
+
+	t.Run("OpenAPI v3 publishes the extension server's document", func(t *testing.T) {
+		path := "/openapi/v3/apis/" + wardleGroup + "/" + wardleVersion
+		until(t, "the document is in the index", func() error {
+			resp, body := rawGet(t, srv.Config, "/openapi/v3", nil)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"serverRelativeURL":"`+path+`?hash=`) {
+				return fmt.Errorf("/openapi/v3: %d %s", resp.StatusCode, body)
+			}
+			return nil
+		})
+		resp, body := rawGet(t, srv.Config, path, nil)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "A Flunder, served by an extension API server.") {
+			t.Errorf("%s: %d %s, want the extension server's document", path, resp.StatusCode, body)
 		}
 	})
 

@@ -448,6 +448,22 @@ func (a *Aggregator) Discovery() []apidiscoveryv2.APIGroupDiscovery {
 	return out
 }
 
+// OpenAPIV3 is the OpenAPI v3 document each remote APIService's server serves for its
+// group version, by path ("apis/<group>/<version>"), as last read by the availability
+// checks; /openapi/v3 merges them into its index.
+func (a *Aggregator) OpenAPIV3() map[string][]byte {
+	snap := a.current.Load()
+	var names []string
+	for _, g := range snap.groups {
+		for _, s := range g {
+			if s.Spec.Service != nil {
+				names = append(names, s.Name)
+			}
+		}
+	}
+	return a.discovery.openAPI(names)
+}
+
 // apiGroup is the APIGroup of one group's APIServices, sorted as kube sorts them: the
 // first is the preferred version. Mirrors convertToDiscoveryAPIGroup.
 func apiGroup(services []*apiregistrationv1.APIService) metav1.APIGroup {

@@ -36,6 +36,10 @@ type discoveryCache struct {
 type discoveryEntry struct {
 	resources []apidiscoveryv2.APIResourceDiscovery // never modified once stored
 	fresh     bool
+	// openAPIPath and openAPIV3 are the server's OpenAPI v3 document of the group
+	// version ("apis/<group>/<version>") and its bytes; nil when it serves none.
+	openAPIPath string
+	openAPIV3   []byte
 }
 
 func newDiscoveryCache() *discoveryCache {
@@ -59,6 +63,28 @@ func (c *discoveryCache) set(name string, resources []apidiscoveryv2.APIResource
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.entries[name] = discoveryEntry{resources: resources, fresh: true}
+}
+
+// setOpenAPI keeps the OpenAPI v3 document name's server serves at path.
+func (c *discoveryCache) setOpenAPI(name, path string, doc []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[name]
+	e.openAPIPath, e.openAPIV3 = path, doc
+	c.entries[name] = e
+}
+
+// openAPI is the kept OpenAPI v3 document of each of names, by path.
+func (c *discoveryCache) openAPI(names []string) map[string][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	docs := map[string][]byte{}
+	for _, name := range names {
+		if e := c.entries[name]; e.openAPIV3 != nil {
+			docs[e.openAPIPath] = e.openAPIV3
+		}
+	}
+	return docs
 }
 
 func (c *discoveryCache) markStale(name string) {
@@ -85,6 +111,59 @@ func (a *Aggregator) refreshDiscovery(ctx context.Context, s *apiregistrationv1.
 		return
 	}
 	a.discovery.set(s.Name, resources)
+	path, doc, err := a.fetchOpenAPIV3(ctx, s)
+	if err != nil {
+		slog.Debug("reading an aggregated API's OpenAPI v3", "apiservice", s.Name, "err", err)
+		return // the document read before, if any, stays
+	}
+	a.discovery.setOpenAPI(s.Name, path, doc)
+}
+
+// fetchOpenAPIV3 reads s's group version's OpenAPI v3 document from its server: the
+// /openapi/v3 index, then the document the index names for "apis/<group>/<version>".
+// A server that serves no OpenAPI v3 (404) has none: a nil document. Mirrors the v3
+// aggregation of kube-aggregator (pkg/controllers/openapiv3), which proxies each group
+// version's document.
+func (a *Aggregator) fetchOpenAPIV3(ctx context.Context, s *apiregistrationv1.APIService) (string, []byte, error) {
+	get, err := a.backendGet(ctx, s)
+	if err != nil {
+		return "", nil, err
+	}
+	path := "apis/" + s.Spec.Group + "/" + s.Spec.Version
+	resp, body, err := get("/openapi/v3", "application/json", []string{"system:masters"})
+	if err != nil {
+		return "", nil, err
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return path, nil, nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", nil, fmt.Errorf("OpenAPI v3 index: %d", resp.StatusCode)
+	}
+	var index struct {
+		Paths map[string]struct {
+			ServerRelativeURL string `json:"serverRelativeURL"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(body, &index); err != nil {
+		return "", nil, fmt.Errorf("OpenAPI v3 index: %w", err)
+	}
+	ref, ok := index.Paths[path]
+	if !ok {
+		return path, nil, nil
+	}
+	u, err := url.Parse(ref.ServerRelativeURL)
+	if err != nil {
+		return "", nil, err
+	}
+	resp, body, err = get(u.Path, "application/json", []string{"system:masters"})
+	if err != nil {
+		return "", nil, err
+	}
+	if resp.StatusCode != http.StatusOK || !json.Valid(body) {
+		return "", nil, fmt.Errorf("OpenAPI v3 document %s: %d", u.Path, resp.StatusCode)
+	}
+	return path, body, nil
 }
 
 // fetchDiscovery asks s's server for its aggregated discovery at /apis and takes s's
@@ -92,33 +171,13 @@ func (a *Aggregator) refreshDiscovery(ctx context.Context, s *apiregistrationv1.
 // for the group version's APIResourceList instead. Mirrors the discovery manager's
 // fetchFreshDiscoveryForService.
 func (a *Aggregator) fetchDiscovery(ctx context.Context, s *apiregistrationv1.APIService) ([]apidiscoveryv2.APIResourceDiscovery, error) {
-	b := a.backendOf(s.Name)
-	if b == nil || b.err != nil {
-		return nil, fmt.Errorf("no transport to %s", s.Name)
+	get, err := a.backendGet(ctx, s)
+	if err != nil {
+		return nil, err
 	}
 	port := int32(443)
 	if s.Spec.Service.Port != nil {
 		port = *s.Spec.Service.Port
-	}
-	addr, err := a.cfg.Resolver.Resolve(ctx, s.Spec.Service.Namespace, s.Spec.Service.Name, port)
-	if err != nil {
-		return nil, err
-	}
-	client := &http.Client{Transport: a.wrap(b.transport), Timeout: checkTimeout}
-	get := func(path, accept string, groups []string) (*http.Response, []byte, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, (&url.URL{Scheme: "https", Host: addr, Path: path}).String(), nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		req.Header.Set("Accept", accept)
-		transport.SetAuthProxyHeaders(req, "system:kube-aggregator", "", groups, nil)
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, nil, err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(io.LimitReader(resp.Body, maxDiscoveryBytes))
-		return resp, body, err
 	}
 	resp, body, err := get("/apis", acceptAggregated, []string{"system:masters"})
 	if err != nil {
@@ -160,6 +219,43 @@ func (a *Aggregator) fetchDiscovery(ctx context.Context, s *apiregistrationv1.AP
 		return nil, err
 	}
 	return convertResources(list.APIResources), nil
+}
+
+// getFunc GETs path from an APIService's server as system:kube-aggregator in groups,
+// accepting accept, and returns the answer and its body (at most maxDiscoveryBytes).
+type getFunc func(path, accept string, groups []string) (*http.Response, []byte, error)
+
+// backendGet is the getFunc of s's server: a ready endpoint of its Service, over its
+// backend's transport. Errors: no transport, no endpoint.
+func (a *Aggregator) backendGet(ctx context.Context, s *apiregistrationv1.APIService) (getFunc, error) {
+	b := a.backendOf(s.Name)
+	if b == nil || b.err != nil {
+		return nil, fmt.Errorf("no transport to %s", s.Name)
+	}
+	port := int32(443)
+	if s.Spec.Service.Port != nil {
+		port = *s.Spec.Service.Port
+	}
+	addr, err := a.cfg.Resolver.Resolve(ctx, s.Spec.Service.Namespace, s.Spec.Service.Name, port)
+	if err != nil {
+		return nil, err
+	}
+	client := &http.Client{Transport: a.wrap(b.transport), Timeout: checkTimeout}
+	return func(path, accept string, groups []string) (*http.Response, []byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, (&url.URL{Scheme: "https", Host: addr, Path: path}).String(), nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		req.Header.Set("Accept", accept)
+		transport.SetAuthProxyHeaders(req, "system:kube-aggregator", "", groups, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxDiscoveryBytes))
+		return resp, body, err
+	}, nil
 }
 
 // isAggregatedDiscovery reports whether contentType is an APIGroupDiscoveryList, v2 or

@@ -32,6 +32,9 @@ type AggregatedAPI interface {
 	Groups() []metav1.APIGroup
 	// Discovery is their aggregated discovery (apidiscovery.k8s.io/v2) for /apis.
 	Discovery() []apidiscoveryv2.APIGroupDiscovery
+	// OpenAPIV3 is the OpenAPI v3 document (JSON) of each aggregated group version, by
+	// path ("apis/<group>/<version>"), for /openapi/v3.
+	OpenAPIV3() map[string][]byte
 }
 
 // aggregatedHandler serves /apis/* for the groups the AggregatedAPI takes, and passes

@@ -48,7 +48,9 @@ import (
 type openAPI struct {
 	gvs []*APIGroupVersion
 	// dynamic adds the custom resources' documents; nil: none.
-	dynamic        DynamicAPI
+	dynamic DynamicAPI
+	// aggregated adds the extension API servers' v3 documents; nil: none.
+	aggregated     AggregatedAPI
 	getDefinitions common.GetOpenAPIDefinitions
 	// definitions tells which models exist; builders get fresh ones (config), as they
 	// change the schemas' extension maps in place.
@@ -265,12 +267,26 @@ func (o *openAPI) build() {
 	o.etags[""] = hash(o.index)
 }
 
-// currentIndex is the index with the dynamic API's documents added, and its ETag.
-func (o *openAPI) currentIndex() ([]byte, string, error) {
-	if o.dynamic == nil {
-		return o.index, o.etags[""], nil
+// extraV3 are the v3 documents of custom resources and aggregated APIs, by path.
+func (o *openAPI) extraV3() map[string][]byte {
+	docs := map[string][]byte{}
+	if o.aggregated != nil {
+		for k, v := range o.aggregated.OpenAPIV3() {
+			docs[k] = v
+		}
 	}
-	docs := o.dynamic.OpenAPIV3()
+	if o.dynamic != nil {
+		for k, v := range o.dynamic.OpenAPIV3() {
+			docs[k] = v
+		}
+	}
+	return docs
+}
+
+// currentIndex is the index with the dynamic and aggregated documents added, and its
+// ETag.
+func (o *openAPI) currentIndex() ([]byte, string, error) {
+	docs := o.extraV3()
 	if len(docs) == 0 {
 		return o.index, o.etags[""], nil
 	}
@@ -340,8 +356,8 @@ func (o *openAPI) serveDocument(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimPrefix(r.URL.Path, "/openapi/v3/")
 	doc, ok := o.docs[path]
 	etag := o.etags[path]
-	if !ok && o.dynamic != nil {
-		if doc, ok = o.dynamic.OpenAPIV3()[path]; ok {
+	if !ok {
+		if doc, ok = o.extraV3()[path]; ok {
 			etag = hash(doc)
 		}
 	}

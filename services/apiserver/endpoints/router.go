@@ -139,7 +139,7 @@ func NewHandler(cfg Config) http.Handler {
 	})
 
 	openapi := newOpenAPI(append([]*APIGroupVersion{cfg.Core}, cfg.Groups...), cfg.OpenAPIDefinitions)
-	openapi.dynamic = cfg.Dynamic
+	openapi.dynamic, openapi.aggregated = cfg.Dynamic, cfg.Aggregated
 	fields := &fieldManagers{openAPI: openapi}
 	r.Get("/openapi/v3", openapi.serveIndex)
 	r.Get("/openapi/v3/*", openapi.serveDocument)
