@@ -7,7 +7,9 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -172,6 +174,14 @@ func resourceAttributes(r *http.Request, req *request) authorizer.AttributesReco
 	}
 	if raw := r.URL.Query().Get("fieldSelector"); raw != "" {
 		attrs.FieldSelectorRequirements, attrs.FieldSelectorParsingErr = authorization.ParseFieldSelector(raw)
+		// A list or watch of one name (fieldSelector=metadata.name=NAME) is authorized
+		// as that name, so a rule's resourceNames can allow it, as kube's
+		// RequestInfoFactory does: an informer on one ConfigMap needs only that one.
+		if sel, err := fields.ParseSelector(raw); err == nil && attrs.Name == "" && (attrs.Verb == "list" || attrs.Verb == "watch") {
+			if name, ok := sel.RequiresExactMatch("metadata.name"); ok && len(path.IsValidPathSegmentName(name)) == 0 {
+				attrs.Name = name
+			}
+		}
 	}
 	return attrs
 }
