@@ -744,6 +744,12 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		s.rbac.run(ctx)
 	}()
 	defer func() { <-rbacDone }()
+	flowcontrolDone := make(chan struct{})
+	go func() {
+		defer close(flowcontrolDone)
+		s.runFlowcontrolBootstrap(ctx)
+	}()
+	defer func() { <-flowcontrolDone }()
 	policyStatusDone := make(chan struct{})
 	go func() {
 		defer close(policyStatusDone)

@@ -29,6 +29,8 @@ import (
 	"skiff.dev/services/apiserver/registry/core/service"
 	"skiff.dev/services/apiserver/registry/core/serviceaccount"
 	"skiff.dev/services/apiserver/registry/discovery/endpointslice"
+	"skiff.dev/services/apiserver/registry/flowcontrol/flowschema"
+	"skiff.dev/services/apiserver/registry/flowcontrol/prioritylevelconfiguration"
 	eventsevent "skiff.dev/services/apiserver/registry/events/event"
 	"skiff.dev/services/apiserver/registry/networking/ingress"
 	"skiff.dev/services/apiserver/registry/networking/ingressclass"
@@ -82,5 +84,7 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		validatingadmissionpolicybinding.NewDescriptor(authorizer),
 		customresourcedefinition.Descriptor,
 		apiservice.Descriptor,
+		flowschema.Descriptor,
+		prioritylevelconfiguration.Descriptor,
 	}
 }

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -70,6 +71,7 @@ var ServedGroupVersions = []schema.GroupVersion{
 	admissionregistrationv1.SchemeGroupVersion,
 	apiextensionsv1.SchemeGroupVersion,
 	apiregistrationv1.SchemeGroupVersion,
+	flowcontrolv1.SchemeGroupVersion,
 }
 
 func init() {
@@ -88,6 +90,7 @@ func init() {
 	utilruntime.Must(admissionregistrationv1.AddToScheme(Scheme))
 	utilruntime.Must(apiextensionsv1.AddToScheme(Scheme))
 	utilruntime.Must(apiregistrationv1.AddToScheme(Scheme))
+	utilruntime.Must(flowcontrolv1.AddToScheme(Scheme))
 	// events.k8s.io/v1 Events are core/v1 Events seen in other words.
 	utilruntime.Must(addEventConversions(Scheme))
 	// autoscaling/v1 Scale is what deployments/scale and replicasets/scale read and write.
