@@ -72,7 +72,7 @@ func TestFlowcontrolServed(t *testing.T) {
 				PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: "e2e-level"},
 				DistinguisherMethod:        &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByUserType},
 				Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
-					Subjects: []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: "e2e"}}},
+					Subjects:         []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: "e2e"}}},
 					NonResourceRules: []flowcontrolv1.NonResourcePolicyRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/healthz/*"}}},
 				}},
 			},
