@@ -5,6 +5,7 @@ package secret
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,7 +74,8 @@ func foldStringData(s *corev1.Secret) {
 	s.StringData = nil
 }
 
-// Validate checks metadata, data keys (as ConfigMap keys) and the 1 MiB limit.
+// Validate checks metadata, data keys (as ConfigMap keys), the 1 MiB limit and what
+// the type requires (validateType). Mirrors ValidateSecret.
 func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
 	s := obj.(*corev1.Secret)
 	allErrs := apivalidation.ValidateObjectMeta(&s.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
@@ -87,6 +89,53 @@ func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList 
 	}
 	if total > MaxSecretSize {
 		allErrs = append(allErrs, field.TooLong(dataPath, "", MaxSecretSize))
+	}
+	return append(allErrs, validateType(s, dataPath)...)
+}
+
+// validateType checks what a secret's type requires: the service account's name
+// annotation (service-account-token), the docker configuration as JSON (dockercfg,
+// dockerconfigjson), a username or a password (basic-auth), a private key (ssh-auth),
+// a certificate and a key (tls). Other types, Opaque among them, require nothing.
+// Messages and paths are kube's ValidateSecret's.
+func validateType(s *corev1.Secret, dataPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	requireJSON := func(key string) {
+		data, ok := s.Data[key]
+		if !ok {
+			allErrs = append(allErrs, field.Required(dataPath.Key(key), ""))
+			return
+		}
+		if err := json.Unmarshal(data, &map[string]any{}); err != nil {
+			allErrs = append(allErrs, field.Invalid(dataPath.Key(key), "<secret contents redacted>", err.Error()))
+		}
+	}
+	switch s.Type {
+	case corev1.SecretTypeServiceAccountToken:
+		if s.Annotations[corev1.ServiceAccountNameKey] == "" {
+			allErrs = append(allErrs, field.Required(field.NewPath("metadata", "annotations").Key(corev1.ServiceAccountNameKey), ""))
+		}
+	case corev1.SecretTypeDockercfg:
+		requireJSON(corev1.DockerConfigKey)
+	case corev1.SecretTypeDockerConfigJson:
+		requireJSON(corev1.DockerConfigJsonKey)
+	case corev1.SecretTypeBasicAuth:
+		_, user := s.Data[corev1.BasicAuthUsernameKey]
+		_, password := s.Data[corev1.BasicAuthPasswordKey]
+		if !user && !password {
+			allErrs = append(allErrs, field.Required(dataPath.Key(corev1.BasicAuthUsernameKey), ""),
+				field.Required(dataPath.Key(corev1.BasicAuthPasswordKey), ""))
+		}
+	case corev1.SecretTypeSSHAuth:
+		if len(s.Data[corev1.SSHAuthPrivateKey]) == 0 {
+			allErrs = append(allErrs, field.Required(dataPath.Key(corev1.SSHAuthPrivateKey), ""))
+		}
+	case corev1.SecretTypeTLS:
+		for _, key := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
+			if _, ok := s.Data[key]; !ok {
+				allErrs = append(allErrs, field.Required(dataPath.Key(key), ""))
+			}
+		}
 	}
 	return allErrs
 }
