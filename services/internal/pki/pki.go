@@ -10,6 +10,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -294,17 +295,19 @@ func ParsePublicKeysPEM(data []byte) ([]crypto.PublicKey, error) {
 	return keys, nil
 }
 
-// newServiceAccountKey makes the service-account token signing key: ECDSA P-256 (ES256
-// tokens), like every other key skiff makes; kube-apiserver accepts RSA and ECDSA keys
-// alike, so a kubeadm RSA sa.key dropped in its place works too.
+// serviceAccountKeyBits is the size of the service-account signing key, kubeadm's.
+const serviceAccountKeyBits = 2048
+
+// newServiceAccountKey makes the service-account token signing key as kubeadm does: RSA
+// 2048 in a PKCS#1 "RSA PRIVATE KEY" block, so tokens are RS256, the one algorithm every
+// OIDC consumer of the issuer's keys must support. An ECDSA key dropped in its place
+// works too (ES256 tokens).
 func newServiceAccountKey() (keyPEM, pubPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := rsa.GenerateKey(rand.Reader, serviceAccountKeyBits)
 	if err != nil {
 		return nil, nil, err
 	}
-	if keyPEM, err = EncodeKeyPEM(key); err != nil {
-		return nil, nil, err
-	}
+	keyPEM = pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
 	if pubPEM, err = EncodePublicKeyPEM(key.Public()); err != nil {
 		return nil, nil, err
 	}

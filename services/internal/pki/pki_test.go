@@ -2,11 +2,13 @@ package pki
 
 import (
 	"crypto"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,6 +172,10 @@ func TestInitMakesServiceAccountKeyAndKeepsIt(t *testing.T) {
 	key, err := ParseKeyPEM(keyPEM)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// kubeadm's form: RSA 2048 in a PKCS#1 block, so tokens are RS256.
+	if rsaKey, ok := key.(*rsa.PrivateKey); !ok || rsaKey.N.BitLen() != 2048 || !strings.HasPrefix(string(keyPEM), "-----BEGIN RSA PRIVATE KEY-----") {
+		t.Errorf("sa.key is a %T, want an RSA 2048 PKCS#1 key:\n%.40s", key, keyPEM)
 	}
 	pubs, err := ParsePublicKeysPEM(pubPEM)
 	if err != nil || len(pubs) != 1 {
