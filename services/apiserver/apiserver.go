@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	nodev1 "k8s.io/api/node/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -352,6 +353,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 		Mutating: []admission.Interface{
 			admission.NewNamespaceLifecycle(s.namespaces),
 			admission.ServiceAccount{ServiceAccounts: serviceAccounts},
+			admission.Priority{PriorityClasses: stores[schedulingv1.Resource("priorityclasses")]},
 			admission.RuntimeClass{RuntimeClasses: stores[nodev1.Resource("runtimeclasses")]},
 			admission.DefaultTolerationSecondsPlugin{},
 		},
@@ -744,6 +746,12 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		s.rbac.run(ctx)
 	}()
 	defer func() { <-rbacDone }()
+	priorityClassesDone := make(chan struct{})
+	go func() {
+		defer close(priorityClassesDone)
+		s.ensureSystemPriorityClasses(ctx)
+	}()
+	defer func() { <-priorityClassesDone }()
 	flowcontrolDone := make(chan struct{})
 	go func() {
 		defer close(flowcontrolDone)

@@ -41,6 +41,7 @@ import (
 	"skiff.dev/services/apiserver/registry/rbac/clusterrolebinding"
 	"skiff.dev/services/apiserver/registry/rbac/role"
 	"skiff.dev/services/apiserver/registry/rbac/rolebinding"
+	"skiff.dev/services/apiserver/registry/scheduling/priorityclass"
 )
 
 // resources lists every resource the apiserver serves: the one place a new resource is
@@ -88,5 +89,6 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		apiservice.Descriptor,
 		flowschema.Descriptor,
 		prioritylevelconfiguration.Descriptor,
+		priorityclass.Descriptor,
 	}
 }

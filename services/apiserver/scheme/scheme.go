@@ -20,6 +20,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -72,6 +73,7 @@ var ServedGroupVersions = []schema.GroupVersion{
 	apiextensionsv1.SchemeGroupVersion,
 	apiregistrationv1.SchemeGroupVersion,
 	flowcontrolv1.SchemeGroupVersion,
+	schedulingv1.SchemeGroupVersion,
 }
 
 func init() {
@@ -91,6 +93,7 @@ func init() {
 	utilruntime.Must(apiextensionsv1.AddToScheme(Scheme))
 	utilruntime.Must(apiregistrationv1.AddToScheme(Scheme))
 	utilruntime.Must(flowcontrolv1.AddToScheme(Scheme))
+	utilruntime.Must(schedulingv1.AddToScheme(Scheme))
 	// events.k8s.io/v1 Events are core/v1 Events seen in other words.
 	utilruntime.Must(addEventConversions(Scheme))
 	// autoscaling/v1 Scale is what deployments/scale and replicasets/scale read and write.

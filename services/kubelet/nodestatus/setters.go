@@ -16,6 +16,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	corevalidation "skiff.dev/services/internal/apis/core/validation"
 )
 
 // Setter modifies node's status in place; an error is logged and the other
@@ -34,13 +36,31 @@ func NodeAddress(nodeIP, hostname string) Setter {
 	}
 }
 
-// MachineInfo sets capacity and allocatable (equal: skiff reserves nothing
-// for the system) and the machine's identity in nodeInfo. Mirrors
+// MachineInfo sets the capacity of the resources the kubelet knows (capacity's) and
+// allocatable to the whole capacity (equal: skiff reserves nothing for the system), and
+// the machine's identity in nodeInfo. Other capacity entries, extended resources a
+// cluster administrator advertised by patching the node's status, are kept and made
+// allocatable; an extended resource gone from capacity leaves allocatable too. Mirrors
 // nodestatus.MachineInfo.
 func MachineInfo(machine Machine, capacity v1.ResourceList) Setter {
 	return func(_ context.Context, node *v1.Node) error {
-		node.Status.Capacity = capacity.DeepCopy()
-		node.Status.Allocatable = capacity.DeepCopy()
+		if node.Status.Capacity == nil {
+			node.Status.Capacity = v1.ResourceList{}
+		}
+		for name, q := range capacity {
+			node.Status.Capacity[name] = q.DeepCopy()
+		}
+		if node.Status.Allocatable == nil {
+			node.Status.Allocatable = v1.ResourceList{}
+		}
+		for name := range node.Status.Allocatable {
+			if _, ok := node.Status.Capacity[name]; !ok && corevalidation.IsExtendedResourceName(name) {
+				delete(node.Status.Allocatable, name)
+			}
+		}
+		for name, q := range node.Status.Capacity {
+			node.Status.Allocatable[name] = q.DeepCopy()
+		}
 		node.Status.NodeInfo.MachineID = machine.MachineID
 		node.Status.NodeInfo.SystemUUID = machine.SystemUUID
 		node.Status.NodeInfo.BootID = machine.BootID

@@ -131,3 +131,23 @@ func TestReadMachineFindsCPUAndMemory(t *testing.T) {
 		t.Errorf("machine = %+v", m)
 	}
 }
+
+// TestMachineInfoKeepsExtendedResources: the kubelet's own resources are set; an
+// extended resource an administrator patched into capacity stays and becomes
+// allocatable; one gone from capacity leaves allocatable.
+func TestMachineInfoKeepsExtendedResources(t *testing.T) {
+	node := &v1.Node{Status: v1.NodeStatus{
+		Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), "example.com/foo": resource.MustParse("5")},
+		Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), "example.com/foo": resource.MustParse("5"),
+			"example.com/gone": resource.MustParse("1")},
+	}}
+	capacity := v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("1Gi")}
+	if err := MachineInfo(Machine{}, capacity)(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	for _, list := range []v1.ResourceList{node.Status.Capacity, node.Status.Allocatable} {
+		if cpu, foo := list[v1.ResourceCPU], list["example.com/foo"]; cpu.String() != "4" || foo.String() != "5" || len(list) != 3 {
+			t.Errorf("%v, want cpu 4, memory 1Gi and example.com/foo 5", list)
+		}
+	}
+}

@@ -71,7 +71,7 @@ func ValidateOverhead(overhead corev1.ResourceList, fldPath *field.Path) field.E
 		if q.Sign() < 0 {
 			allErrs = append(allErrs, field.Invalid(path, q.String(), "must be greater than or equal to 0"))
 		}
-		if isExtendedResourceName(name) && q.MilliValue()%1000 != 0 {
+		if IsExtendedResourceName(name) && q.MilliValue()%1000 != 0 {
 			allErrs = append(allErrs, field.Invalid(path, q, "must be an integer"))
 		}
 		switch {
@@ -105,23 +105,23 @@ func validateContainerResourceName(name corev1.ResourceName, fldPath *field.Path
 		if !standardContainerResources.Has(name) && !strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) {
 			return append(allErrs, field.Invalid(fldPath, name, "must be a standard resource for containers"))
 		}
-	} else if !isNativeResource(name) && !isExtendedResourceName(name) {
+	} else if !IsNativeResource(name) && !IsExtendedResourceName(name) {
 		return append(allErrs, field.Invalid(fldPath, name, "doesn't follow extended resource name standard"))
 	}
 	return allErrs
 }
 
-// isNativeResource reports whether name is in kubernetes.io's namespace (unprefixed
+// IsNativeResource reports whether name is in kubernetes.io's namespace (unprefixed
 // names are). Mirrors helper.IsNativeResource.
-func isNativeResource(name corev1.ResourceName) bool {
+func IsNativeResource(name corev1.ResourceName) bool {
 	return !strings.Contains(string(name), "/") || strings.Contains(string(name), corev1.ResourceDefaultNamespacePrefix)
 }
 
-// isExtendedResourceName reports whether name is an extended resource: outside
+// IsExtendedResourceName reports whether name is an extended resource: outside
 // kubernetes.io, not "requests."-prefixed, and a qualified name once so prefixed.
 // Mirrors helper.IsExtendedResourceName.
-func isExtendedResourceName(name corev1.ResourceName) bool {
-	if isNativeResource(name) || strings.HasPrefix(string(name), corev1.DefaultResourceRequestsPrefix) {
+func IsExtendedResourceName(name corev1.ResourceName) bool {
+	if IsNativeResource(name) || strings.HasPrefix(string(name), corev1.DefaultResourceRequestsPrefix) {
 		return false
 	}
 	return len(validation.IsQualifiedName(fmt.Sprintf("%s%s", corev1.DefaultResourceRequestsPrefix, name))) == 0
