@@ -93,6 +93,7 @@ func (n *NodeInfo) RemovePod(pod *v1.Pod) error {
 func (n *NodeInfo) Clone() *NodeInfo {
 	c := *n
 	c.Pods = append([]*PodInfo(nil), n.Pods...)
+	c.Requested, c.NonZeroRequested, c.Allocatable = n.Requested.Clone(), n.NonZeroRequested.Clone(), n.Allocatable.Clone()
 	return &c
 }
 

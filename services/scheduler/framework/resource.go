@@ -1,8 +1,13 @@
 package framework
 
 import (
+	"maps"
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	corevalidation "skiff.dev/services/internal/apis/core/validation"
 )
 
 // Defaults kube-scheduler assumes for a container that requests no cpu or no
@@ -15,13 +20,40 @@ const (
 )
 
 // Resource is an amount of the resources the scheduler accounts for: cpu in
-// millicores, memory in bytes, and a pod count (AllowedPodNumber, only
-// meaningful for allocatable). Mirrors kube-scheduler's framework.Resource,
-// without ephemeral storage and extended resources.
+// millicores, memory in bytes, a pod count (AllowedPodNumber, only meaningful for
+// allocatable), and scalar resources (extended resources such as
+// "example.com/gpu", hugepages) in their units. Mirrors kube-scheduler's
+// framework.Resource, without ephemeral storage.
 type Resource struct {
 	MilliCPU         int64
 	Memory           int64
 	AllowedPodNumber int64
+	// ScalarResources is nil when there are none (the common case costs no map).
+	ScalarResources map[v1.ResourceName]int64
+}
+
+// IsScalarResourceName reports whether name is accounted as a scalar resource: an
+// extended resource, hugepages, or another kubernetes.io-prefixed resource. Mirrors
+// kube-scheduler's util.IsScalarResourceName.
+func IsScalarResourceName(name v1.ResourceName) bool {
+	return corevalidation.IsExtendedResourceName(name) || strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) ||
+		strings.Contains(string(name), v1.ResourceDefaultNamespacePrefix)
+}
+
+// AddScalar adds quantity of the scalar resource name.
+func (r *Resource) AddScalar(name v1.ResourceName, quantity int64) {
+	if r.ScalarResources == nil {
+		r.ScalarResources = map[v1.ResourceName]int64{}
+	}
+	r.ScalarResources[name] += quantity
+}
+
+// Clone returns a copy of r that shares no map with it.
+func (r Resource) Clone() Resource {
+	if r.ScalarResources != nil {
+		r.ScalarResources = maps.Clone(r.ScalarResources)
+	}
+	return r
 }
 
 // NewResource reads cpu, memory and pods from a ResourceList (e.g. a node's
@@ -42,6 +74,10 @@ func (r *Resource) Add(rl v1.ResourceList) {
 			r.Memory += q.Value()
 		case v1.ResourcePods:
 			r.AllowedPodNumber += q.Value()
+		default:
+			if IsScalarResourceName(name) {
+				r.AddScalar(name, q.Value())
+			}
 		}
 	}
 }
@@ -51,6 +87,9 @@ func (r *Resource) AddResource(o Resource) {
 	r.MilliCPU += o.MilliCPU
 	r.Memory += o.Memory
 	r.AllowedPodNumber += o.AllowedPodNumber
+	for name, q := range o.ScalarResources {
+		r.AddScalar(name, q)
+	}
 }
 
 // SubResource subtracts o from r.
@@ -58,6 +97,9 @@ func (r *Resource) SubResource(o Resource) {
 	r.MilliCPU -= o.MilliCPU
 	r.Memory -= o.Memory
 	r.AllowedPodNumber -= o.AllowedPodNumber
+	for name, q := range o.ScalarResources {
+		r.AddScalar(name, -q)
+	}
 }
 
 // SetMaxResource raises each of r's amounts to o's where o's is larger.
@@ -65,11 +107,24 @@ func (r *Resource) SetMaxResource(o Resource) {
 	r.MilliCPU = max(r.MilliCPU, o.MilliCPU)
 	r.Memory = max(r.Memory, o.Memory)
 	r.AllowedPodNumber = max(r.AllowedPodNumber, o.AllowedPodNumber)
+	for name, q := range o.ScalarResources {
+		if q > r.ScalarResources[name] {
+			r.AddScalar(name, q-r.ScalarResources[name])
+		}
+	}
 }
 
-// IsZero reports whether r asks for no cpu and no memory.
+// IsZero reports whether r asks for no cpu, no memory and no scalar resource.
 func (r Resource) IsZero() bool {
-	return r.MilliCPU == 0 && r.Memory == 0
+	if r.MilliCPU != 0 || r.Memory != 0 {
+		return false
+	}
+	for _, q := range r.ScalarResources {
+		if q != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // PodRequests returns what pod asks the node for, computed as the kubelet
@@ -104,7 +159,7 @@ func PodRequests(pod *v1.Pod, nonZero bool) Resource {
 	return reqs
 }
 
-// containerRequests reads a container's cpu and memory requests. A resource
+// containerRequests reads a container's cpu, memory and scalar requests. A resource
 // with a limit but no request counts at its limit: that is what the
 // apiserver's defaulting (SetDefaults_Pod) stores, and applying it here keeps
 // the accounting right even if a pod reached us undefaulted.
@@ -126,6 +181,11 @@ func containerRequests(c *v1.Container, nonZero bool) Resource {
 		r.Memory = q.Value()
 	} else if nonZero {
 		r.Memory = DefaultMemoryRequest
+	}
+	for name, q := range c.Resources.Requests {
+		if IsScalarResourceName(name) {
+			r.AddScalar(name, q.Value())
+		}
 	}
 	return r
 }

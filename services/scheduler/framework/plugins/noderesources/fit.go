@@ -6,6 +6,8 @@ package noderesources
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -23,10 +25,10 @@ const (
 const preFilterStateKey framework.StateKey = "PreFilter" + names.NodeResourcesFit
 
 // Fit decides whether the node has room for the pod: one more pod within
-// allocatable pods, and the pod's cpu and memory requests within allocatable
+// allocatable pods, and the pod's cpu, memory and scalar (extended) requests within allocatable
 // minus what the node's pods (assumed ones included) already request. All
 // shortfalls are reported, each as its own reason. Mirrors kube-scheduler's
-// noderesources.Fit (without ephemeral storage and extended resources).
+// noderesources.Fit (without ephemeral storage).
 // It also scores nodes under ScoringStrategy (score.go).
 type Fit struct {
 	ScoringStrategy ScoringStrategy
@@ -76,7 +78,7 @@ func (f *Fit) Filter(_ context.Context, state *framework.CycleState, pod *v1.Pod
 }
 
 // InsufficientResources lists, in kube-scheduler's order (pods, cpu,
-// memory), what the node lacks for a pod requesting podRequest. A resource
+// memory, then each scalar resource), what the node lacks for a pod requesting podRequest. A resource
 // the pod does not request is never insufficient, even on an overcommitted
 // node. Mirrors kube-scheduler's fitsRequest.
 func InsufficientResources(podRequest framework.Resource, nodeInfo *framework.NodeInfo) []string {
@@ -92,6 +94,11 @@ func InsufficientResources(podRequest framework.Resource, nodeInfo *framework.No
 	}
 	if podRequest.Memory > 0 && podRequest.Memory > nodeInfo.Allocatable.Memory-nodeInfo.Requested.Memory {
 		reasons = append(reasons, ReasonInsufficientMemory)
+	}
+	for _, name := range slices.Sorted(maps.Keys(podRequest.ScalarResources)) {
+		if q := podRequest.ScalarResources[name]; q > 0 && q > nodeInfo.Allocatable.ScalarResources[name]-nodeInfo.Requested.ScalarResources[name] {
+			reasons = append(reasons, "Insufficient "+string(name))
+		}
 	}
 	return reasons
 }

@@ -221,3 +221,41 @@ func TestLeastAllocatedScore(t *testing.T) {
 		})
 	}
 }
+
+// TestFitExtendedResources: an extended resource the pod requests must be allocatable
+// beyond what the node's pods hold, reported as kube words it; a node without it does
+// not fit; a pod requesting none fits anywhere.
+func TestFitExtendedResources(t *testing.T) {
+	const foo = v1.ResourceName("example.com/foo")
+	withFoo := func(n string) *v1.Pod {
+		c := container("100m", "")
+		c.Resources.Requests[foo] = resource.MustParse(n)
+		c.Resources.Limits = v1.ResourceList{foo: resource.MustParse(n)}
+		return pod([]v1.Container{c})
+	}
+	node := func(alloc string, existing ...*v1.Pod) *framework.NodeInfo {
+		ni := nodeInfo("4", "4Gi", 110, existing...)
+		n := ni.Node().DeepCopy()
+		if alloc != "" {
+			n.Status.Allocatable[foo] = resource.MustParse(alloc)
+		}
+		ni.SetNode(n)
+		return ni
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		node *framework.NodeInfo
+		want []string
+	}{
+		{"fits", withFoo("2"), node("3", withFoo("1")), nil},
+		{"taken", withFoo("3"), node("3", withFoo("1")), []string{"Insufficient example.com/foo"}},
+		{"not on the node", withFoo("1"), node(""), []string{"Insufficient example.com/foo"}},
+		{"not asked", pod([]v1.Container{container("100m", "")}), node(""), nil},
+	} {
+		got := InsufficientResources(framework.PodRequests(tc.pod, false), tc.node)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
