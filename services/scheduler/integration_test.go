@@ -122,7 +122,7 @@ func TestSchedulerAgainstARealAPIServer(t *testing.T) {
 		waitForPod(t, client, "too-big", "unschedulable", func(p *v1.Pod) bool {
 			c := podScheduled(p)
 			return c != nil && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable &&
-				c.Message == "0/2 nodes are available: 2 Insufficient cpu."
+				c.Message == "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
 		})
 		createReadyNode(t, client, "node-big", "8")
 		pod := waitForPod(t, client, "too-big", "bound", func(p *v1.Pod) bool {

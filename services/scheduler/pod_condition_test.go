@@ -62,7 +62,7 @@ func TestPodScheduledConditionIsAStrategicMergePatch(t *testing.T) {
 	rec.mu.Unlock()
 
 	cond := &v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable, Message: "0/0 nodes"}
-	if err := s.patchPodScheduledCondition(ctx, stale, cond); err != nil {
+	if err := s.patchPodScheduledCondition(ctx, stale, cond, ""); err != nil {
 		t.Fatalf("patchPodScheduledCondition: %v", err)
 	}
 	got, err := getPod(client, "p")
@@ -87,7 +87,7 @@ func TestPodScheduledConditionIsAStrategicMergePatch(t *testing.T) {
 	}
 
 	// The same condition again is already there: nothing is sent.
-	if err := s.patchPodScheduledCondition(ctx, got, cond); err != nil {
+	if err := s.patchPodScheduledCondition(ctx, got, cond, ""); err != nil {
 		t.Fatal(err)
 	}
 	rec.mu.Lock()

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,13 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -27,6 +20,7 @@ import (
 	"skiff.dev/services/scheduler/framework"
 	"skiff.dev/services/scheduler/internal/queue"
 	"skiff.dev/services/scheduler/metrics"
+	"skiff.dev/services/scheduler/util"
 )
 
 // ErrNoNodesAvailable is the scheduling error when the cluster has no nodes
@@ -78,15 +72,17 @@ func (s *Scheduler) scheduleOne(ctx context.Context) {
 	if err != nil {
 		var status *framework.Status
 		var fitErr *framework.FitError
+		nominatedNode := ""
 		switch {
 		case errors.Is(err, ErrNoNodesAvailable):
 			status = framework.NewStatus(framework.UnschedulableAndUnresolvable).WithError(err)
 		case errors.As(err, &fitErr):
+			nominatedNode = s.runPostFilter(ctx, logger, state, pod, fitErr)
 			status = framework.NewStatus(framework.Unschedulable).WithError(err)
 		default:
 			status = framework.AsStatus(err)
 		}
-		s.handleSchedulingFailure(ctx, logger, pInfo, status, podCycle, start)
+		s.handleSchedulingFailure(ctx, logger, pInfo, status, nominatedNode, podCycle, start)
 		return
 	}
 
@@ -95,15 +91,17 @@ func (s *Scheduler) scheduleOne(ctx context.Context) {
 	assumed := assumedPInfo.Pod
 	assumed.Spec.NodeName = result.SuggestedHost
 	if err := s.cache.AssumePod(assumed); err != nil {
-		s.handleSchedulingFailure(ctx, logger, pInfo, framework.AsStatus(fmt.Errorf("assume pod: %w", err)), podCycle, start)
+		s.handleSchedulingFailure(ctx, logger, pInfo, framework.AsStatus(fmt.Errorf("assume pod: %w", err)), "", podCycle, start)
 		return
 	}
+	// Assumed on a node, the pod no longer holds room on the one it was nominated to.
+	s.nominator.DeleteNominatedPodIfExists(assumed)
 	if status := s.framework.RunReservePluginsReserve(ctx, state, assumed, result.SuggestedHost); !status.IsSuccess() {
 		s.framework.RunReservePluginsUnreserve(ctx, state, assumed, result.SuggestedHost)
 		if err := s.cache.ForgetPod(assumed); err != nil {
 			logger.Error("forgetting assumed pod", "err", err)
 		}
-		s.handleSchedulingFailure(ctx, logger, pInfo, status, podCycle, start)
+		s.handleSchedulingFailure(ctx, logger, pInfo, status, "", podCycle, start)
 		return
 	}
 
@@ -194,7 +192,7 @@ func (s *Scheduler) findNodesThatFitPod(ctx context.Context, state *framework.Cy
 	}
 	var feasible []*framework.NodeInfo
 	for _, n := range nodes {
-		status := s.framework.RunFilterPlugins(ctx, state, pod, n)
+		status := s.framework.RunFilterPluginsWithNominatedPods(ctx, state, pod, n)
 		switch {
 		case status.IsSuccess():
 			feasible = append(feasible, n)
@@ -270,7 +268,7 @@ func (s *Scheduler) bindingCycle(ctx context.Context, logger *slog.Logger, state
 			// The room the pod held is free again.
 			s.queue.MoveAllToActiveOrBackoffQueue(queue.EventAssignedPodDelete, func(p *v1.Pod) bool { return p.UID != assumed.UID })
 		}
-		s.handleSchedulingFailure(ctx, logger, pInfo, status, podCycle, start)
+		s.handleSchedulingFailure(ctx, logger, pInfo, status, "", podCycle, start)
 		return
 	}
 	s.recorder.Eventf(assumed, v1.EventTypeNormal, "Scheduled", "Successfully assigned %v/%v to %v", assumed.Namespace, assumed.Name, result.SuggestedHost)
@@ -278,13 +276,38 @@ func (s *Scheduler) bindingCycle(ctx context.Context, logger *slog.Logger, state
 	s.metrics.Observe(metrics.Scheduled, s.schedulerName, start)
 }
 
+// runPostFilter runs the PostFilter plugins (preemption) for a pod no node
+// fits and returns the node it is nominated to ("" if none). What they say
+// when they cannot help joins the FitError's message.
+func (s *Scheduler) runPostFilter(ctx context.Context, logger *slog.Logger, state *framework.CycleState, pod *v1.Pod, fitErr *framework.FitError) string {
+	if !s.framework.HasPostFilterPlugins() {
+		return ""
+	}
+	ctx, span := s.tracer.Start(ctx, "PostFilter")
+	defer span.End()
+	result, status := s.framework.RunPostFilterPlugins(ctx, state, pod, fitErr.Diagnosis.NodeToStatusMap)
+	switch {
+	case status.IsSuccess() && result != nil && result.NominatedNodeName != "":
+		span.SetAttributes(semconv.K8SNodeName(result.NominatedNodeName))
+		logger.Info("preempted pods to make room", "nominatedNode", result.NominatedNodeName)
+		return result.NominatedNodeName
+	case status.IsRejected():
+		fitErr.Diagnosis.PostFilterMsg = status.Message()
+	case !status.IsSuccess():
+		tracing.RecordError(span, status.AsError())
+		logger.Error("preemption failed", "err", status.AsError())
+	}
+	return ""
+}
+
 // handleSchedulingFailure re-queues a pod whose attempt failed and records
 // why on the pod: condition PodScheduled=False with reason Unschedulable
 // (no node fits; the message is the FitError) or SchedulerError (something
-// broke). Rejected pods are parked until the cluster changes; errors are
+// broke), and status.nominatedNodeName when preemption nominated it to a
+// node. Rejected pods are parked until the cluster changes; errors are
 // retried with backoff. A pod deleted or bound meanwhile is dropped.
 // Mirrors kube-scheduler's handleSchedulingFailure.
-func (s *Scheduler) handleSchedulingFailure(ctx context.Context, logger *slog.Logger, pInfo *framework.QueuedPodInfo, status *framework.Status, podCycle int64, start time.Time) {
+func (s *Scheduler) handleSchedulingFailure(ctx context.Context, logger *slog.Logger, pInfo *framework.QueuedPodInfo, status *framework.Status, nominatedNode string, podCycle int64, start time.Time) {
 	if ctx.Err() != nil {
 		// Stopping (shut down, or the Lease lost): the attempt ended for the scheduler's
 		// sake, not the pod's, and a binding cut short may have been stored all the
@@ -325,6 +348,9 @@ func (s *Scheduler) handleSchedulingFailure(ctx context.Context, logger *slog.Lo
 		return
 	}
 	pInfo.PodInfo = framework.NewPodInfo(cached)
+	if nominatedNode != "" {
+		s.nominator.AddNominatedPod(pInfo.PodInfo, nominatedNode)
+	}
 	if err := s.queue.AddUnschedulableIfNotPresent(pInfo, podCycle); err != nil {
 		logger.Debug("not re-queueing pod", "reason", err)
 	}
@@ -337,87 +363,30 @@ func (s *Scheduler) handleSchedulingFailure(ctx context.Context, logger *slog.Lo
 		Message:            msg,
 		ObservedGeneration: cached.Generation,
 	}
-	if err := s.patchPodScheduledCondition(ctx, cached, cond); err != nil {
+	if err := s.patchPodScheduledCondition(ctx, cached, cond, nominatedNode); err != nil {
 		logger.Error("updating pod condition", "err", err)
 	}
 }
 
-// patchPodScheduledCondition records cond in the pod's status with a
-// strategic-merge PATCH of pods/status computed against the cached pod, so it
-// sends only the changed condition and needs no resourceVersion (no conflict
-// loop). It writes nothing if the condition is already there. Mirrors
+// patchPodScheduledCondition records cond (and nominatedNode, when set) in the
+// pod's status with a strategic-merge PATCH of pods/status computed against
+// the cached pod, so it sends only what changed and needs no resourceVersion
+// (no conflict loop). It writes nothing if nothing changed. Mirrors
 // kube-scheduler's updatePod in pkg/scheduler/schedule_one.go.
-func (s *Scheduler) patchPodScheduledCondition(ctx context.Context, pod *v1.Pod, cond *v1.PodCondition) error {
+func (s *Scheduler) patchPodScheduledCondition(ctx context.Context, pod *v1.Pod, cond *v1.PodCondition, nominatedNode string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.apiTimeout)
 	defer cancel()
 	status := pod.Status.DeepCopy()
-	if !setPodCondition(status, cond.DeepCopy()) {
+	changed := util.UpdatePodCondition(status, cond.DeepCopy())
+	if nominatedNode != "" && status.NominatedNodeName != nominatedNode {
+		status.NominatedNodeName, changed = nominatedNode, true
+	}
+	if !changed {
 		return nil
 	}
-	err := patchPodStatus(ctx, s.client, pod.Name, pod.Namespace, &pod.Status, status)
+	err := util.PatchPodStatus(ctx, s.client, pod.Name, pod.Namespace, &pod.Status, status)
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile: nothing to record
 	}
 	return err
-}
-
-// patchPodStatus sends the strategic-merge patch that turns oldStatus into
-// newStatus to pods/status, retrying while the apiserver is unreachable or
-// answers 500/503. An empty patch sends nothing. Mirrors kube-scheduler's
-// util.PatchPodStatus (pkg/scheduler/util/utils.go).
-func patchPodStatus(ctx context.Context, client kubernetes.Interface, name, namespace string, oldStatus, newStatus *v1.PodStatus) error {
-	oldData, err := json.Marshal(v1.Pod{Status: *oldStatus})
-	if err != nil {
-		return fmt.Errorf("marshalling old status of pod %s/%s: %w", namespace, name, err)
-	}
-	newData, err := json.Marshal(v1.Pod{Status: *newStatus})
-	if err != nil {
-		return fmt.Errorf("marshalling new status of pod %s/%s: %w", namespace, name, err)
-	}
-	patch, err := strategicpatch.CreateTwoWayMergePatch(oldData, newData, &v1.Pod{})
-	if err != nil {
-		return fmt.Errorf("computing status patch of pod %s/%s: %w", namespace, name, err)
-	}
-	if string(patch) == "{}" {
-		return nil
-	}
-	return retry.OnError(retry.DefaultBackoff, retriable, func() error {
-		_, err := client.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-		return err
-	})
-}
-
-// retriable reports whether an API call may succeed if tried again: the
-// apiserver was unreachable or failed internally. Mirrors kube-scheduler's
-// util.Retriable.
-func retriable(err error) bool {
-	return apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) ||
-		utilnet.IsConnectionRefused(err)
-}
-
-// setPodCondition sets condition in status, keeping the old
-// lastTransitionTime if the condition's status did not change, and reports
-// whether anything changed. Mirrors k8s.io/kubernetes/pkg/api/v1/pod
-// UpdatePodCondition.
-func setPodCondition(status *v1.PodStatus, condition *v1.PodCondition) bool {
-	condition.LastTransitionTime = metav1.Now()
-	for i := range status.Conditions {
-		old := &status.Conditions[i]
-		if old.Type != condition.Type {
-			continue
-		}
-		if old.Status == condition.Status {
-			condition.LastTransitionTime = old.LastTransitionTime
-		}
-		equal := old.Status == condition.Status &&
-			old.Reason == condition.Reason &&
-			old.Message == condition.Message &&
-			old.ObservedGeneration == condition.ObservedGeneration &&
-			old.LastProbeTime.Equal(&condition.LastProbeTime) &&
-			old.LastTransitionTime.Equal(&condition.LastTransitionTime)
-		status.Conditions[i] = *condition
-		return !equal
-	}
-	status.Conditions = append(status.Conditions, *condition)
-	return true
 }

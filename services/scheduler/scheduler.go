@@ -23,8 +23,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	policyinformers "k8s.io/client-go/informers/policy/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,6 +92,10 @@ type Scheduler struct {
 	podLister           corelisters.PodLister
 	assignedPodInformer toolscache.SharedIndexInformer
 	nodeInformer        toolscache.SharedIndexInformer
+	// pdbInformer feeds preemption the PodDisruptionBudgets it tries not to violate.
+	pdbInformer toolscache.SharedIndexInformer
+	// nominator keeps the pods preemption nominated to nodes (the queue updates it).
+	nominator *queue.Nominator
 
 	recorder record.EventRecorder
 	tracer   trace.Tracer
@@ -149,7 +155,16 @@ func newScheduler(cfg Config, opts ...option) (*Scheduler, error) {
 	}
 	logger := o.logger.With("component", "scheduler", "schedulerName", name)
 
-	fwk, err := runtime.NewFramework(context.Background(), plugins.NewInTreeRegistry(), plugins.DefaultProfile(name), cfg.Client, logger)
+	recorder := cfg.Recorder
+	if recorder == nil {
+		recorder = eventrecorder.Nop{}
+	}
+	snapshot := internalcache.NewEmptySnapshot()
+	nominator := queue.NewNominator()
+	pdbInformer := policyinformers.NewPodDisruptionBudgetInformer(cfg.Client, metav1.NamespaceAll, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	fwk, err := runtime.NewFramework(context.Background(), plugins.NewInTreeRegistry(), plugins.DefaultProfile(name), cfg.Client, logger,
+		runtime.WithSnapshotSharedLister(snapshot), runtime.WithPodNominator(nominator), runtime.WithEventRecorder(recorder),
+		runtime.WithPDBLister(policylisters.NewPodDisruptionBudgetLister(pdbInformer.GetIndexer())))
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
@@ -165,15 +180,15 @@ func newScheduler(cfg Config, opts ...option) (*Scheduler, error) {
 			queue.WithPodMaxBackoffDuration(o.podMaxBackoff),
 			queue.WithPodMaxInUnschedulablePodsDuration(o.podMaxInUnschedulable),
 			queue.WithFlushPeriods(o.backoffQFlushPeriod, o.unschedulableFlush),
+			queue.WithPodNominator(nominator),
 		),
-		cache:    internalcache.New(internalcache.WithLogger(logger), internalcache.WithAssumedPodTTL(o.assumedPodTTL)),
-		snapshot: internalcache.NewEmptySnapshot(),
-		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
-		recorder: cfg.Recorder,
-		tracer:   tracing.Tracer(cfg.TracerProvider, "skiff.dev/services/scheduler"),
-	}
-	if s.recorder == nil {
-		s.recorder = eventrecorder.Nop{}
+		nominator:   nominator,
+		cache:       internalcache.New(internalcache.WithLogger(logger), internalcache.WithAssumedPodTTL(o.assumedPodTTL)),
+		snapshot:    snapshot,
+		rng:         rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		recorder:    recorder,
+		tracer:      tracing.Tracer(cfg.TracerProvider, "skiff.dev/services/scheduler"),
+		pdbInformer: pdbInformer,
 	}
 	s.metrics = metrics.New(s.queue.Lengths)
 
@@ -184,7 +199,7 @@ func newScheduler(cfg Config, opts ...option) (*Scheduler, error) {
 	s.nodeInformer = coreinformers.NewNodeInformer(cfg.Client, 0, toolscache.Indexers{})
 	// The scheduler never reads managedFields; dropping them from what arrives keeps
 	// every cached pod and node smaller (as kube-controller-manager's informers do).
-	for _, informer := range []toolscache.SharedIndexInformer{s.podInformer, s.assignedPodInformer, s.nodeInformer} {
+	for _, informer := range []toolscache.SharedIndexInformer{s.podInformer, s.assignedPodInformer, s.nodeInformer, s.pdbInformer} {
 		if err := informer.SetTransform(kubeclient.TrimManagedFields); err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)
 		}
@@ -225,7 +240,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			f()
 		}()
 	}
-	for _, inf := range []toolscache.SharedIndexInformer{s.podInformer, s.assignedPodInformer, s.nodeInformer} {
+	for _, inf := range []toolscache.SharedIndexInformer{s.podInformer, s.assignedPodInformer, s.nodeInformer, s.pdbInformer} {
 		goRun(func() { inf.RunWithContext(ctx) })
 	}
 	goRun(func() { s.queue.Run(ctx.Done()) })
@@ -235,7 +250,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.queue.Close()
 	})
 
-	if toolscache.WaitForCacheSync(ctx.Done(), s.podInformer.HasSynced, s.assignedPodInformer.HasSynced, s.nodeInformer.HasSynced) {
+	if toolscache.WaitForCacheSync(ctx.Done(), s.podInformer.HasSynced, s.assignedPodInformer.HasSynced, s.nodeInformer.HasSynced, s.pdbInformer.HasSynced) {
 		s.logger.Info("informer caches synced, scheduling")
 		for ctx.Err() == nil {
 			s.scheduleOne(ctx)

@@ -302,7 +302,7 @@ func TestPodsScheduledBackToBackDoNotShareTheLastSlot(t *testing.T) {
 			}
 			if c := podScheduledCondition(pod); c != nil && c.Reason == v1.PodReasonUnschedulable {
 				parked = name
-				return c.Message == "0/1 nodes are available: 1 Insufficient cpu.", nil
+				return c.Message == "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.", nil
 			}
 		}
 		return false, nil
@@ -321,7 +321,7 @@ func TestPodsScheduledBackToBackDoNotShareTheLastSlot(t *testing.T) {
 func TestUnschedulablePodIsBoundWhenABigEnoughNodeIsAdded(t *testing.T) {
 	client := newClient(t, testNode("a", "1"), testNode("b", "2"), testPod("big", "3"))
 	s := startScheduler(t, client, "")
-	waitUnschedulable(t, client, "big", "0/2 nodes are available: 2 Insufficient cpu.")
+	waitUnschedulable(t, client, "big", "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
 	if _, err := client.CoreV1().Nodes().Create(context.Background(), testNode("c", "4"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestUnschedulablePodIsBoundWhenANodeIsUncordoned(t *testing.T) {
 	node.Spec.Unschedulable = true
 	client := newClient(t, node, testPod("p", "1"))
 	startScheduler(t, client, "")
-	waitUnschedulable(t, client, "p", "0/1 nodes are available: 1 node(s) were unschedulable.")
+	waitUnschedulable(t, client, "p", "0/1 nodes are available: 1 node(s) were unschedulable. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
 	node, err := client.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +368,7 @@ func TestDeletedAssignedPodFreesRoomForAParkedPod(t *testing.T) {
 	running.Spec.NodeName = "n1"
 	client := newClient(t, testNode("n1", "2"), running, testPod("waiting", "2"))
 	startScheduler(t, client, "")
-	waitUnschedulable(t, client, "waiting", "0/1 nodes are available: 1 Insufficient cpu.")
+	waitUnschedulable(t, client, "waiting", "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
 	if err := client.CoreV1().Pods("default").Delete(context.Background(), "running", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
@@ -609,7 +609,7 @@ func TestUnreachableNodeGetsNoNewPods(t *testing.T) {
 	if _, err := client.CoreV1().Pods("default").Create(context.Background(), testPod("q", "1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitUnschedulable(t, client, "q", "0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }.")
+	waitUnschedulable(t, client, "q", "0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
 
 	// The node comes back: the controller lifts the taints and the pod lands.
 	node, err := client.CoreV1().Nodes().Get(context.Background(), "unreachable", metav1.GetOptions{})

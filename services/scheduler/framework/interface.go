@@ -1,6 +1,6 @@
 // Package framework defines the scheduling framework: the extension points a
-// scheduling cycle passes through (QueueSort, PreFilter, Filter, PreScore,
-// Score, Reserve, Bind), the plugin interfaces for each, and the Status a
+// scheduling cycle passes through (QueueSort, PreFilter, Filter, PostFilter,
+// PreScore, Score, Reserve, Bind), the plugin interfaces for each, and the Status a
 // plugin returns to say whether, and why, a pod can go on a node.
 //
 // It mirrors kube-scheduler's pkg/scheduler/framework/interface.go; names and
@@ -16,6 +16,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	policylisters "k8s.io/client-go/listers/policy/v1"
+	"k8s.io/client-go/tools/record"
 )
 
 // Code is the outcome class of a plugin run. It decides what the scheduler
@@ -227,13 +229,63 @@ type BindPlugin interface {
 	Bind(ctx context.Context, state *CycleState, pod *v1.Pod, nodeName string) *Status
 }
 
-// Handle is what the framework lends to plugins: the API client and a logger.
-// Mirrors kube-scheduler's framework.Handle (much reduced).
+// PostFilterResult is what a PostFilter plugin achieved: the node the pod is
+// nominated to once the pods preempted for it are gone.
+type PostFilterResult struct {
+	NominatedNodeName string
+}
+
+// PostFilterPlugin runs when no node passed the filters, to make one pass
+// (preemption). It gets each node's filter status; a Success status with a
+// nominated node means room is being made there. Mirrors kube-scheduler's
+// PostFilterPlugin.
+type PostFilterPlugin interface {
+	Plugin
+	PostFilter(ctx context.Context, state *CycleState, pod *v1.Pod, filteredNodeStatusMap NodeToStatusMap) (*PostFilterResult, *Status)
+}
+
+// NodeInfoLister reads the scheduling cycle's snapshot of the nodes. Mirrors
+// kube-scheduler's framework.NodeInfoLister.
+type NodeInfoLister interface {
+	// List returns every node's NodeInfo.
+	List() []*NodeInfo
+	// Get returns the named node's NodeInfo, nil if there is none.
+	Get(nodeName string) *NodeInfo
+}
+
+// PodNominator keeps the pods nominated to nodes by preemption, so that other
+// pods of no higher priority leave them the room being made. Mirrors
+// kube-scheduler's framework.PodNominator.
+type PodNominator interface {
+	// AddNominatedPod nominates pi's pod to nodeName, or to its
+	// status.nominatedNodeName when nodeName is "".
+	AddNominatedPod(pi *PodInfo, nodeName string)
+	// DeleteNominatedPodIfExists forgets the pod's nomination.
+	DeleteNominatedPodIfExists(pod *v1.Pod)
+	// NominatedPodsForNode returns the pods nominated to nodeName.
+	NominatedPodsForNode(nodeName string) []*PodInfo
+}
+
+// Handle is what the framework lends to plugins: the API client, a logger,
+// the cycle's snapshot, the nominated pods and the filters. Mirrors
+// kube-scheduler's framework.Handle (reduced).
 type Handle interface {
 	// ClientSet is the clientset to the apiserver.
 	ClientSet() kubernetes.Interface
 	// Logger is the scheduler's structured logger.
 	Logger() *slog.Logger
+	// EventRecorder records events on the scheduler's behalf.
+	EventRecorder() record.EventRecorder
+	// SnapshotSharedLister reads the current scheduling cycle's snapshot.
+	SnapshotSharedLister() NodeInfoLister
+	// PodNominator holds the nominated pods.
+	PodNominator() PodNominator
+	// PDBLister reads the PodDisruptionBudgets; nil when the scheduler has none.
+	PDBLister() policylisters.PodDisruptionBudgetLister
+	// RunFilterPluginsWithNominatedPods runs the filters on nodeInfo with the
+	// pods nominated to it of at least pod's priority counted as already
+	// there (and, when there are any, once more without them: both must pass).
+	RunFilterPluginsWithNominatedPods(ctx context.Context, state *CycleState, pod *v1.Pod, nodeInfo *NodeInfo) *Status
 }
 
 // Framework runs the enabled plugins of one scheduling profile at each
@@ -260,6 +312,12 @@ type Framework interface {
 	RunReservePluginsReserve(ctx context.Context, state *CycleState, pod *v1.Pod, nodeName string) *Status
 	// RunReservePluginsUnreserve runs Unreserve in reverse order.
 	RunReservePluginsUnreserve(ctx context.Context, state *CycleState, pod *v1.Pod, nodeName string)
+	// RunPostFilterPlugins runs the PostFilter plugins in order until one
+	// succeeds; with none succeeding, the status is Unschedulable with their
+	// messages.
+	RunPostFilterPlugins(ctx context.Context, state *CycleState, pod *v1.Pod, filteredNodeStatusMap NodeToStatusMap) (*PostFilterResult, *Status)
+	// HasPostFilterPlugins reports whether any PostFilter plugin is enabled.
+	HasPostFilterPlugins() bool
 	// RunBindPlugins binds the pod with the first Bind plugin.
 	RunBindPlugins(ctx context.Context, state *CycleState, pod *v1.Pod, nodeName string) *Status
 }

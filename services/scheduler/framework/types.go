@@ -101,6 +101,9 @@ type Diagnosis struct {
 	// PreFilterMsg is set when a PreFilter plugin rejected the pod before
 	// any node was looked at; it then replaces the per-node histogram.
 	PreFilterMsg string
+	// PostFilterMsg is what the PostFilter plugins (preemption) said when they
+	// could not help, appended to the message.
+	PostFilterMsg string
 }
 
 // NoNodeAvailableMsg starts every FitError message; %v is the node count.
@@ -137,6 +140,9 @@ func (f *FitError) Error() string {
 	sort.Strings(reasons)
 	if len(reasons) > 0 {
 		msg += " " + strings.Join(reasons, ", ") + "."
+	}
+	if f.Diagnosis.PostFilterMsg != "" {
+		msg += " " + f.Diagnosis.PostFilterMsg
 	}
 	return msg
 }

@@ -5,6 +5,7 @@ package plugins
 
 import (
 	"skiff.dev/services/scheduler/framework/plugins/defaultbinder"
+	"skiff.dev/services/scheduler/framework/plugins/defaultpreemption"
 	"skiff.dev/services/scheduler/framework/plugins/names"
 	"skiff.dev/services/scheduler/framework/plugins/nodeaffinity"
 	"skiff.dev/services/scheduler/framework/plugins/noderesources"
@@ -23,6 +24,7 @@ func NewInTreeRegistry() runtime.Registry {
 		names.TaintToleration:   tainttoleration.New,
 		names.NodeResourcesFit:  noderesources.NewFit,
 		names.DefaultBinder:     defaultbinder.New,
+		names.DefaultPreemption: defaultpreemption.New,
 	}
 }
 
@@ -39,6 +41,7 @@ func DefaultProfile(schedulerName string) runtime.Profile {
 			{Name: names.NodeAffinity, Weight: 2},
 			{Name: names.TaintToleration, Weight: 3},
 			{Name: names.NodeResourcesFit, Weight: 1},
+			{Name: names.DefaultPreemption},
 			{Name: names.DefaultBinder},
 		},
 	}

@@ -10,7 +10,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	policylisters "k8s.io/client-go/listers/policy/v1"
+	"k8s.io/client-go/tools/record"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
+	"skiff.dev/services/internal/eventrecorder"
 	"skiff.dev/services/scheduler/framework"
 )
 
@@ -41,9 +45,14 @@ type frameworkImpl struct {
 	profileName  string
 	client       kubernetes.Interface
 	logger       *slog.Logger
+	recorder     record.EventRecorder
+	snapshot     framework.NodeInfoLister
+	nominator    framework.PodNominator
+	pdbLister    policylisters.PodDisruptionBudgetLister
 	queueSort    framework.QueueSortPlugin
 	preFilter    []framework.PreFilterPlugin
 	filter       []framework.FilterPlugin
+	postFilter   []framework.PostFilterPlugin
 	preScore     []framework.PreScorePlugin
 	score        []framework.ScorePlugin
 	scoreWeights map[string]int64
@@ -53,16 +62,43 @@ type frameworkImpl struct {
 
 var _ framework.Framework = (*frameworkImpl)(nil)
 
+// Option sets what the framework lends its plugins beyond the client and logger.
+type Option func(*frameworkImpl)
+
+// WithSnapshotSharedLister gives the plugins the scheduling cycle's snapshot.
+func WithSnapshotSharedLister(l framework.NodeInfoLister) Option {
+	return func(f *frameworkImpl) { f.snapshot = l }
+}
+
+// WithPodNominator gives the framework the nominated pods (the scheduling queue's).
+func WithPodNominator(n framework.PodNominator) Option {
+	return func(f *frameworkImpl) { f.nominator = n }
+}
+
+// WithPDBLister gives the plugins the PodDisruptionBudgets.
+func WithPDBLister(l policylisters.PodDisruptionBudgetLister) Option {
+	return func(f *frameworkImpl) { f.pdbLister = l }
+}
+
+// WithEventRecorder gives the plugins the scheduler's event recorder.
+func WithEventRecorder(r record.EventRecorder) Option {
+	return func(f *frameworkImpl) { f.recorder = r }
+}
+
 // NewFramework builds every plugin the profile enables from the registry and
 // sorts them into extension points. It fails on an unknown plugin name, a
 // failing factory, or a profile without exactly one QueueSort plugin or
 // without a Bind plugin.
-func NewFramework(ctx context.Context, r Registry, profile Profile, client kubernetes.Interface, logger *slog.Logger) (framework.Framework, error) {
+func NewFramework(ctx context.Context, r Registry, profile Profile, client kubernetes.Interface, logger *slog.Logger, opts ...Option) (framework.Framework, error) {
 	f := &frameworkImpl{
 		profileName:  profile.SchedulerName,
 		client:       client,
 		logger:       logger,
+		recorder:     eventrecorder.Nop{},
 		scoreWeights: map[string]int64{},
+	}
+	for _, o := range opts {
+		o(f)
 	}
 	seen := map[string]bool{}
 	for _, pc := range profile.Plugins {
@@ -89,6 +125,9 @@ func NewFramework(ctx context.Context, r Registry, profile Profile, client kuber
 		}
 		if p, ok := p.(framework.FilterPlugin); ok {
 			f.filter = append(f.filter, p)
+		}
+		if p, ok := p.(framework.PostFilterPlugin); ok {
+			f.postFilter = append(f.postFilter, p)
 		}
 		if p, ok := p.(framework.PreScorePlugin); ok {
 			f.preScore = append(f.preScore, p)
@@ -117,9 +156,16 @@ func NewFramework(ctx context.Context, r Registry, profile Profile, client kuber
 	return f, nil
 }
 
-func (f *frameworkImpl) ClientSet() kubernetes.Interface { return f.client }
-func (f *frameworkImpl) Logger() *slog.Logger            { return f.logger }
-func (f *frameworkImpl) ProfileName() string             { return f.profileName }
+func (f *frameworkImpl) ClientSet() kubernetes.Interface                { return f.client }
+func (f *frameworkImpl) Logger() *slog.Logger                           { return f.logger }
+func (f *frameworkImpl) EventRecorder() record.EventRecorder            { return f.recorder }
+func (f *frameworkImpl) SnapshotSharedLister() framework.NodeInfoLister { return f.snapshot }
+func (f *frameworkImpl) PodNominator() framework.PodNominator           { return f.nominator }
+func (f *frameworkImpl) PDBLister() policylisters.PodDisruptionBudgetLister {
+	return f.pdbLister
+}
+func (f *frameworkImpl) HasPostFilterPlugins() bool { return len(f.postFilter) > 0 }
+func (f *frameworkImpl) ProfileName() string        { return f.profileName }
 func (f *frameworkImpl) QueueSortFunc() framework.LessFunc {
 	return f.queueSort.Less
 }
@@ -147,6 +193,54 @@ func (f *frameworkImpl) RunFilterPlugins(ctx context.Context, state *framework.C
 		}
 	}
 	return nil
+}
+
+// RunFilterPluginsWithNominatedPods runs the filters with the pods nominated
+// to the node of at least pod's priority (other than pod) counted as already
+// there, so that a pod of no higher priority does not take the room preemption
+// is making for them; with some, it runs them once more without, as kube does
+// for filters that a pod's presence can satisfy (both must pass). Mirrors
+// kube-scheduler's RunFilterPluginsWithNominatedPods.
+func (f *frameworkImpl) RunFilterPluginsWithNominatedPods(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodeInfo *framework.NodeInfo) *framework.Status {
+	if f.nominator == nil || nodeInfo.Node() == nil {
+		return f.RunFilterPlugins(ctx, state, pod, nodeInfo)
+	}
+	var withNominated *framework.NodeInfo
+	priority := corev1helpers.PodPriority(pod)
+	for _, pi := range f.nominator.NominatedPodsForNode(nodeInfo.Node().Name) {
+		if pi.Pod.UID == pod.UID || corev1helpers.PodPriority(pi.Pod) < priority {
+			continue
+		}
+		if withNominated == nil {
+			withNominated = nodeInfo.Clone()
+		}
+		withNominated.AddPodInfo(pi)
+	}
+	if withNominated == nil {
+		return f.RunFilterPlugins(ctx, state, pod, nodeInfo)
+	}
+	if s := f.RunFilterPlugins(ctx, state, pod, withNominated); !s.IsSuccess() {
+		return s
+	}
+	return f.RunFilterPlugins(ctx, state, pod, nodeInfo)
+}
+
+// RunPostFilterPlugins runs each PostFilter plugin until one succeeds (or
+// fails with an error); when none helps, the result is Unschedulable with
+// their messages.
+func (f *frameworkImpl) RunPostFilterPlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, m framework.NodeToStatusMap) (*framework.PostFilterResult, *framework.Status) {
+	var reasons []string
+	for _, p := range f.postFilter {
+		result, s := p.PostFilter(ctx, state, pod, m)
+		if s.IsSuccess() {
+			return result, s
+		}
+		if !s.IsRejected() {
+			return nil, framework.AsStatus(fmt.Errorf("running PostFilter plugin %q: %w", p.Name(), s.AsError())).WithPlugin(p.Name())
+		}
+		reasons = append(reasons, s.Reasons()...)
+	}
+	return nil, framework.NewStatus(framework.Unschedulable, reasons...)
 }
 
 func (f *frameworkImpl) RunPreScorePlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) *framework.Status {

@@ -88,6 +88,9 @@ type PriorityQueue struct {
 	schedulingCycle  int64
 	moveRequestCycle int64
 	closed           bool
+
+	// nominator keeps the nominated pods; it has its own lock.
+	nominator *Nominator
 }
 
 // Option configures a PriorityQueue.
@@ -95,6 +98,10 @@ type Option func(*PriorityQueue)
 
 // WithClock sets the clock (tests use a fake one).
 func WithClock(c clock.WithTicker) Option { return func(p *PriorityQueue) { p.clock = c } }
+
+// WithPodNominator makes the queue keep n current as pending pods come, change and
+// go (a nomination recorded in a pod's status is taken up).
+func WithPodNominator(n *Nominator) Option { return func(p *PriorityQueue) { p.nominator = n } }
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(p *PriorityQueue) { p.logger = l } }
@@ -185,7 +192,11 @@ func (p *PriorityQueue) Add(pod *v1.Pod) {
 	k := key(pod)
 	p.backoffQ.delete(k)
 	delete(p.unschedulablePods, k)
-	p.activeQ.addOrUpdate(k, p.newQueuedPodInfo(pod))
+	pInfo := p.newQueuedPodInfo(pod)
+	p.activeQ.addOrUpdate(k, pInfo)
+	if p.nominator != nil {
+		p.nominator.AddNominatedPod(pInfo.PodInfo, "")
+	}
 	p.cond.Broadcast()
 }
 
@@ -200,6 +211,9 @@ func (p *PriorityQueue) newQueuedPodInfo(pod *v1.Pod) *framework.QueuedPodInfo {
 func (p *PriorityQueue) Update(oldPod, newPod *v1.Pod) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.nominator != nil {
+		p.nominator.UpdateNominatedPod(oldPod, framework.NewPodInfo(newPod))
+	}
 	k := key(newPod)
 	if pInfo, ok := p.activeQ.get(k); ok {
 		p.activeQ.addOrUpdate(k, withPod(pInfo, newPod))
@@ -252,7 +266,7 @@ func isPodUpdated(oldPod, newPod *v1.Pod) bool {
 	return !reflect.DeepEqual(strip(oldPod), strip(newPod))
 }
 
-// Delete removes the pod from whichever queue holds it.
+// Delete removes the pod from whichever queue holds it, and its nomination.
 func (p *PriorityQueue) Delete(pod *v1.Pod) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -260,6 +274,9 @@ func (p *PriorityQueue) Delete(pod *v1.Pod) {
 	p.activeQ.delete(k)
 	p.backoffQ.delete(k)
 	delete(p.unschedulablePods, k)
+	if p.nominator != nil {
+		p.nominator.DeleteNominatedPodIfExists(pod)
+	}
 }
 
 // Pop removes and returns the first pod of activeQ, blocking while activeQ

@@ -200,14 +200,13 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule("create").groups(certificatesGroup).resources("certificatesigningrequests/nodeclient").done()),
 		clusterRole(selfNodeClientRole, nil,
 			rule("create").groups(certificatesGroup).resources("certificatesigningrequests/selfnodeclient").done()),
-		// kube's system:kube-scheduler, except delete on pods: skiff's scheduler does
-		// not preempt, so it may not delete pods.
+		// kube's system:kube-scheduler: delete on pods is preemption's.
 		clusterRole("system:kube-scheduler", nil,
 			eventsRule(),
 			rule("create").groups(coordinationGroup).resources("leases").done(),
 			rule("get", "update").groups(coordinationGroup).resources("leases").names(schedulerLeaseName).done(),
 			rule(Read...).groups(legacyGroup).resources("nodes").done(),
-			rule(Read...).groups(legacyGroup).resources("pods").done(),
+			rule("delete", "get", "list", "watch").groups(legacyGroup).resources("pods").done(),
 			rule("create").groups(legacyGroup).resources("pods/binding", "bindings").done(),
 			rule("patch", "update").groups(legacyGroup).resources("pods/status").done(),
 			rule(Read...).groups(legacyGroup).resources("replicationcontrollers", "services").done(),

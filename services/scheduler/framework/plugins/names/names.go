@@ -11,4 +11,5 @@ const (
 	TaintToleration   = "TaintToleration"
 	NodeResourcesFit  = "NodeResourcesFit"
 	DefaultBinder     = "DefaultBinder"
+	DefaultPreemption = "DefaultPreemption"
 )
