@@ -18,6 +18,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,6 +67,7 @@ var ServedGroupVersions = []schema.GroupVersion{
 	batchv1.SchemeGroupVersion,
 	eventsv1.SchemeGroupVersion,
 	nodev1.SchemeGroupVersion,
+	policyv1.SchemeGroupVersion,
 	networkingv1.SchemeGroupVersion,
 	admissionregistrationv1.SchemeGroupVersion,
 	apiextensionsv1.SchemeGroupVersion,
@@ -84,6 +86,7 @@ func init() {
 	utilruntime.Must(batchv1.AddToScheme(Scheme))
 	utilruntime.Must(eventsv1.AddToScheme(Scheme))
 	utilruntime.Must(nodev1.AddToScheme(Scheme))
+	utilruntime.Must(policyv1.AddToScheme(Scheme))
 	utilruntime.Must(networkingv1.AddToScheme(Scheme))
 	utilruntime.Must(admissionregistrationv1.AddToScheme(Scheme))
 	utilruntime.Must(apiextensionsv1.AddToScheme(Scheme))
