@@ -192,25 +192,14 @@ func isNotMoreThan100Percent(v intstr.IntOrString, fldPath *field.Path) field.Er
 	return field.ErrorList{field.Invalid(fldPath, v, "must not be greater than 100%")}
 }
 
-// hasInvalidLabelValueInSelector reports whether a stored selector carries label values
-// that today's validation refuses. Mirrors hasInvalidLabelValueInLabelSelector.
+// hasInvalidLabelValueInSelector reports whether a stored selector fails today's
+// validation, in which case an update may keep invalid values in its matchExpressions.
+// Mirrors hasInvalidLabelValueInLabelSelector.
 func hasInvalidLabelValueInSelector(selector *metav1.LabelSelector) bool {
 	if selector == nil {
 		return false
 	}
-	for _, v := range selector.MatchLabels {
-		if len(utilvalidation.IsValidLabelValue(v)) > 0 {
-			return true
-		}
-	}
-	for _, req := range selector.MatchExpressions {
-		for _, v := range req.Values {
-			if len(utilvalidation.IsValidLabelValue(v)) > 0 {
-				return true
-			}
-		}
-	}
-	return false
+	return len(metav1validation.ValidateLabelSelector(selector, metav1validation.LabelSelectorValidationOptions{}, nil)) > 0
 }
 
 // GetResetFields: poddisruptionbudgets/status keeps the stored spec.
