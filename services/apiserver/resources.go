@@ -36,6 +36,7 @@ import (
 	"skiff.dev/services/apiserver/registry/networking/ingress"
 	"skiff.dev/services/apiserver/registry/networking/ingressclass"
 	"skiff.dev/services/apiserver/registry/node/runtimeclass"
+	"skiff.dev/services/apiserver/registry/policy/poddisruptionbudget"
 	rbacregistry "skiff.dev/services/apiserver/registry/rbac"
 	"skiff.dev/services/apiserver/registry/rbac/clusterrole"
 	"skiff.dev/services/apiserver/registry/rbac/clusterrolebinding"
@@ -79,6 +80,7 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		cronjob.Descriptor,
 		eventsevent.Descriptor,
 		runtimeclass.Descriptor,
+		poddisruptionbudget.Descriptor,
 		ingressclass.Descriptor,
 		ingress.Descriptor,
 		mutatingwebhookconfiguration.Descriptor,

@@ -53,6 +53,7 @@ var controllerAliases = map[string]string{
 	"root-ca-cert-publisher":  RootCACertPublisher,
 	"clusterrole-aggregation": ClusterRoleAggregation,
 	"tokencleaner":            TokenCleanerController,
+	"disruption":              DisruptionController,
 }
 
 // ControllerContext is what every controller is built from (kube's
@@ -110,6 +111,7 @@ func NewControllerInitializers() map[string]InitFunc {
 		RootCACertPublisher:             startRootCACertPublisher,
 		ClusterRoleAggregation:          startClusterRoleAggregationController,
 		TokenCleanerController:          startTokenCleanerController,
+		DisruptionController:            startDisruptionController,
 	}
 }
 

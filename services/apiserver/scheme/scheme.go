@@ -19,6 +19,7 @@ import (
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -68,6 +69,7 @@ var ServedGroupVersions = []schema.GroupVersion{
 	batchv1.SchemeGroupVersion,
 	eventsv1.SchemeGroupVersion,
 	nodev1.SchemeGroupVersion,
+	policyv1.SchemeGroupVersion,
 	networkingv1.SchemeGroupVersion,
 	admissionregistrationv1.SchemeGroupVersion,
 	apiextensionsv1.SchemeGroupVersion,
@@ -88,6 +90,7 @@ func init() {
 	utilruntime.Must(batchv1.AddToScheme(Scheme))
 	utilruntime.Must(eventsv1.AddToScheme(Scheme))
 	utilruntime.Must(nodev1.AddToScheme(Scheme))
+	utilruntime.Must(policyv1.AddToScheme(Scheme))
 	utilruntime.Must(networkingv1.AddToScheme(Scheme))
 	utilruntime.Must(admissionregistrationv1.AddToScheme(Scheme))
 	utilruntime.Must(apiextensionsv1.AddToScheme(Scheme))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +16,7 @@ import (
 	"skiff.dev/services/apiserver/registry/rest"
 )
 
-// NewDescriptor serves pods with their status, ephemeralcontainers, binding, exec,
+// NewDescriptor serves pods with their status, ephemeralcontainers, binding, eviction, exec,
 // attach, portforward, log and proxy subresources; the streaming ones are proxied to ep (nil answers them 503),
 // proxy to the pod itself.
 // Mirrors k8s.io/kubernetes/pkg/registry/core/pod/storage.PodStorage.
@@ -30,11 +31,17 @@ func NewDescriptor(ep *ExecProxy) registry.Descriptor {
 		NewFunc:      func() runtime.Object { return &corev1.Pod{} },
 		NewListFunc:  func() runtime.Object { return &corev1.PodList{} },
 		Strategy:     Strategy{},
-		REST: func(store *registry.Store, _ registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
+		REST: func(store *registry.Store, stores registry.Stores) (rest.Storage, map[string]registry.Subresource, error) {
 			streams := NewSubresources(ep)
+			var pdbs *registry.Store
+			if stores != nil {
+				pdbs = stores.Store(policyv1.Resource("poddisruptionbudgets"))
+			}
 			return store, map[string]registry.Subresource{
-				"status":      {Kind: "Pod", Storage: store.WithStrategy(StatusStrategy{}).Subresource()},
-				"binding":     {Kind: "Binding", Storage: &BindingREST{store: store.WithStrategy(bindingStrategy{})}},
+				"status":  {Kind: "Pod", Storage: store.WithStrategy(StatusStrategy{}).Subresource()},
+				"binding": {Kind: "Binding", Storage: &BindingREST{store: store.WithStrategy(bindingStrategy{})}},
+				// kubectl drain evicts here, within the pods' PodDisruptionBudgets.
+				"eviction":    {Kind: "Eviction", Storage: NewEvictionREST(store, pdbs)},
 				"exec":        {Kind: "PodExecOptions", Storage: streams["exec"]},
 				"attach":      {Kind: "PodAttachOptions", Storage: streams["attach"]},
 				"portforward": {Kind: "PodPortForwardOptions", Storage: streams["portforward"]},
