@@ -31,6 +31,7 @@ const (
 	RootCACertPublisher             = "root-ca-certificate-publisher-controller"
 	ClusterRoleAggregation          = "clusterrole-aggregation-controller"
 	TokenCleanerController          = "token-cleaner-controller"
+	ResourceQuotaController         = "resourcequota-controller"
 )
 
 // controllerAliases are the names --controllers accepted before kube 1.28.
@@ -53,6 +54,7 @@ var controllerAliases = map[string]string{
 	"root-ca-cert-publisher":  RootCACertPublisher,
 	"clusterrole-aggregation": ClusterRoleAggregation,
 	"tokencleaner":            TokenCleanerController,
+	"resourcequota":           ResourceQuotaController,
 }
 
 // ControllerContext is what every controller is built from (kube's
@@ -110,6 +112,7 @@ func NewControllerInitializers() map[string]InitFunc {
 		RootCACertPublisher:             startRootCACertPublisher,
 		ClusterRoleAggregation:          startClusterRoleAggregationController,
 		TokenCleanerController:          startTokenCleanerController,
+		ResourceQuotaController:         startResourceQuotaController,
 	}
 }
 
