@@ -52,6 +52,7 @@ import (
 	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
 	"skiff.dev/services/apiserver/registry/core/namespace"
 	"skiff.dev/services/apiserver/registry/core/pod"
+	"skiff.dev/services/apiserver/registry/core/resourcequota"
 	"skiff.dev/services/apiserver/registry/core/service"
 	"skiff.dev/services/apiserver/registry/core/service/ipallocator"
 	"skiff.dev/services/apiserver/registry/core/service/portallocator"
@@ -343,21 +344,27 @@ func New(cfg Config) (_ *APIServer, err error) {
 		&authentication.ServiceAccountTokens{Verifier: tokens.Verifier, ServiceAccounts: serviceAccounts, Pods: pods, Secrets: secrets})
 	tokenReviews.Authenticator = authenticator
 	// kube-apiserver's order: NamespaceLifecycle first, so a write into a missing or
-	// terminating namespace is refused before any plugin (or webhook) works on it; the
-	// in-tree mutating plugins before the mutating webhooks; ValidatingAdmissionPolicy,
-	// then the validating webhooks last.
+	// terminating namespace is refused before any plugin (or webhook) works on it, then
+	// LimitRanger (defaults in the mutating phase, its checks first in the validating
+	// one); the in-tree mutating plugins before the mutating webhooks;
+	// ValidatingAdmissionPolicy, then the validating webhooks, then ResourceQuota last,
+	// so a write is charged to quota only once every other plugin has admitted it.
 	equivalents := equivalentResources(descriptors)
 	var admissionPolicies *policy.Plugin
 	admissionPolicies, s.policyStatus = s.admissionPolicies(descriptors, stores, authorizer, equivalents)
+	limitRanger := admission.LimitRanger{LimitRanges: stores[corev1.Resource("limitranges")]}
+	quotas := stores[corev1.Resource("resourcequotas")]
 	admissionChain := admission.Chain{
 		Mutating: []admission.Interface{
 			admission.NewNamespaceLifecycle(s.namespaces),
+			limitRanger,
 			admission.ServiceAccount{ServiceAccounts: serviceAccounts},
 			admission.Priority{PriorityClasses: stores[schedulingv1.Resource("priorityclasses")]},
 			admission.RuntimeClass{RuntimeClasses: stores[nodev1.Resource("runtimeclasses")]},
 			admission.DefaultTolerationSecondsPlugin{},
 		},
 		Validating: []admission.Interface{
+			limitRanger.Validating(),
 			admission.NodeRestriction{Pods: pods},
 			admission.CertificateApproval{Authorizer: authorizer},
 			admission.CertificateSigning{Authorizer: authorizer},
@@ -378,7 +385,8 @@ func New(cfg Config) (_ *APIServer, err error) {
 		TracerProvider:                  cfg.TracerProvider,
 	})
 	admissionChain.Mutating = append(admissionChain.Mutating, webhooks.Mutating())
-	admissionChain.Validating = append(admissionChain.Validating, webhooks.Validating())
+	admissionChain.Validating = append(admissionChain.Validating, webhooks.Validating(),
+		admission.NewResourceQuota(quotas, quotas.WithStrategy(resourcequota.StatusStrategy{})))
 	// Requests and the events the sink takes from NATS share one registry of metrics and
 	// one max-in-flight limit.
 	metrics := prometheus.NewRegistry()

@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -426,6 +427,14 @@ func TestNamespaceDeletionRemovesContentsThenNamespace(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("team").Create(ctx, newPod("p"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := cs.CoreV1().ResourceQuotas("team").Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"pods": resource.MustParse("10")}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().LimitRanges("team").Create(ctx, &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "l"},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := cs.CoreV1().Namespaces().Delete(ctx, "team", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -442,6 +451,12 @@ func TestNamespaceDeletionRemovesContentsThenNamespace(t *testing.T) {
 	}
 	if pods, err := cs.CoreV1().Pods("team").List(ctx, metav1.ListOptions{}); err != nil || len(pods.Items) != 0 {
 		t.Errorf("contents left after the namespace went: %v %v", err, pods)
+	}
+	if quotas, err := cs.CoreV1().ResourceQuotas("team").List(ctx, metav1.ListOptions{}); err != nil || len(quotas.Items) != 0 {
+		t.Errorf("quotas left after the namespace went: %v %v", err, quotas)
+	}
+	if limits, err := cs.CoreV1().LimitRanges("team").List(ctx, metav1.ListOptions{}); err != nil || len(limits.Items) != 0 {
+		t.Errorf("limit ranges left after the namespace went: %v %v", err, limits)
 	}
 	err = cs.CoreV1().Namespaces().Delete(ctx, "kube-system", metav1.DeleteOptions{})
 	if !apierrors.IsForbidden(err) {

@@ -21,11 +21,13 @@ import (
 	"skiff.dev/services/apiserver/registry/core/configmap"
 	"skiff.dev/services/apiserver/registry/core/endpoint"
 	"skiff.dev/services/apiserver/registry/core/event"
+	"skiff.dev/services/apiserver/registry/core/limitrange"
 	"skiff.dev/services/apiserver/registry/core/namespace"
 	"skiff.dev/services/apiserver/registry/core/node"
 	"skiff.dev/services/apiserver/registry/core/pod"
 	"skiff.dev/services/apiserver/registry/core/podtemplate"
 	"skiff.dev/services/apiserver/registry/core/replicationcontroller"
+	"skiff.dev/services/apiserver/registry/core/resourcequota"
 	"skiff.dev/services/apiserver/registry/core/secret"
 	"skiff.dev/services/apiserver/registry/core/service"
 	"skiff.dev/services/apiserver/registry/core/serviceaccount"
@@ -52,11 +54,13 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		configmap.Descriptor,
 		endpoint.Descriptor,
 		event.Descriptor,
+		limitrange.Descriptor,
 		namespace.Descriptor,
 		node.Descriptor,
 		pod.NewDescriptor(execProxy),
 		podtemplate.Descriptor,
 		replicationcontroller.Descriptor,
+		resourcequota.Descriptor,
 		secret.Descriptor,
 		service.NewDescriptor(serviceAllocators),
 		serviceaccount.NewDescriptor(tokens),

@@ -31,6 +31,7 @@ const (
 	RootCACertPublisher             = "root-ca-certificate-publisher-controller"
 	ClusterRoleAggregation          = "clusterrole-aggregation-controller"
 	TokenCleanerController          = "token-cleaner-controller"
+	ResourceQuotaController         = "resourcequota-controller"
 )
 
 // controllerAliases are the names --controllers accepted before kube 1.28.
@@ -54,6 +55,7 @@ var controllerAliases = map[string]string{
 	"clusterrole-aggregation": ClusterRoleAggregation,
 	"tokencleaner":            TokenCleanerController,
 	"disruption":              DisruptionController,
+	"resourcequota":           ResourceQuotaController,
 }
 
 // ControllerContext is what every controller is built from (kube's
@@ -112,6 +114,7 @@ func NewControllerInitializers() map[string]InitFunc {
 		ClusterRoleAggregation:          startClusterRoleAggregationController,
 		TokenCleanerController:          startTokenCleanerController,
 		DisruptionController:            startDisruptionController,
+		ResourceQuotaController:         startResourceQuotaController,
 	}
 }
 

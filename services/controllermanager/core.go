@@ -6,6 +6,7 @@ import (
 	"skiff.dev/services/controllermanager/nodeipam"
 	"skiff.dev/services/controllermanager/nodelifecycle"
 	"skiff.dev/services/controllermanager/podgc"
+	"skiff.dev/services/controllermanager/resourcequota"
 	"skiff.dev/services/controllermanager/tainteviction"
 )
 
@@ -70,5 +71,16 @@ func startPodGCController(ctx context.Context, cc ControllerContext) error {
 	gcc := podgc.New(cc.InformerFactory.Core().V1().Pods(), cc.InformerFactory.Core().V1().Nodes(), cc.Client,
 		cc.Options.TerminatedPodGCThreshold, cc.Clock)
 	go gcc.Run(ctx)
+	return nil
+}
+
+// startResourceQuotaController runs the resource quota controller, which finds the
+// resources it counts through discovery. Mirrors startResourceQuotaController.
+func startResourceQuotaController(ctx context.Context, cc ControllerContext) error {
+	rq, err := resourcequota.New(cc.InformerFactory, cc.Client, cc.Client.Discovery(), cc.Options.ResourceQuotaSyncPeriod)
+	if err != nil {
+		return err
+	}
+	go rq.Run(ctx, cc.Options.ConcurrentResourceQuotaSyncs)
 	return nil
 }

@@ -24,6 +24,12 @@ type Options struct {
 	ConcurrentDeploymentSyncs int
 	ConcurrentJobSyncs        int
 	ConcurrentGCSyncs         int
+	// ConcurrentResourceQuotaSyncs is the resource quota controller's workers per queue
+	// (--concurrent-resource-quota-syncs).
+	ConcurrentResourceQuotaSyncs int
+	// ResourceQuotaSyncPeriod is how often every quota is recounted in full
+	// (--resource-quota-sync-period).
+	ResourceQuotaSyncPeriod time.Duration
 
 	// NodeMonitorPeriod is how often node health is checked (--node-monitor-period).
 	NodeMonitorPeriod time.Duration
@@ -68,24 +74,26 @@ type Options struct {
 func DefaultOptions() Options {
 	_, clusterCIDR, _ := net.ParseCIDR("10.244.0.0/16")
 	return Options{
-		Controllers:               []string{"*"},
-		ConcurrentRSSyncs:         5,
-		ConcurrentRCSyncs:         5,
-		ConcurrentDeploymentSyncs: 5,
-		ConcurrentJobSyncs:        5,
-		ConcurrentGCSyncs:         20,
-		NodeMonitorPeriod:         5 * time.Second,
-		NodeMonitorGracePeriod:    40 * time.Second,
-		NodeStartupGracePeriod:    time.Minute,
-		NodeEvictionRate:          0.1,
-		SecondaryNodeEvictionRate: 0.01,
-		LargeClusterSizeThreshold: 50,
-		UnhealthyZoneThreshold:    0.55,
-		AllocateNodeCIDRs:         true,
-		ClusterCIDRs:              []*net.IPNet{clusterCIDR},
-		NodeCIDRMaskSizeIPv4:      24,
-		NodeCIDRMaskSizeIPv6:      64,
-		TerminatedPodGCThreshold:  12500,
+		Controllers:                  []string{"*"},
+		ConcurrentRSSyncs:            5,
+		ConcurrentRCSyncs:            5,
+		ConcurrentDeploymentSyncs:    5,
+		ConcurrentJobSyncs:           5,
+		ConcurrentGCSyncs:            20,
+		ConcurrentResourceQuotaSyncs: 5,
+		ResourceQuotaSyncPeriod:      5 * time.Minute,
+		NodeMonitorPeriod:            5 * time.Second,
+		NodeMonitorGracePeriod:       40 * time.Second,
+		NodeStartupGracePeriod:       time.Minute,
+		NodeEvictionRate:             0.1,
+		SecondaryNodeEvictionRate:    0.01,
+		LargeClusterSizeThreshold:    50,
+		UnhealthyZoneThreshold:       0.55,
+		AllocateNodeCIDRs:            true,
+		ClusterCIDRs:                 []*net.IPNet{clusterCIDR},
+		NodeCIDRMaskSizeIPv4:         24,
+		NodeCIDRMaskSizeIPv6:         64,
+		TerminatedPodGCThreshold:     12500,
 	}
 }
 
@@ -101,6 +109,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.ConcurrentDeploymentSyncs, "concurrent-deployment-syncs", o.ConcurrentDeploymentSyncs, "Deployments synced at once")
 	fs.IntVar(&o.ConcurrentJobSyncs, "concurrent-job-syncs", o.ConcurrentJobSyncs, "Jobs synced at once")
 	fs.IntVar(&o.ConcurrentGCSyncs, "concurrent-gc-syncs", o.ConcurrentGCSyncs, "garbage collector workers")
+	fs.IntVar(&o.ConcurrentResourceQuotaSyncs, "concurrent-resource-quota-syncs", o.ConcurrentResourceQuotaSyncs, "ResourceQuotas synced at once")
+	fs.DurationVar(&o.ResourceQuotaSyncPeriod, "resource-quota-sync-period", o.ResourceQuotaSyncPeriod, "how often every ResourceQuota's usage is recounted in full")
 	fs.DurationVar(&o.NodeMonitorPeriod, "node-monitor-period", o.NodeMonitorPeriod, "how often node health is checked")
 	fs.DurationVar(&o.NodeMonitorGracePeriod, "node-monitor-grace-period", o.NodeMonitorGracePeriod, "how long a node may go without renewing its Lease before it is marked NotReady (Unknown)")
 	fs.DurationVar(&o.NodeStartupGracePeriod, "node-startup-grace-period", o.NodeStartupGracePeriod, "how long a node that never posted status may stay silent before it is marked Unknown")

@@ -351,6 +351,11 @@ func controllerRoles() []rbacv1.ClusterRole {
 			rule("update").groups(legacyGroup).resources("replicationcontrollers/finalizers").done(),
 			rule("list", "watch", "patch", "create", "delete").groups(legacyGroup).resources("pods").done(),
 			eventsRule()),
+		// Quota counts anything a quota may name, so it lists and watches everything.
+		c("resourcequota-controller",
+			rule("list", "watch").groups("*").resources("*").done(),
+			rule("update").groups(legacyGroup).resources("resourcequotas/status").done(),
+			eventsRule()),
 		c("root-ca-cert-publisher",
 			rule("create", "update").groups(legacyGroup).resources("configmaps").done(),
 			eventsRule()),

@@ -76,6 +76,11 @@ func TestKubeRoles(t *testing.T) {
 			{Verbs: []string{"list", "watch", "patch", "create", "delete"}, APIGroups: []string{""}, Resources: []string{"pods"}},
 			{Verbs: []string{"create", "update", "patch"}, APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}},
 		}},
+		{"system:controller:resourcequota-controller", []rbacv1.PolicyRule{
+			{Verbs: []string{"list", "watch"}, APIGroups: []string{"*"}, Resources: []string{"*"}},
+			{Verbs: []string{"update"}, APIGroups: []string{""}, Resources: []string{"resourcequotas/status"}},
+			{Verbs: []string{"create", "update", "patch"}, APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}},
+		}},
 		{"system:monitoring", []rbacv1.PolicyRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/metrics", "/metrics/slis", "/livez", "/readyz", "/healthz", "/livez/*", "/readyz/*", "/healthz/*"}}}},
 		{"system:public-info-viewer", []rbacv1.PolicyRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/livez", "/readyz", "/healthz", "/version", "/version/"}}}},
 	}
