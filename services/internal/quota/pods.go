@@ -18,6 +18,8 @@ import (
 	"k8s.io/apiserver/pkg/quota/v1/generic"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/utils/clock"
+
+	corevalidation "skiff.dev/services/internal/apis/core/validation"
 )
 
 // podObjectCountName is count/pods.
@@ -170,18 +172,7 @@ func (p *podEvaluator) UsageStats(options quota.UsageStatsOptions) (quota.UsageS
 // isExtendedResourceNameForQuota reports requests.<extended>, the only form quota takes
 // extended resources in. Mirrors isExtendedResourceNameForQuota.
 func isExtendedResourceNameForQuota(name corev1.ResourceName) bool {
-	return !isNativeResource(name) && strings.HasPrefix(string(name), corev1.DefaultResourceRequestsPrefix)
-}
-
-// isNativeResource reports names in kubernetes.io's namespace (unprefixed ones are).
-func isNativeResource(name corev1.ResourceName) bool {
-	return !strings.Contains(string(name), "/") || strings.Contains(string(name), corev1.ResourceDefaultNamespacePrefix)
-}
-
-// isExtendedResourceName mirrors helper.IsExtendedResourceName: outside kubernetes.io
-// and not requests.-prefixed.
-func isExtendedResourceName(name corev1.ResourceName) bool {
-	return !isNativeResource(name) && !strings.HasPrefix(string(name), corev1.DefaultResourceRequestsPrefix)
+	return !corevalidation.IsNativeResource(name) && strings.HasPrefix(string(name), corev1.DefaultResourceRequestsPrefix)
 }
 
 // podComputeUsageHelper turns requests and limits into quota names: pods 1, cpu and
@@ -208,7 +199,7 @@ func podComputeUsageHelper(requests, limits corev1.ResourceList) corev1.Resource
 			result[name] = q
 			result[corev1.ResourceName(corev1.DefaultResourceRequestsPrefix+string(name))] = q
 		}
-		if isExtendedResourceName(name) {
+		if corevalidation.IsExtendedResourceName(name) {
 			result[corev1.ResourceName(corev1.DefaultResourceRequestsPrefix+string(name))] = q
 		}
 	}
