@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
@@ -513,5 +514,48 @@ func TestAdoptsAndReleases(t *testing.T) {
 	p := waitForPod(t, cs, "app-0", orphan.UID)
 	if ref := metav1.GetControllerOf(p); ref == nil || ref.UID != set.UID || !strings.HasPrefix(p.Labels[appsv1.StatefulSetRevisionLabel], "app-") {
 		t.Errorf("replacement app-0: %+v labels %v", ref, p.Labels)
+	}
+}
+
+// TestRollingUpdateMaxUnavailable: with rollingUpdate.maxUnavailable 2, the two highest
+// ordinals are deleted together, before either replacement exists, and mu-0 waits while
+// two pods are unavailable.
+func TestRollingUpdateMaxUnavailable(t *testing.T) {
+	cs := start(t)
+	ctx := context.Background()
+	s := newSet("mu", 3)
+	s.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{MaxUnavailable: ptr.To(intstr.FromInt32(2))}}
+	if _, err := cs.AppsV1().StatefulSets("default").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	uids := map[string]types.UID{}
+	for _, name := range []string{"mu-0", "mu-1", "mu-2"} {
+		uids[name] = readyPod(t, cs, name, "").UID
+	}
+	waitForStatus(t, cs, "mu", "3 ready", func(s *appsv1.StatefulSet) bool { return s.Status.ReadyReplicas == 3 })
+	deleted := deletions(t, cs)
+	if _, err := cs.AppsV1().StatefulSets("default").Patch(ctx, "mu", types.StrategicMergePatchType,
+		[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"c","image":"busybox:1.37"}]}}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := deleted(2)
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"mu-1", "mu-2"}) {
+		t.Fatalf("first deletions %v, want mu-2 and mu-1 together", got)
+	}
+	// OrderedReady still recreates in order: mu-1 first. While it is not ready and mu-2
+	// is missing, two pods are unavailable and mu-0 stays.
+	waitForPod(t, cs, "mu-1", uids["mu-1"])
+	waitForStatus(t, cs, "mu", "the replacement counted", func(s *appsv1.StatefulSet) bool {
+		return s.Status.Replicas == 2 && s.Status.UpdatedReplicas == 1 && s.Status.ReadyReplicas == 1
+	})
+	if p, err := cs.CoreV1().Pods("default").Get(ctx, "mu-0", metav1.GetOptions{}); err != nil || p.UID != uids["mu-0"] || p.DeletionTimestamp != nil {
+		t.Fatalf("mu-0 touched while 2 pods are unavailable: %v", err)
+	}
+	readyPod(t, cs, "mu-1", uids["mu-1"])
+	readyPod(t, cs, "mu-2", uids["mu-2"])
+	if got := deleted(3); got[2] != "mu-0" {
+		t.Errorf("third deletion %v, want mu-0", got)
 	}
 }
