@@ -12,6 +12,7 @@ import (
 	"skiff.dev/services/apiserver/registry/apps/controllerrevision"
 	"skiff.dev/services/apiserver/registry/apps/deployment"
 	"skiff.dev/services/apiserver/registry/apps/replicaset"
+	"skiff.dev/services/apiserver/registry/apps/statefulset"
 	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
 	authorizationregistry "skiff.dev/services/apiserver/registry/authorization"
 	"skiff.dev/services/apiserver/registry/batch/cronjob"
@@ -80,6 +81,7 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		deployment.Descriptor,
 		replicaset.Descriptor,
 		controllerrevision.Descriptor,
+		statefulset.Descriptor,
 		job.Descriptor,
 		cronjob.Descriptor,
 		eventsevent.Descriptor,

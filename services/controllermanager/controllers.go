@@ -24,6 +24,7 @@ const (
 	ReplicaSetController            = "replicaset-controller"
 	ReplicationControllerController = "replicationcontroller-controller"
 	DeploymentController            = "deployment-controller"
+	StatefulSetController           = "statefulset-controller"
 	JobController                   = "job-controller"
 	GarbageCollectorController      = "garbage-collector-controller"
 	NamespaceController             = "namespace-controller"
@@ -42,6 +43,7 @@ var controllerAliases = map[string]string{
 	"replicaset":              ReplicaSetController,
 	"replicationcontroller":   ReplicationControllerController,
 	"deployment":              DeploymentController,
+	"statefulset":             StatefulSetController,
 	"job":                     JobController,
 	"garbagecollector":        GarbageCollectorController,
 	"ttl-after-finished":      TTLAfterFinishedController,
@@ -101,6 +103,7 @@ func NewControllerInitializers() map[string]InitFunc {
 		ReplicaSetController:            startReplicaSetController,
 		ReplicationControllerController: startReplicationController,
 		DeploymentController:            startDeploymentController,
+		StatefulSetController:           startStatefulSetController,
 		JobController:                   startJobController,
 		TTLAfterFinishedController:      startTTLAfterFinishedController,
 		GarbageCollectorController:      startGarbageCollectorController,

@@ -11,6 +11,7 @@ import (
 	"skiff.dev/services/controllermanager/job"
 	"skiff.dev/services/controllermanager/replicaset"
 	"skiff.dev/services/controllermanager/replicationcontroller"
+	"skiff.dev/services/controllermanager/statefulset"
 	"skiff.dev/services/controllermanager/ttlafterfinished"
 )
 
@@ -24,11 +25,13 @@ const TTLAfterFinishedController = "ttl-after-finished-controller"
 // CronJobController is kube's name for the CronJob controller.
 const CronJobController = "cronjob-controller"
 
-// ttlAfterFinishedWorkers and cronJobWorkers are kube's defaults of
-// --concurrent-ttl-after-finished-syncs and --concurrent-cron-job-syncs.
+// ttlAfterFinishedWorkers, cronJobWorkers and statefulSetWorkers are kube's defaults of
+// --concurrent-ttl-after-finished-syncs, --concurrent-cron-job-syncs and
+// --concurrent-statefulset-syncs.
 const (
 	ttlAfterFinishedWorkers = 5
 	cronJobWorkers          = 5
+	statefulSetWorkers      = 5
 )
 
 func startReplicaSetController(ctx context.Context, cc ControllerContext) error {
@@ -45,6 +48,13 @@ func startReplicationController(ctx context.Context, cc ControllerContext) error
 
 func startDeploymentController(ctx context.Context, cc ControllerContext) error {
 	go deployment.New(cc.InformerFactory, cc.Client, cc.Events.ForComponent("deployment-controller")).Run(ctx, cc.Options.ConcurrentDeploymentSyncs)
+	return nil
+}
+
+// startStatefulSetController runs the StatefulSet controller. Mirrors
+// startStatefulSetController.
+func startStatefulSetController(ctx context.Context, cc ControllerContext) error {
+	go statefulset.New(cc.InformerFactory, cc.Client, cc.Events.ForComponent(statefulset.Name)).Run(ctx, statefulSetWorkers)
 	return nil
 }
 

@@ -40,6 +40,10 @@ type Manager struct {
 	Kind schema.GroupVersionKind
 	// Selector picks the objects the controller should own.
 	Selector labels.Selector
+	// Filter, when set, must also accept an object for the controller to own it: an
+	// owned object it rejects is released, an orphan it rejects is left alone (kube's
+	// ClaimObject filters, e.g. a StatefulSet owns only pods named <set>-<ordinal>).
+	Filter func(obj metav1.Object) bool
 	// CanAdopt reads the controller fresh and fails if it is being deleted or was
 	// replaced (another uid), so a stale cache never adopts for a dead owner. Called
 	// at most once per Claim, before the first adoption.
@@ -79,7 +83,7 @@ func (m *Manager) claimOne(ctx context.Context, obj metav1.Object) (bool, error)
 		if ref.UID != m.Controller.GetUID() {
 			return false, nil // another controller's
 		}
-		if m.Selector.Matches(labels.Set(obj.GetLabels())) {
+		if m.matches(obj) {
 			return true, nil
 		}
 		if m.Controller.GetDeletionTimestamp() != nil || obj.GetDeletionTimestamp() != nil {
@@ -90,7 +94,7 @@ func (m *Manager) claimOne(ctx context.Context, obj metav1.Object) (bool, error)
 		}
 		return false, nil
 	}
-	if m.Controller.GetDeletionTimestamp() != nil || !m.Selector.Matches(labels.Set(obj.GetLabels())) ||
+	if m.Controller.GetDeletionTimestamp() != nil || !m.matches(obj) ||
 		obj.GetDeletionTimestamp() != nil || obj.GetNamespace() != m.Controller.GetNamespace() {
 		return false, nil
 	}
@@ -105,6 +109,11 @@ func (m *Manager) claimOne(ctx context.Context, obj metav1.Object) (bool, error)
 		return false, err
 	}
 	return true, nil
+}
+
+// matches reports whether the controller should own obj: Selector and Filter accept it.
+func (m *Manager) matches(obj metav1.Object) bool {
+	return m.Selector.Matches(labels.Set(obj.GetLabels())) && (m.Filter == nil || m.Filter(obj))
 }
 
 // adopt adds the controller reference; the dependent's uid in the patch makes it a
