@@ -10,6 +10,7 @@ import (
 	"skiff.dev/services/apiserver/registry/apiextensions/customresourcedefinition"
 	"skiff.dev/services/apiserver/registry/apiregistration/apiservice"
 	"skiff.dev/services/apiserver/registry/apps/controllerrevision"
+	"skiff.dev/services/apiserver/registry/apps/daemonset"
 	"skiff.dev/services/apiserver/registry/apps/deployment"
 	"skiff.dev/services/apiserver/registry/apps/replicaset"
 	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
@@ -72,6 +73,7 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		deployment.Descriptor,
 		replicaset.Descriptor,
 		controllerrevision.Descriptor,
+		daemonset.Descriptor,
 		job.Descriptor,
 		cronjob.Descriptor,
 		eventsevent.Descriptor,
