@@ -24,6 +24,7 @@ const (
 	ReplicaSetController            = "replicaset-controller"
 	ReplicationControllerController = "replicationcontroller-controller"
 	DeploymentController            = "deployment-controller"
+	DaemonSetController             = "daemonset-controller"
 	JobController                   = "job-controller"
 	GarbageCollectorController      = "garbage-collector-controller"
 	NamespaceController             = "namespace-controller"
@@ -41,6 +42,7 @@ var controllerAliases = map[string]string{
 	"replicaset":              ReplicaSetController,
 	"replicationcontroller":   ReplicationControllerController,
 	"deployment":              DeploymentController,
+	"daemonset":               DaemonSetController,
 	"job":                     JobController,
 	"garbagecollector":        GarbageCollectorController,
 	"ttl-after-finished":      TTLAfterFinishedController,
@@ -98,6 +100,7 @@ func NewControllerInitializers() map[string]InitFunc {
 		ReplicaSetController:            startReplicaSetController,
 		ReplicationControllerController: startReplicationController,
 		DeploymentController:            startDeploymentController,
+		DaemonSetController:             startDaemonSetController,
 		JobController:                   startJobController,
 		TTLAfterFinishedController:      startTTLAfterFinishedController,
 		GarbageCollectorController:      startGarbageCollectorController,

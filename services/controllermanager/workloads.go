@@ -6,6 +6,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"skiff.dev/services/controllermanager/cronjob"
+	"skiff.dev/services/controllermanager/daemon"
 	"skiff.dev/services/controllermanager/deployment"
 	"skiff.dev/services/controllermanager/garbagecollector"
 	"skiff.dev/services/controllermanager/job"
@@ -45,6 +46,11 @@ func startReplicationController(ctx context.Context, cc ControllerContext) error
 
 func startDeploymentController(ctx context.Context, cc ControllerContext) error {
 	go deployment.New(cc.InformerFactory, cc.Client, cc.Events.ForComponent("deployment-controller")).Run(ctx, cc.Options.ConcurrentDeploymentSyncs)
+	return nil
+}
+
+func startDaemonSetController(ctx context.Context, cc ControllerContext) error {
+	go daemon.New(cc.InformerFactory, cc.Client, cc.Events.ForComponent(daemon.EventSource)).Run(ctx, cc.Options.ConcurrentDaemonSetSyncs)
 	return nil
 }
 
