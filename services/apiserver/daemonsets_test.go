@@ -104,7 +104,9 @@ func TestDaemonSetsServed(t *testing.T) {
 		if cur.Generation != 2 || cur.Annotations[appsv1.DeprecatedTemplateGeneration] != "2" {
 			t.Errorf("after a template change: generation %d annotations %v", cur.Generation, cur.Annotations)
 		}
-		cur, err = daemonSets.Patch(ctx, "agent", types.StrategicMergePatchType, []byte(`{"spec":{"minReadySeconds":1}}`), metav1.PatchOptions{})
+		// The conformance specs' patch, with updateStrategy misplaced at the root: an
+		// unknown field is dropped, not refused.
+		cur, err = daemonSets.Patch(ctx, "agent", types.StrategicMergePatchType, []byte(`{"spec":{"minReadySeconds":1},"updateStrategy":{"type":"RollingUpdate"}}`), metav1.PatchOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -383,7 +383,10 @@ func Match(ds *appsv1.DaemonSet, history *appsv1.ControllerRevision) (bool, erro
 
 // getPatch is the strategic merge patch that restores ds's template:
 // {"spec":{"template":{...,"$patch":"replace"}}}, keys sorted. Mirrors getPatch (and
-// kubectl's getDaemonSetPatch, which must give the same bytes).
+// kubectl's getDaemonSetPatch: Match compares bytes, so kubectl rollout undo and the
+// conformance suite compute the same patch). The template's zero creationTimestamp is
+// written as null, as the Kubernetes 1.32 types encode it (newer ones omit it), so the
+// bytes are those kube 1.32's controller and clients make.
 func getPatch(ds *appsv1.DaemonSet) ([]byte, error) {
 	dsBytes, err := json.Marshal(ds)
 	if err != nil {
@@ -395,6 +398,14 @@ func getPatch(ds *appsv1.DaemonSet) ([]byte, error) {
 	}
 	spec := raw["spec"].(map[string]interface{})
 	template := spec["template"].(map[string]interface{})
+	metadata, ok := template["metadata"].(map[string]interface{})
+	if !ok {
+		metadata = map[string]interface{}{}
+		template["metadata"] = metadata
+	}
+	if _, set := metadata["creationTimestamp"]; !set {
+		metadata["creationTimestamp"] = nil
+	}
 	template["$patch"] = "replace"
 	return json.Marshal(map[string]interface{}{"spec": map[string]interface{}{"template": template}})
 }

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -180,7 +179,10 @@ func TestGetPatchAndMatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := string(patch)
-	if !strings.HasPrefix(s, `{"spec":{"template":{"$patch":"replace","metadata":{`) || strings.Contains(s, "updateStrategy") || strings.Contains(s, "agent\",\"namespace") {
+	// Byte for byte what kube 1.32's getPatch (and kubectl 1.32) make of this DaemonSet.
+	want := `{"spec":{"template":{"$patch":"replace","metadata":{"creationTimestamp":null,"labels":{"app":"agent"}},` +
+		`"spec":{"containers":[{"image":"busybox","name":"c","resources":{}}]}}}}`
+	if s != want {
 		t.Errorf("patch %s", s)
 	}
 	history := &appsv1.ControllerRevision{Data: runtimeRaw(patch)}
