@@ -36,7 +36,8 @@ spec:
 // TestDaemonSets drives a DaemonSet with the real kubectl against skiff with the sim
 // runtime and two hollow nodes (three nodes): one pod on each eligible node, a node
 // labelled later gets one, rollout status, set image rolls the pods, rollout history
-// lists both revisions, rollout undo goes back, and a delete removes the pods.
+// lists both revisions, rollout undo goes back (and an undo to the current revision is
+// skipped), and a delete removes the pods.
 func TestDaemonSets(t *testing.T) {
 	c := startSkiff(t, "sim", "--hollow-nodes", "2")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -150,6 +151,10 @@ func TestDaemonSets(t *testing.T) {
 		if strings.Contains(history, "\n1 ") {
 			t.Errorf("revision 1 should have become 3:\n%s", history)
 		}
+		// kubectl compares the revision's bytes with the patch it makes of the
+		// DaemonSet: an undo to the current revision is skipped.
+		expect(t, c.mustKubectl(ctx, "rollout", "undo", "ds/agent", "--to-revision=3"),
+			"daemonset.apps/agent skipped rollback (current template already matches revision 3)")
 	})
 
 	t.Run("delete removes the pods", func(t *testing.T) {
