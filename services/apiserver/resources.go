@@ -10,6 +10,7 @@ import (
 	"skiff.dev/services/apiserver/registry/apiextensions/customresourcedefinition"
 	"skiff.dev/services/apiserver/registry/apiregistration/apiservice"
 	"skiff.dev/services/apiserver/registry/apps/controllerrevision"
+	"skiff.dev/services/apiserver/registry/apps/daemonset"
 	"skiff.dev/services/apiserver/registry/apps/deployment"
 	"skiff.dev/services/apiserver/registry/apps/replicaset"
 	"skiff.dev/services/apiserver/registry/apps/statefulset"
@@ -82,6 +83,7 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		replicaset.Descriptor,
 		controllerrevision.Descriptor,
 		statefulset.Descriptor,
+		daemonset.Descriptor,
 		job.Descriptor,
 		cronjob.Descriptor,
 		eventsevent.Descriptor,

@@ -25,6 +25,7 @@ const (
 	ReplicationControllerController = "replicationcontroller-controller"
 	DeploymentController            = "deployment-controller"
 	StatefulSetController           = "statefulset-controller"
+	DaemonSetController             = "daemonset-controller"
 	JobController                   = "job-controller"
 	GarbageCollectorController      = "garbage-collector-controller"
 	NamespaceController             = "namespace-controller"
@@ -44,6 +45,7 @@ var controllerAliases = map[string]string{
 	"replicationcontroller":   ReplicationControllerController,
 	"deployment":              DeploymentController,
 	"statefulset":             StatefulSetController,
+	"daemonset":               DaemonSetController,
 	"job":                     JobController,
 	"garbagecollector":        GarbageCollectorController,
 	"ttl-after-finished":      TTLAfterFinishedController,
@@ -104,6 +106,7 @@ func NewControllerInitializers() map[string]InitFunc {
 		ReplicationControllerController: startReplicationController,
 		DeploymentController:            startDeploymentController,
 		StatefulSetController:           startStatefulSetController,
+		DaemonSetController:             startDaemonSetController,
 		JobController:                   startJobController,
 		TTLAfterFinishedController:      startTTLAfterFinishedController,
 		GarbageCollectorController:      startGarbageCollectorController,

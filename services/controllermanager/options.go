@@ -18,10 +18,12 @@ type Options struct {
 
 	// ConcurrentRSSyncs .. ConcurrentGCSyncs are the workers of each workload controller
 	// (--concurrent-replicaset-syncs, --concurrent-rc-syncs,
-	// --concurrent-deployment-syncs, --concurrent-job-syncs, --concurrent-gc-syncs).
+	// --concurrent-deployment-syncs, --concurrent-daemonset-syncs,
+	// --concurrent-job-syncs, --concurrent-gc-syncs).
 	ConcurrentRSSyncs         int
 	ConcurrentRCSyncs         int
 	ConcurrentDeploymentSyncs int
+	ConcurrentDaemonSetSyncs  int
 	ConcurrentJobSyncs        int
 	ConcurrentGCSyncs         int
 	// ConcurrentResourceQuotaSyncs is the resource quota controller's workers per queue
@@ -78,6 +80,7 @@ func DefaultOptions() Options {
 		ConcurrentRSSyncs:            5,
 		ConcurrentRCSyncs:            5,
 		ConcurrentDeploymentSyncs:    5,
+		ConcurrentDaemonSetSyncs:     2,
 		ConcurrentJobSyncs:           5,
 		ConcurrentGCSyncs:            20,
 		ConcurrentResourceQuotaSyncs: 5,
@@ -107,6 +110,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.ConcurrentRSSyncs, "concurrent-replicaset-syncs", o.ConcurrentRSSyncs, "ReplicaSets synced at once")
 	fs.IntVar(&o.ConcurrentRCSyncs, "concurrent-rc-syncs", o.ConcurrentRCSyncs, "ReplicationControllers synced at once")
 	fs.IntVar(&o.ConcurrentDeploymentSyncs, "concurrent-deployment-syncs", o.ConcurrentDeploymentSyncs, "Deployments synced at once")
+	fs.IntVar(&o.ConcurrentDaemonSetSyncs, "concurrent-daemonset-syncs", o.ConcurrentDaemonSetSyncs, "DaemonSets synced at once")
 	fs.IntVar(&o.ConcurrentJobSyncs, "concurrent-job-syncs", o.ConcurrentJobSyncs, "Jobs synced at once")
 	fs.IntVar(&o.ConcurrentGCSyncs, "concurrent-gc-syncs", o.ConcurrentGCSyncs, "garbage collector workers")
 	fs.IntVar(&o.ConcurrentResourceQuotaSyncs, "concurrent-resource-quota-syncs", o.ConcurrentResourceQuotaSyncs, "ResourceQuotas synced at once")

@@ -6,6 +6,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"skiff.dev/services/controllermanager/cronjob"
+	"skiff.dev/services/controllermanager/daemon"
 	"skiff.dev/services/controllermanager/deployment"
 	"skiff.dev/services/controllermanager/garbagecollector"
 	"skiff.dev/services/controllermanager/job"
@@ -55,6 +56,13 @@ func startDeploymentController(ctx context.Context, cc ControllerContext) error 
 // startStatefulSetController.
 func startStatefulSetController(ctx context.Context, cc ControllerContext) error {
 	go statefulset.New(cc.InformerFactory, cc.Client, cc.Events.ForComponent(statefulset.Name)).Run(ctx, statefulSetWorkers)
+	return nil
+}
+
+// startDaemonSetController runs the DaemonSet controller. Mirrors
+// startDaemonSetController.
+func startDaemonSetController(ctx context.Context, cc ControllerContext) error {
+	go daemon.New(cc.InformerFactory, cc.Client, cc.Events.ForComponent(daemon.EventSource)).Run(ctx, cc.Options.ConcurrentDaemonSetSyncs)
 	return nil
 }
 

@@ -64,6 +64,16 @@ func (e *Expectations) ExpectDeletions(key string, podKeys []string) {
 	e.records[key] = &record{deletions: sets.New(podKeys...), timestamp: e.now()}
 }
 
+// SetExpectations records that the controller is about to create adds pods and delete
+// the pods podKeys ("namespace/name") in one sync, replacing any earlier record: the
+// DaemonSet controller creates and deletes in the same pass. Mirrors
+// ControllerExpectations.SetExpectations.
+func (e *Expectations) SetExpectations(key string, adds int, podKeys []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.records[key] = &record{adds: adds, deletions: sets.New(podKeys...), timestamp: e.now()}
+}
+
 // CreationObserved lowers the creations expected for key by one: the informer saw a
 // new pod, or a create failed and will not be seen.
 func (e *Expectations) CreationObserved(key string) {

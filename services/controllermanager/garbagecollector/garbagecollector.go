@@ -9,7 +9,8 @@
 //
 // kube watches every resource through the metadata client; skiff watches, through typed
 // informers, the resources it serves that take part in ownership: pods,
-// replicationcontrollers, replicasets, deployments, statefulsets, controllerrevisions, jobs and cronjobs. Owners of other kinds are looked up when a dependent needs them
+// replicationcontrollers, replicasets, deployments, statefulsets, daemonsets,
+// controllerrevisions, jobs and cronjobs. Owners of other kinds are looked up when a dependent needs them
 // (nodes, as owners of mirror pods); a kind the collector cannot look up counts as a
 // live owner, so nothing is deleted for want of knowledge.
 package garbagecollector
@@ -78,7 +79,7 @@ type GarbageCollector struct {
 }
 
 // New builds the collector over the factory's Pod, ReplicationController, ReplicaSet,
-// Deployment, StatefulSet, ControllerRevision, Job and CronJob informers.
+// Deployment, StatefulSet, DaemonSet, ControllerRevision, Job and CronJob informers.
 func New(factory informers.SharedInformerFactory, client kubernetes.Interface, recorder record.EventRecorder) *GarbageCollector {
 	gc := &GarbageCollector{
 		graph:     graph{uidToNode: map[types.UID]*node{}},
@@ -98,6 +99,7 @@ func New(factory informers.SharedInformerFactory, client kubernetes.Interface, r
 		{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}, name: "replicasets", namespaced: true, client: apps},
 		{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, name: "deployments", namespaced: true, client: apps},
 		{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "StatefulSet"}, name: "statefulsets", namespaced: true, client: apps},
+		{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"}, name: "daemonsets", namespaced: true, client: apps},
 		{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ControllerRevision"}, name: "controllerrevisions", namespaced: true, client: apps},
 		{gvk: schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, name: "jobs", namespaced: true, client: batch},
 		{gvk: schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "CronJob"}, name: "cronjobs", namespaced: true, client: batch},
@@ -113,6 +115,7 @@ func New(factory informers.SharedInformerFactory, client kubernetes.Interface, r
 		{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}, factory.Apps().V1().ReplicaSets().Informer()},
 		{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, factory.Apps().V1().Deployments().Informer()},
 		{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "StatefulSet"}, factory.Apps().V1().StatefulSets().Informer()},
+		{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"}, factory.Apps().V1().DaemonSets().Informer()},
 		{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ControllerRevision"}, factory.Apps().V1().ControllerRevisions().Informer()},
 		{schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, factory.Batch().V1().Jobs().Informer()},
 		{schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "CronJob"}, factory.Batch().V1().CronJobs().Informer()},
