@@ -9,8 +9,9 @@ import (
 
 // TestWorkloads drives Deployments, ReplicaSets and Jobs with the real kubectl against
 // skiff with the process runtime (real host processes): create, rollout status, set
-// image, rollout history and undo, scale, cascading delete, a Job to completion, and
-// kube's columns for each kind.
+// image, rollout history and undo, scale, cascading delete, a Job to completion, an
+// Indexed Job whose pods print their $JOB_COMPLETION_INDEX, and kube's columns for each
+// kind.
 func TestWorkloads(t *testing.T) {
 	c := startSkiff(t, "process")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -79,6 +80,36 @@ func TestWorkloads(t *testing.T) {
 		expect(t, c.mustKubectl(ctx, "wait", "--for=condition=complete", "job/hello", "--timeout=120s"), "job.batch/hello condition met")
 		expect(t, c.mustKubectl(ctx, "get", "job", "hello"), "NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE", "Complete", "1/1")
 		expect(t, c.mustKubectl(ctx, "logs", "job/hello"), "hello from the job")
+	})
+
+	t.Run("indexed job gives each pod its completion index", func(t *testing.T) {
+		c.applyManifest(ctx, t, `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: indexed
+spec:
+  completionMode: Indexed
+  completions: 3
+  parallelism: 3
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: work
+        image: busybox
+        command: ["sh", "-c", "echo index=$JOB_COMPLETION_INDEX host=$(hostname)"]
+`)
+		expect(t, c.mustKubectl(ctx, "wait", "--for=condition=complete", "job/indexed", "--timeout=120s"), "job.batch/indexed condition met")
+		expect(t, c.mustKubectl(ctx, "get", "job", "indexed"), "Complete", "3/3")
+		expect(t, c.mustKubectl(ctx, "get", "job", "indexed", "-o", "jsonpath={.status.completedIndexes}"), "0-2")
+		for _, ix := range []string{"0", "1", "2"} {
+			pods := strings.Fields(c.mustKubectl(ctx, "get", "pods", "-l", "batch.kubernetes.io/job-name=indexed,batch.kubernetes.io/job-completion-index="+ix, "-o", "name"))
+			if len(pods) != 1 {
+				t.Fatalf("index %s: want one pod, got %v", ix, pods)
+			}
+			expect(t, c.mustKubectl(ctx, "logs", pods[0]), "index="+ix)
+		}
+		expect(t, c.mustKubectl(ctx, "delete", "job", "indexed"), `job.batch "indexed" deleted`)
 	})
 
 	t.Run("cronjob, and a job made from it by hand", func(t *testing.T) {

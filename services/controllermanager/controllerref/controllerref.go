@@ -50,6 +50,11 @@ type Manager struct {
 	CanAdopt func(ctx context.Context) error
 	// Patch adds or removes the reference on a dependent.
 	Patch Patcher
+	// Finalizers are added to a dependent with the reference when it is adopted, and
+	// removed with it when it is released (the Job controller's
+	// batch.kubernetes.io/job-tracking). Mirrors NewPodControllerRefManager's
+	// finalizers.
+	Finalizers []string
 
 	once     sync.Once
 	adoptErr error
@@ -116,19 +121,32 @@ func (m *Manager) matches(obj metav1.Object) bool {
 	return m.Selector.Matches(labels.Set(obj.GetLabels())) && (m.Filter == nil || m.Filter(obj))
 }
 
-// adopt adds the controller reference; the dependent's uid in the patch makes it a
-// precondition (409 if the name now holds another object).
+// adopt adds the controller reference (and the manager's finalizers); the dependent's
+// uid in the patch makes it a precondition (409 if the name now holds another object).
 func (m *Manager) adopt(ctx context.Context, obj metav1.Object) error {
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+	meta := map[string]any{
 		"ownerReferences": []*metav1.OwnerReference{NewControllerRef(m.Controller, m.Kind)},
 		"uid":             obj.GetUID(),
-	}})
+	}
+	if len(m.Finalizers) > 0 {
+		meta["finalizers"] = m.Finalizers
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": meta})
 	return m.Patch(ctx, obj.GetNamespace(), obj.GetName(), patch)
 }
 
-// release removes the controller reference with a strategic-merge $patch: delete.
+// release removes the controller reference with a strategic-merge $patch: delete, and
+// the manager's finalizers with $deleteFromPrimitiveList.
 func (m *Manager) release(ctx context.Context, obj metav1.Object) error {
-	return m.Patch(ctx, obj.GetNamespace(), obj.GetName(), ReleasePatch(m.Controller.GetUID(), obj.GetUID()))
+	patch := ReleasePatch(m.Controller.GetUID(), obj.GetUID())
+	if len(m.Finalizers) > 0 {
+		patch, _ = json.Marshal(map[string]any{"metadata": map[string]any{
+			"ownerReferences":                     []map[string]any{{"$patch": "delete", "uid": m.Controller.GetUID()}},
+			"uid":                                 obj.GetUID(),
+			"$deleteFromPrimitiveList/finalizers": m.Finalizers,
+		}})
+	}
+	return m.Patch(ctx, obj.GetNamespace(), obj.GetName(), patch)
 }
 
 // ReleasePatch is the strategic merge patch that removes the ownerReference to owner

@@ -6,6 +6,7 @@ package job
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -21,7 +22,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/apiserver/registry"
-	workloadvalidation "skiff.dev/services/apiserver/registry/apps/validation"
 	"skiff.dev/services/apiserver/registry/core/pod"
 	"skiff.dev/services/internal/apis/core/defaults"
 )
@@ -51,9 +51,11 @@ var (
 func (Strategy) NamespaceScoped() bool { return true }
 
 // SetDefaults fills what batch/v1 defaults: completions and parallelism 1 when both are
-// unset (parallelism 1 when only it is), backoffLimit 6, completionMode NonIndexed,
-// suspend false, podReplacementPolicy TerminatingOrFailed, and the pod template's
-// defaults. Mirrors SetDefaults_Job.
+// unset (parallelism 1 when only it is), backoffLimit 6 (2^31-1 with
+// backoffLimitPerIndex), completionMode NonIndexed, suspend false, status True for
+// onPodConditions patterns without one, podReplacementPolicy (Failed with a pod
+// failure policy, else TerminatingOrFailed), manualSelector false, and the pod
+// template's defaults. Mirrors SetDefaults_Job.
 func SetDefaults(job *batchv1.Job) {
 	spec := &job.Spec
 	if spec.Completions == nil && spec.Parallelism == nil {
@@ -63,7 +65,11 @@ func SetDefaults(job *batchv1.Job) {
 		spec.Parallelism = ptr.To(int32(1))
 	}
 	if spec.BackoffLimit == nil {
-		spec.BackoffLimit = ptr.To(int32(6))
+		if spec.BackoffLimitPerIndex != nil {
+			spec.BackoffLimit = ptr.To(int32(math.MaxInt32))
+		} else {
+			spec.BackoffLimit = ptr.To(int32(6))
+		}
 	}
 	if spec.CompletionMode == nil {
 		spec.CompletionMode = ptr.To(batchv1.NonIndexedCompletion)
@@ -71,8 +77,24 @@ func SetDefaults(job *batchv1.Job) {
 	if spec.Suspend == nil {
 		spec.Suspend = ptr.To(false)
 	}
+	if spec.PodFailurePolicy != nil {
+		for i := range spec.PodFailurePolicy.Rules {
+			for j := range spec.PodFailurePolicy.Rules[i].OnPodConditions {
+				if c := &spec.PodFailurePolicy.Rules[i].OnPodConditions[j]; c.Status == "" {
+					c.Status = corev1.ConditionTrue
+				}
+			}
+		}
+	}
 	if spec.PodReplacementPolicy == nil {
-		spec.PodReplacementPolicy = ptr.To(batchv1.TerminatingOrFailed)
+		if spec.PodFailurePolicy != nil {
+			spec.PodReplacementPolicy = ptr.To(batchv1.Failed)
+		} else {
+			spec.PodReplacementPolicy = ptr.To(batchv1.TerminatingOrFailed)
+		}
+	}
+	if spec.ManualSelector == nil {
+		spec.ManualSelector = ptr.To(false)
 	}
 	defaults.SetPodSpecDefaults(&spec.Template.Spec)
 }
@@ -131,12 +153,19 @@ func (Strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	}
 }
 
-// Validate checks a new Job. Mirrors ValidateJob.
+// Validate checks a new Job: its metadata, generated selector and spec; an Indexed
+// Job's last pod hostname <name>-<completions-1> must be a DNS label. Mirrors
+// ValidateJob.
 func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
 	job := obj.(*batchv1.Job)
+	return validateJob(job)
+}
+
+func validateJob(job *batchv1.Job) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMeta(&job.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 	allErrs = append(allErrs, validateGeneratedSelector(job)...)
-	return append(allErrs, validateSpec(&job.Spec, field.NewPath("spec"))...)
+	allErrs = append(allErrs, validateSpec(&job.Spec, field.NewPath("spec"))...)
+	return append(allErrs, validateIndexedHostname(job)...)
 }
 
 // validateGeneratedSelector checks that a Job without manualSelector carries the
@@ -158,55 +187,6 @@ func validateGeneratedSelector(job *batchv1.Job) field.ErrorList {
 		allErrs = append(allErrs, field.Invalid(field.NewPath("spec", "selector"), sel, "`selector` not auto-generated"))
 	}
 	return allErrs
-}
-
-var supportedJobRestartPolicies = []string{string(corev1.RestartPolicyOnFailure), string(corev1.RestartPolicyNever)}
-
-// validateSpec mirrors ValidateJobSpec for the fields skiff's job controller honours.
-func validateSpec(spec *batchv1.JobSpec, specPath *field.Path) field.ErrorList {
-	var allErrs field.ErrorList
-	if spec.Parallelism != nil {
-		allErrs = append(allErrs, workloadvalidation.ValidateNonnegative(int64(*spec.Parallelism), specPath.Child("parallelism"))...)
-	}
-	if spec.Completions != nil {
-		allErrs = append(allErrs, workloadvalidation.ValidateNonnegative(int64(*spec.Completions), specPath.Child("completions"))...)
-	}
-	if spec.BackoffLimit != nil {
-		allErrs = append(allErrs, workloadvalidation.ValidateNonnegative(int64(*spec.BackoffLimit), specPath.Child("backoffLimit"))...)
-	}
-	if spec.TTLSecondsAfterFinished != nil {
-		allErrs = append(allErrs, workloadvalidation.ValidateNonnegative(int64(*spec.TTLSecondsAfterFinished), specPath.Child("ttlSecondsAfterFinished"))...)
-	}
-	if d := spec.ActiveDeadlineSeconds; d != nil && *d <= 0 {
-		allErrs = append(allErrs, field.Invalid(specPath.Child("activeDeadlineSeconds"), *d, "must be greater than 0"))
-	}
-	if m := spec.CompletionMode; m != nil && *m != batchv1.NonIndexedCompletion {
-		// The job controller counts completions, not indexes: Indexed Jobs are refused
-		// rather than run as if they were NonIndexed.
-		allErrs = append(allErrs, field.NotSupported(specPath.Child("completionMode"), *m, []string{string(batchv1.NonIndexedCompletion)}))
-	}
-	if spec.PodFailurePolicy != nil {
-		allErrs = append(allErrs, field.Forbidden(specPath.Child("podFailurePolicy"), "not supported by skiff's job controller"))
-	}
-	if spec.SuccessPolicy != nil {
-		allErrs = append(allErrs, field.Forbidden(specPath.Child("successPolicy"), "not supported by skiff's job controller"))
-	}
-	if spec.BackoffLimitPerIndex != nil || spec.MaxFailedIndexes != nil {
-		allErrs = append(allErrs, field.Forbidden(specPath.Child("backoffLimitPerIndex"), "requires completionMode Indexed, which skiff does not support"))
-	}
-	if spec.ManagedBy != nil && *spec.ManagedBy != batchv1.JobControllerName {
-		allErrs = append(allErrs, field.NotSupported(specPath.Child("managedBy"), *spec.ManagedBy, []string{batchv1.JobControllerName}))
-	}
-	allErrs = append(allErrs, workloadvalidation.ValidateSelectorAndTemplate(spec.Selector, &spec.Template, specPath)...)
-	return append(allErrs, validateRestartPolicy(spec, specPath)...)
-}
-
-func validateRestartPolicy(spec *batchv1.JobSpec, specPath *field.Path) field.ErrorList {
-	rp := spec.Template.Spec.RestartPolicy
-	if rp != corev1.RestartPolicyOnFailure && rp != corev1.RestartPolicyNever {
-		return field.ErrorList{field.NotSupported(specPath.Child("template", "spec", "restartPolicy"), rp, supportedJobRestartPolicies)}
-	}
-	return nil
 }
 
 // ValidateJobTemplateSpec checks a CronJob's spec.jobTemplate.spec at specPath: a Job
@@ -231,29 +211,13 @@ func ValidateJobTemplateSpec(spec *batchv1.JobSpec, specPath *field.Path) field.
 	return allErrs
 }
 
-// ValidateUpdate checks an update: a valid Job whose selector, template, completions and
-// completion mode did not change. Mirrors ValidateJobUpdate.
+// ValidateUpdate checks an update: a valid Job whose immutable fields did not change
+// (see validateSpecUpdate). Mirrors ValidateJobUpdate.
 func (Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	newJob, oldJob := obj.(*batchv1.Job), old.(*batchv1.Job)
-	allErrs := apivalidation.ValidateObjectMetaUpdate(&newJob.ObjectMeta, &oldJob.ObjectMeta, field.NewPath("metadata"))
-	specPath := field.NewPath("spec")
-	allErrs = append(allErrs, validateSpec(&newJob.Spec, specPath)...)
-	allErrs = append(allErrs, workloadvalidation.ValidateSelectorUnchanged(newJob.Spec.Selector, oldJob.Spec.Selector, specPath)...)
-	immutable := []struct {
-		name     string
-		new, old interface{}
-	}{
-		{"template", newJob.Spec.Template, oldJob.Spec.Template},
-		{"completions", newJob.Spec.Completions, oldJob.Spec.Completions},
-		{"completionMode", newJob.Spec.CompletionMode, oldJob.Spec.CompletionMode},
-		{"manualSelector", newJob.Spec.ManualSelector, oldJob.Spec.ManualSelector},
-	}
-	for _, f := range immutable {
-		if !apiequality.Semantic.DeepEqual(f.new, f.old) {
-			allErrs = append(allErrs, field.Invalid(specPath.Child(f.name), f.new, "field is immutable"))
-		}
-	}
-	return allErrs
+	allErrs := validateJob(newJob)
+	allErrs = append(allErrs, apivalidation.ValidateObjectMetaUpdate(&newJob.ObjectMeta, &oldJob.ObjectMeta, field.NewPath("metadata"))...)
+	return append(allErrs, validateSpecUpdate(newJob, oldJob, field.NewPath("spec"))...)
 }
 
 // GetAttrs returns labels and the selectable fields: metadata and status.successful.
@@ -339,19 +303,10 @@ func (StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Objec
 	obj.(*batchv1.Job).Spec = old.(*batchv1.Job).Spec
 }
 
-// ValidateUpdate checks the status counts, and that a finished Job stays finished.
-// Mirrors ValidateJobUpdateStatus.
+// ValidateUpdate checks a status write (see validateStatusUpdate). Mirrors
+// ValidateJobUpdateStatus.
 func (StatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	newJob, oldJob := obj.(*batchv1.Job), old.(*batchv1.Job)
 	allErrs := apivalidation.ValidateObjectMetaUpdate(&newJob.ObjectMeta, &oldJob.ObjectMeta, field.NewPath("metadata"))
-	st, p := newJob.Status, field.NewPath("status")
-	for name, v := range map[string]int32{"active": st.Active, "succeeded": st.Succeeded, "failed": st.Failed} {
-		allErrs = append(allErrs, workloadvalidation.ValidateNonnegative(int64(v), p.Child(name))...)
-	}
-	for _, t := range []batchv1.JobConditionType{batchv1.JobComplete, batchv1.JobFailed} {
-		if HasCondition(oldJob, t) && !HasCondition(newJob, t) {
-			allErrs = append(allErrs, field.Invalid(p.Child("conditions"), newJob.Status.Conditions, fmt.Sprintf("cannot remove the %s=True condition of a finished job", t)))
-		}
-	}
-	return allErrs
+	return append(allErrs, validateStatusUpdate(newJob, oldJob)...)
 }
