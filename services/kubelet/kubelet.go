@@ -749,8 +749,8 @@ func (kl *Kubelet) getPodsToSync() []*v1.Pod {
 }
 
 // HandlePodAdditions records new pods as desired and starts their workers,
-// oldest first; a pod whose sysctls this node does not allow is rejected (Failed,
-// SysctlForbidden) instead. Mirrors Kubelet.HandlePodAdditions (without resource
+// oldest first; a pod whose sysctls this node does not allow (SysctlForbidden), or
+// whose host ports an active pod holds (NodePorts), is rejected (Failed) instead. Mirrors Kubelet.HandlePodAdditions (without resource
 // admission: the scheduler's fit is trusted).
 func (kl *Kubelet) HandlePodAdditions(pods []*v1.Pod) {
 	start := time.Now()
@@ -766,6 +766,10 @@ func (kl *Kubelet) HandlePodAdditions(pods []*v1.Pod) {
 		if s, ok := kl.statusManager.GetPodStatus(pod.UID); !ok || s.Phase != v1.PodFailed {
 			if why := admitSysctls(pod, kl.allowedUnsafeSysctls); why != "" {
 				kl.rejectPod(pod, reasonSysctlForbidden, why)
+				continue
+			}
+			if why := admitHostPorts(pod, kl.activePods()); why != "" {
+				kl.rejectPod(pod, reasonNodePorts, why)
 				continue
 			}
 		}
