@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -180,7 +181,7 @@ func TestAllocatableFallsBackToCapacity(t *testing.T) {
 	c.AddNode(n)
 	s := NewEmptySnapshot()
 	c.UpdateSnapshot(s)
-	if got := s.Get("n").Allocatable; got != (framework.Resource{MilliCPU: 4000, AllowedPodNumber: 110}) {
+	if got := s.Get("n").Allocatable; !reflect.DeepEqual(got, framework.Resource{MilliCPU: 4000, AllowedPodNumber: 110}) {
 		t.Fatalf("allocatable %+v", got)
 	}
 }

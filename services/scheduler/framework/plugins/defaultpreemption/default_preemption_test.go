@@ -24,7 +24,9 @@ func podOf(name string, priority int32, started time.Time, labels map[string]str
 // among the nodes the previous ones tied.
 func TestPickOneNodeForPreemption(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := func(priority int32, minute int) *v1.Pod { return podOf("p", priority, t0.Add(time.Duration(minute)*time.Minute), nil) }
+	p := func(priority int32, minute int) *v1.Pod {
+		return podOf("p", priority, t0.Add(time.Duration(minute)*time.Minute), nil)
+	}
 	for _, tc := range []struct {
 		name       string
 		candidates []candidate

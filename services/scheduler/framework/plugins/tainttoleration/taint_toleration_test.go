@@ -12,7 +12,9 @@ import (
 	"skiff.dev/services/scheduler/framework"
 )
 
-type handle struct{}
+// handle lends the plugin only a client and a logger; the rest of framework.Handle is
+// nil (the plugin uses none of it).
+type handle struct{ framework.Handle }
 
 func (handle) ClientSet() kubernetes.Interface { return nil }
 func (handle) Logger() *slog.Logger            { return slog.New(slog.DiscardHandler) }
