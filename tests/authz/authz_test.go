@@ -220,7 +220,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		wantCode(t, err, 403)
 	})
 
-	t.Run("the scheduler binds a pod and reads nodes", func(t *testing.T) {
+	t.Run("the scheduler binds a pod, reads nodes and preempts, but creates no pod", func(t *testing.T) {
 		sched := kubernetes.NewForConfigOrDie(c.srv.ClientConfig("system:kube-scheduler"))
 		if _, err := c.admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pending"},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{}); err != nil {
@@ -230,7 +230,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 			Target: corev1.ObjectReference{Kind: "Node", Name: "node-a"}}, metav1.CreateOptions{}), 0)
 		_, err := sched.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		wantCode(t, err, 0)
-		wantCode(t, sched.CoreV1().Pods("default").Delete(ctx, "pending", metav1.DeleteOptions{}), 403)
+		_, err = sched.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "own"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+		wantCode(t, err, 403)
+		// Preemption deletes the pods it evicts, as kube's system:kube-scheduler may.
+		wantCode(t, sched.CoreV1().Pods("default").Delete(ctx, "pending", metav1.DeleteOptions{}), 0)
 	})
 	t.Run("csr-signer reads CSRs but not pods", func(t *testing.T) {
 		signer := kubernetes.NewForConfigOrDie(c.srv.ClientConfig("system:skiff:csr-signer"))
