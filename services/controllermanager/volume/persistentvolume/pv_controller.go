@@ -433,9 +433,11 @@ func (c *Controller) bind(ctx context.Context, pv *corev1.PersistentVolume, pvc 
 	return c.updateClaimStatus(ctx, pvc, corev1.ClaimBound, pv)
 }
 
-// updateVolumePhase writes the volume's phase (and reason) when it differs.
+// updateVolumePhase writes the volume's phase, with message, when the phase differs
+// (a message someone else wrote for the same phase is left alone). Mirrors
+// updateVolumePhase.
 func (c *Controller) updateVolumePhase(ctx context.Context, pv *corev1.PersistentVolume, phase corev1.PersistentVolumePhase, message string) error {
-	if pv.Status.Phase == phase && pv.Status.Message == message {
+	if pv.Status.Phase == phase {
 		return nil
 	}
 	pv = pv.DeepCopy()
