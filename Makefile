@@ -91,7 +91,7 @@ bench:
 OPENAPI_PACKAGES := k8s.io/api/core/v1 k8s.io/api/apps/v1 k8s.io/api/batch/v1 k8s.io/api/autoscaling/v1 \
 	k8s.io/api/rbac/v1 k8s.io/api/scheduling/v1 k8s.io/api/scheduling/v1alpha3 k8s.io/api/coordination/v1 k8s.io/api/certificates/v1 \
 	k8s.io/api/authentication/v1 k8s.io/api/authorization/v1 k8s.io/api/discovery/v1 k8s.io/api/policy/v1 \
-	k8s.io/api/events/v1 k8s.io/api/flowcontrol/v1 k8s.io/api/node/v1 k8s.io/api/networking/v1 k8s.io/api/admissionregistration/v1 \
+	k8s.io/api/events/v1 k8s.io/api/flowcontrol/v1 k8s.io/api/node/v1 k8s.io/api/networking/v1 k8s.io/api/admissionregistration/v1 k8s.io/api/storage/v1 \
 	k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1 k8s.io/kube-aggregator/pkg/apis/apiregistration/v1 \
 	k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/util/intstr \
 	k8s.io/apimachinery/pkg/api/resource k8s.io/apimachinery/pkg/version

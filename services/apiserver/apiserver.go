@@ -28,6 +28,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	nodev1 "k8s.io/api/node/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -362,6 +363,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 			admission.Priority{PriorityClasses: stores[schedulingv1.Resource("priorityclasses")]},
 			admission.RuntimeClass{RuntimeClasses: stores[nodev1.Resource("runtimeclasses")]},
 			admission.DefaultTolerationSecondsPlugin{},
+			admission.DefaultStorageClass{StorageClasses: stores[storagev1.Resource("storageclasses")]},
 		},
 		Validating: []admission.Interface{
 			limitRanger.Validating(),

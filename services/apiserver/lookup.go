@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"strings"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -89,4 +90,22 @@ func (l storageLookup) anyPod(ctx context.Context, namespace string, selector fi
 		}
 	}
 	return false, nil
+}
+
+// PersistentVolumeClaimRef implements authorization.Lookup: the claim PersistentVolume
+// name's claimRef names, from the cache when it names one, else from etcd.
+func (l storageLookup) PersistentVolumeClaimRef(ctx context.Context, name string) (string, string, bool, error) {
+	ref, found, err := get(ctx, l.stores.Store(corev1.Resource("persistentvolumes")), "", name,
+		func(obj runtime.Object) string {
+			if r := obj.(*corev1.PersistentVolume).Spec.ClaimRef; r != nil {
+				return r.Namespace + "/" + r.Name
+			}
+			return ""
+		},
+		func(ref string) bool { return ref != "" })
+	if err != nil || !found || ref == "" {
+		return "", "", false, err
+	}
+	namespace, claim, _ := strings.Cut(ref, "/")
+	return namespace, claim, true, nil
 }

@@ -26,6 +26,8 @@ import (
 	"skiff.dev/services/apiserver/registry/core/limitrange"
 	"skiff.dev/services/apiserver/registry/core/namespace"
 	"skiff.dev/services/apiserver/registry/core/node"
+	"skiff.dev/services/apiserver/registry/core/persistentvolume"
+	"skiff.dev/services/apiserver/registry/core/persistentvolumeclaim"
 	"skiff.dev/services/apiserver/registry/core/pod"
 	"skiff.dev/services/apiserver/registry/core/podtemplate"
 	"skiff.dev/services/apiserver/registry/core/replicationcontroller"
@@ -47,6 +49,7 @@ import (
 	"skiff.dev/services/apiserver/registry/rbac/role"
 	"skiff.dev/services/apiserver/registry/rbac/rolebinding"
 	"skiff.dev/services/apiserver/registry/scheduling/priorityclass"
+	"skiff.dev/services/apiserver/registry/storage/storageclass"
 )
 
 // resources lists every resource the apiserver serves: the one place a new resource is
@@ -59,6 +62,8 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		limitrange.Descriptor,
 		namespace.Descriptor,
 		node.Descriptor,
+		persistentvolumeclaim.Descriptor,
+		persistentvolume.Descriptor,
 		pod.NewDescriptor(execProxy),
 		podtemplate.Descriptor,
 		replicationcontroller.Descriptor,
@@ -100,5 +105,6 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		flowschema.Descriptor,
 		prioritylevelconfiguration.Descriptor,
 		priorityclass.Descriptor,
+		storageclass.Descriptor,
 	}
 }

@@ -49,6 +49,10 @@ type Lookup interface {
 	// refers to some object); a lookup that answers from a cache confirms a no before
 	// it is used to deny.
 	NodePodsUse(ctx context.Context, namespace, node string, uses func(*corev1.Pod) bool) (bool, error)
+	// PersistentVolumeClaimRef is the namespace and name of the claim PersistentVolume
+	// name's spec.claimRef names; found is false when the volume does not exist or names
+	// no claim.
+	PersistentVolumeClaimRef(ctx context.Context, name string) (namespace, claim string, found bool, err error)
 }
 
 // Identities and groups the authorizers single out.

@@ -71,6 +71,30 @@ func (z *chain) authorizeNode(ctx context.Context, a authorizer.Attributes) (aut
 			name, _ := fieldValue(a, "metadata.name")
 			return z.nodePodsReference(ctx, node, a, name, noRelationship)
 		}
+	case "/persistentvolumeclaims":
+		// The kubelet reads the claims its pods' volumes name (kube's graph: pod → pvc).
+		if sub == "" && verb == "get" {
+			return z.nodePodsReference(ctx, node, a, a.GetName(), noRelationship)
+		}
+	case "/persistentvolumes":
+		// ... and the volumes those claims are bound to (pv → pvc by the volume's
+		// claimRef, as kube's graph links them).
+		if sub == "" && verb == "get" {
+			namespace, claim, found, err := z.lookup.PersistentVolumeClaimRef(ctx, a.GetName())
+			if err != nil {
+				return authorizer.DecisionNoOpinion, "", err
+			}
+			if !found {
+				return authorizer.DecisionNoOpinion, noRelationship, nil
+			}
+			uses, err := z.lookup.NodePodsUse(ctx, namespace, node, func(pod *corev1.Pod) bool {
+				return podReferences(pod, "persistentvolumeclaims", claim)
+			})
+			if err != nil || !uses {
+				return authorizer.DecisionNoOpinion, noRelationship, err
+			}
+			return authorizer.DecisionAllow, "", nil
+		}
 	case "/serviceaccounts":
 		// A node asks for the tokens of the service accounts its pods run as; the
 		// NodeRestriction admission plugin checks that the token is bound to such a pod.
@@ -134,12 +158,22 @@ func (z *chain) nodePodsReference(ctx context.Context, node string, a authorizer
 	return authorizer.DecisionNoOpinion, noRelationship, nil
 }
 
-// podReferences reports whether pod uses the secret or configmap name: through volumes
-// (projected ones too), env and envFrom of any container, or image pull secrets.
+// podReferences reports whether pod uses the secret or configmap name (through volumes,
+// projected ones too, env and envFrom of any container, or image pull secrets) or the
+// persistentvolumeclaim name (a persistentVolumeClaim volume, or an ephemeral volume's
+// <pod>-<volume> claim).
 func podReferences(pod *corev1.Pod, resource, name string) bool {
 	other := func(n string) bool { return n != name } // the walk stops at name
-	if resource == "secrets" {
+	switch resource {
+	case "secrets":
 		return !podutil.VisitPodSecretNames(pod, other)
+	case "persistentvolumeclaims":
+		for _, v := range pod.Spec.Volumes {
+			if (v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == name) || (v.Ephemeral != nil && pod.Name+"-"+v.Name == name) {
+				return true
+			}
+		}
+		return false
 	}
 	return resource == "configmaps" && !podutil.VisitPodConfigmapNames(pod, other)
 }

@@ -139,6 +139,49 @@ func TestNodeReadsTheConfigMapsItsPodsUseByNameOnly(t *testing.T) {
 	}
 }
 
+func (podsByNode) PersistentVolumeClaimRef(context.Context, string) (string, string, bool, error) {
+	return "", "", false, nil
+}
+
+// withVolumes is nodePods whose PersistentVolumes name the claims given ("namespace/claim").
+type withVolumes struct {
+	nodePods
+	claimRefs map[string]string
+}
+
+func (w withVolumes) PersistentVolumeClaimRef(_ context.Context, name string) (string, string, bool, error) {
+	ref, ok := w.claimRefs[name]
+	namespace, claim, _ := strings.Cut(ref, "/")
+	return namespace, claim, ok, nil
+}
+
+func TestNodeGetsTheClaimsAndVolumesItsPodsUse(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}}}
+	z := authorization.New(withVolumes{nodePods: nodePods{pods: map[string][]*corev1.Pod{"apps/n1": {pod}}},
+		claimRefs: map[string]string{"pv-data": "apps/data", "pv-other": "apps/other"}}, noRBAC{})
+	n1 := &user.DefaultInfo{Name: "system:node:n1", Groups: []string{"system:nodes", "system:authenticated"}}
+	for _, tc := range []struct {
+		verb, namespace, resource, name string
+		want                            authorizer.Decision
+	}{
+		{"get", "apps", "persistentvolumeclaims", "data", authorizer.DecisionAllow},
+		{"get", "apps", "persistentvolumeclaims", "other", authorizer.DecisionNoOpinion},
+		{"list", "apps", "persistentvolumeclaims", "", authorizer.DecisionNoOpinion},
+		{"update", "apps", "persistentvolumeclaims", "data", authorizer.DecisionNoOpinion},
+		{"get", "", "persistentvolumes", "pv-data", authorizer.DecisionAllow},
+		{"get", "", "persistentvolumes", "pv-other", authorizer.DecisionNoOpinion},
+		{"get", "", "persistentvolumes", "pv-unbound", authorizer.DecisionNoOpinion},
+	} {
+		got, _, err := z.Authorize(context.Background(), authorizer.AttributesRecord{
+			User: n1, Verb: tc.verb, Namespace: tc.namespace, Resource: tc.resource, Name: tc.name, ResourceRequest: true, APIVersion: "v1",
+		})
+		if got != tc.want || err != nil {
+			t.Errorf("%s %s %q: decision %v err %v; want %v", tc.verb, tc.resource, tc.name, got, err, tc.want)
+		}
+	}
+}
+
 func TestNodeMayReadRuntimeClasses(t *testing.T) {
 	z := authorization.New(podsByNode{}, noRBAC{})
 	n1 := &user.DefaultInfo{Name: "system:node:n1", Groups: []string{"system:nodes", "system:authenticated"}}

@@ -22,6 +22,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -76,6 +77,7 @@ var ServedGroupVersions = []schema.GroupVersion{
 	apiregistrationv1.SchemeGroupVersion,
 	flowcontrolv1.SchemeGroupVersion,
 	schedulingv1.SchemeGroupVersion,
+	storagev1.SchemeGroupVersion,
 }
 
 func init() {
@@ -97,6 +99,7 @@ func init() {
 	utilruntime.Must(apiregistrationv1.AddToScheme(Scheme))
 	utilruntime.Must(flowcontrolv1.AddToScheme(Scheme))
 	utilruntime.Must(schedulingv1.AddToScheme(Scheme))
+	utilruntime.Must(storagev1.AddToScheme(Scheme))
 	// events.k8s.io/v1 Events are core/v1 Events seen in other words.
 	utilruntime.Must(addEventConversions(Scheme))
 	// autoscaling/v1 Scale is what deployments/scale and replicasets/scale read and write.

@@ -26,7 +26,7 @@ import (
 	"skiff.dev/services/internal/eventrecorder"
 )
 
-// start runs a real apiserver (which serves no persistentvolumeclaims) and the
+// start runs a real apiserver and the
 // StatefulSet controller against it. No kubelet runs: the tests play its part by
 // writing pod status.
 func start(t *testing.T) kubernetes.Interface {
@@ -432,10 +432,10 @@ func TestParallelRecreatesFailedPods(t *testing.T) {
 	}
 }
 
-// TestVolumeClaimTemplatesWithoutClaimsAPI: a set with a volume claim template on an
-// apiserver that serves no persistentvolumeclaims still gets its pod, with the claim's
-// volume, and a FailedCreate warning for the claim.
-func TestVolumeClaimTemplatesWithoutClaimsAPI(t *testing.T) {
+// TestVolumeClaimTemplatesCreateClaims: a set with a volume claim template gets the
+// claim <template>-<set>-<ordinal> made from the template, with kube's SuccessfulCreate
+// event, and its pod a volume from that claim.
+func TestVolumeClaimTemplatesCreateClaims(t *testing.T) {
 	cs := start(t)
 	ctx := context.Background()
 	s := newSet("db", 1)
@@ -455,9 +455,15 @@ func TestVolumeClaimTemplatesWithoutClaimsAPI(t *testing.T) {
 		pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != "data-db-0" {
 		t.Errorf("db-0 volumes %+v, want data from claim data-db-0", pod.Spec.Volumes)
 	}
-	waitFor(t, "the FailedCreate warning for the claim", func(ctx context.Context) (bool, error) {
-		return hasEvent(ctx, cs, corev1.EventTypeWarning, "FailedCreate",
-			"create Claim data-db-0 for Pod db-0 in StatefulSet db failed error: the server does not serve persistentvolumeclaims")
+	claim, err := cs.CoreV1().PersistentVolumeClaims("default").Get(ctx, "data-db-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := claim.Spec.Resources.Requests[corev1.ResourceStorage]; q.String() != "1Gi" || len(claim.Spec.AccessModes) != 1 {
+		t.Errorf("claim spec %+v, want the template's", claim.Spec)
+	}
+	waitFor(t, "the SuccessfulCreate event for the claim", func(ctx context.Context) (bool, error) {
+		return hasEvent(ctx, cs, corev1.EventTypeNormal, "SuccessfulCreate", "create Claim data-db-0 Pod db-0 in StatefulSet db success")
 	})
 }
 

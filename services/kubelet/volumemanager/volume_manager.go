@@ -290,7 +290,7 @@ func (vm *VolumeManager) mountPod(ctx context.Context, pv *podVolumes, pod *v1.P
 		if _, ok := pv.mounted[spec.Name]; ok && !(remount && pv.plugins[spec.Name].RequiresRemount()) {
 			continue
 		}
-		plugin, mounter, err := vm.newMounter(spec, pod)
+		plugin, mounter, err := vm.newMounter(ctx, spec, pod)
 		if err == nil {
 			err = mounter.SetUp(ctx)
 		}
@@ -336,7 +336,17 @@ func setOwnership(pod *v1.Pod, mounter volume.Mounter) error {
 	return volume.SetVolumeOwnership(mounter.GetPath(), *sc.FSGroup, attrs.ReadOnly, policy)
 }
 
-func (vm *VolumeManager) newMounter(spec *v1.Volume, pod *v1.Pod) (volume.Plugin, volume.Mounter, error) {
+// newMounter finds the plugin of spec, a persistentVolumeClaim volume as the volume
+// its claim is bound to (see persistentVolumeSpec), and returns its Mounter.
+func (vm *VolumeManager) newMounter(ctx context.Context, spec *v1.Volume, pod *v1.Pod) (volume.Plugin, volume.Mounter, error) {
+	readOnly := false
+	if claim := spec.PersistentVolumeClaim; claim != nil {
+		var err error
+		if spec, err = vm.persistentVolumeSpec(ctx, spec, pod); err != nil {
+			return nil, nil, err
+		}
+		readOnly = claim.ReadOnly
+	}
 	plugin, err := vm.plugins.FindPluginBySpec(spec)
 	if err != nil {
 		return nil, nil, err
@@ -345,7 +355,61 @@ func (vm *VolumeManager) newMounter(spec *v1.Volume, pod *v1.Pod) (volume.Plugin
 	if err != nil {
 		return nil, nil, err
 	}
+	if readOnly {
+		mounter = readOnlyMounter{mounter}
+	}
 	return plugin, mounter, nil
+}
+
+// readOnlyMounter is a Mounter whose volume every container mounts read-only (a
+// persistentVolumeClaim volume with readOnly).
+type readOnlyMounter struct{ volume.Mounter }
+
+func (m readOnlyMounter) GetAttributes() volume.Attributes {
+	attrs := m.Mounter.GetAttributes()
+	attrs.ReadOnly = true
+	return attrs
+}
+
+// persistentVolumeSpec turns a persistentVolumeClaim volume into the volume its claim
+// is bound to: the claim must exist ("failed to fetch PVC from API server: ..."), not
+// be being deleted, be Bound to a volume, and that volume must exist and be bound to
+// this claim. skiff mounts hostPath and local PersistentVolumes: both become a hostPath
+// volume of the PV's path (a local path must exist). Mirrors the desired state of the
+// world populator's createVolumeSpec (getPVCExtractPV, getPVSpec) with the hostPath and
+// local plugins.
+func (vm *VolumeManager) persistentVolumeSpec(ctx context.Context, spec *v1.Volume, pod *v1.Pod) (*v1.Volume, error) {
+	claimName := spec.PersistentVolumeClaim.ClaimName
+	pvc, err := vm.client.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, claimName, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("failed to fetch PVC from API server: %w", err)
+	}
+	if pvc.DeletionTimestamp != nil {
+		return nil, fmt.Errorf("can't start pod because PVC %s/%s is being deleted", pod.Namespace, claimName)
+	}
+	if pvc.Status.Phase != v1.ClaimBound || pvc.Spec.VolumeName == "" {
+		return nil, fmt.Errorf("PVC %s/%s has non-bound phase (%q) or empty pvc.Spec.VolumeName (%q)", pod.Namespace, claimName, pvc.Status.Phase, pvc.Spec.VolumeName)
+	}
+	pv, err := vm.client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("failed to fetch PV %s from API server: %w", pvc.Spec.VolumeName, err)
+	}
+	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != pvc.UID {
+		return nil, fmt.Errorf("the PV %s is not bound to PVC %s/%s", pv.Name, pod.Namespace, claimName)
+	}
+	out := &v1.Volume{Name: spec.Name}
+	switch {
+	case pv.Spec.HostPath != nil:
+		out.HostPath = pv.Spec.HostPath.DeepCopy()
+	case pv.Spec.Local != nil:
+		if _, err := os.Stat(pv.Spec.Local.Path); err != nil {
+			return nil, fmt.Errorf("local volume %s: path %q does not exist", pv.Name, pv.Spec.Local.Path)
+		}
+		out.HostPath = &v1.HostPathVolumeSource{Path: pv.Spec.Local.Path}
+	default:
+		return nil, fmt.Errorf("persistent volume %s: only hostPath and local volumes are supported by this kubelet", pv.Name)
+	}
+	return out, nil
 }
 
 // GetMountedVolumesForPod returns the pod's set-up volumes by name. Mirrors

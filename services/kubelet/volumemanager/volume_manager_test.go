@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -131,8 +132,8 @@ func TestFailedMountNamesTheVolumeAndRecordsAnEvent(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unmounted volumes=[data cfg]") {
 		t.Fatalf("err = %v, want unmounted volumes=[data cfg]", err)
 	}
-	if !strings.Contains(err.Error(), "persistentVolumeClaim volumes are not supported") {
-		t.Errorf("err = %v, want the unsupported kind named", err)
+	if !strings.Contains(err.Error(), `failed to fetch PVC from API server: persistentvolumeclaims "c" not found`) {
+		t.Errorf("err = %v, want the missing claim named", err)
 	}
 	var events []string
 	for len(recorder.Events) > 0 {
@@ -149,6 +150,80 @@ func TestFailedMountNamesTheVolumeAndRecordsAnEvent(t *testing.T) {
 	}
 	if err := vm.WaitForUnmount(context.Background(), pod); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPersistentVolumeClaimVolumes: a claim Bound to a hostPath or local volume is
+// mounted as that path (read-only when the pod's volume says so); an unbound claim
+// holds the pod back with kube's message.
+func TestPersistentVolumeClaimVolumes(t *testing.T) {
+	vm, client, recorder := newTestManager(t)
+	ctx := context.Background()
+	hostDir, localDir := t.TempDir(), t.TempDir()
+	bind := func(claim, volume string, source v1.PersistentVolumeSource) {
+		t.Helper()
+		pvc, err := client.CoreV1().PersistentVolumeClaims("default").Create(ctx, &v1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: claim},
+			Spec: v1.PersistentVolumeClaimSpec{AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}, VolumeName: volume,
+				Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pvc.Status.Phase = v1.ClaimBound
+		if _, err := client.CoreV1().PersistentVolumeClaims("default").UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: volume}, Spec: v1.PersistentVolumeSpec{
+			Capacity: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}, AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			PersistentVolumeSource: source, ClaimRef: &v1.ObjectReference{Namespace: "default", Name: claim, UID: pvc.UID},
+		}}
+		if source.Local != nil {
+			pv.Spec.NodeAffinity = &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+				MatchExpressions: []v1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: v1.NodeSelectorOpIn, Values: []string{"n1"}}}}}}}
+		}
+		if _, err := client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bind("host", "pv-host", v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: hostDir}})
+	bind("local", "pv-local", v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: localDir}})
+	claimVolume := func(name, claim string, readOnly bool) v1.Volume {
+		return v1.Volume{Name: name, VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: readOnly}}}
+	}
+	pod := testPod("uid-pvc", claimVolume("data", "host", false), claimVolume("cache", "local", true))
+	if err := vm.WaitForAttachAndMount(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	mounted := vm.GetMountedVolumesForPod(pod.UID)
+	if got := mounted["data"]; got.Path != hostDir || got.ReadOnly {
+		t.Errorf("data mounted as %+v, want %s read-write", got, hostDir)
+	}
+	if got := mounted["cache"]; got.Path != localDir || !got.ReadOnly {
+		t.Errorf("cache mounted as %+v, want %s read-only", got, localDir)
+	}
+	if err := vm.WaitForUnmount(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(hostDir); err != nil {
+		t.Errorf("the volume's directory was removed: %v", err)
+	}
+
+	if _, err := client.CoreV1().PersistentVolumeClaims("default").Create(ctx, &v1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "pending"},
+		Spec: v1.PersistentVolumeClaimSpec{AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waiting := testPod("uid-pending", claimVolume("data", "pending", false))
+	err := vm.WaitForAttachAndMount(ctx, waiting)
+	want := `PVC default/pending has non-bound phase ("Pending") or empty pvc.Spec.VolumeName ("")`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+	if e := <-recorder.Events; !strings.Contains(e, "Warning FailedMount") || !strings.Contains(e, want) {
+		t.Errorf("event %q", e)
 	}
 }
 
