@@ -358,15 +358,9 @@ func (dsc *Controller) updatePod(old, cur interface{}) {
 }
 
 func (dsc *Controller) deletePod(obj interface{}) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if pod, ok = tombstone.Obj.(*corev1.Pod); !ok {
-			return
-		}
+	pod := podcontrol.DeletedPod(obj)
+	if pod == nil {
+		return
 	}
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil {

@@ -9,6 +9,7 @@ package podcontrol
 import (
 	"context"
 	"fmt"
+	"k8s.io/client-go/tools/cache"
 	"sync"
 	"time"
 
@@ -244,3 +245,16 @@ func RanksBySameNode(pods, related []*corev1.Pod) []int {
 
 // Key is a pod's "namespace/name", the key expectations track deletions by.
 func Key(p *corev1.Pod) string { return fmt.Sprintf("%s/%s", p.Namespace, p.Name) }
+
+// DeletedPod is the pod an informer's delete handler was given: the pod itself, or the
+// one in the tombstone a relist leaves for a deletion it missed; nil for anything else.
+func DeletedPod(obj interface{}) *corev1.Pod {
+	switch t := obj.(type) {
+	case *corev1.Pod:
+		return t
+	case cache.DeletedFinalStateUnknown:
+		pod, _ := t.Obj.(*corev1.Pod)
+		return pod
+	}
+	return nil
+}

@@ -262,15 +262,9 @@ func (c *Controller) updatePod(old, cur interface{}) {
 }
 
 func (c *Controller) deletePod(obj interface{}) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if pod, ok = tombstone.Obj.(*corev1.Pod); !ok {
-			return
-		}
+	pod := podcontrol.DeletedPod(obj)
+	if pod == nil {
+		return
 	}
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil {

@@ -188,15 +188,9 @@ func (c *Controller) updatePod(old, cur interface{}) {
 }
 
 func (c *Controller) deletePod(obj interface{}) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if pod, ok = tombstone.Obj.(*corev1.Pod); !ok {
-			return
-		}
+	pod := podcontrol.DeletedPod(obj)
+	if pod == nil {
+		return
 	}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		if set := c.resolveControllerRef(pod.Namespace, ref); set != nil {
