@@ -9,6 +9,7 @@
 //
 // kube watches every resource through the metadata client; skiff watches, through typed
 // informers, the resources it serves that take part in ownership: pods,
+// persistentvolumeclaims (a StatefulSet's, under its retention policy),
 // replicationcontrollers, replicasets, deployments, statefulsets, daemonsets,
 // controllerrevisions, jobs and cronjobs. Owners of other kinds are looked up when a dependent needs them
 // (nodes, as owners of mirror pods); a kind the collector cannot look up counts as a
@@ -78,7 +79,7 @@ type GarbageCollector struct {
 	log             *slog.Logger
 }
 
-// New builds the collector over the factory's Pod, ReplicationController, ReplicaSet,
+// New builds the collector over the factory's Pod, PersistentVolumeClaim, ReplicationController, ReplicaSet,
 // Deployment, StatefulSet, DaemonSet, ControllerRevision, Job and CronJob informers.
 func New(factory informers.SharedInformerFactory, client kubernetes.Interface, recorder record.EventRecorder) *GarbageCollector {
 	gc := &GarbageCollector{
@@ -95,6 +96,7 @@ func New(factory informers.SharedInformerFactory, client kubernetes.Interface, r
 	for _, r := range []resource{
 		{gvk: schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, name: "pods", namespaced: true, client: core},
 		{gvk: schema.GroupVersionKind{Version: "v1", Kind: "Node"}, name: "nodes", client: core},
+		{gvk: schema.GroupVersionKind{Version: "v1", Kind: "PersistentVolumeClaim"}, name: "persistentvolumeclaims", namespaced: true, client: core},
 		{gvk: schema.GroupVersionKind{Version: "v1", Kind: "ReplicationController"}, name: "replicationcontrollers", namespaced: true, client: core},
 		{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}, name: "replicasets", namespaced: true, client: apps},
 		{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, name: "deployments", namespaced: true, client: apps},
@@ -111,6 +113,7 @@ func New(factory informers.SharedInformerFactory, client kubernetes.Interface, r
 		informer cache.SharedIndexInformer
 	}{
 		{schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, factory.Core().V1().Pods().Informer()},
+		{schema.GroupVersionKind{Version: "v1", Kind: "PersistentVolumeClaim"}, factory.Core().V1().PersistentVolumeClaims().Informer()},
 		{schema.GroupVersionKind{Version: "v1", Kind: "ReplicationController"}, factory.Core().V1().ReplicationControllers().Informer()},
 		{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}, factory.Apps().V1().ReplicaSets().Informer()},
 		{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, factory.Apps().V1().Deployments().Informer()},

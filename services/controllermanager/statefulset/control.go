@@ -394,6 +394,9 @@ func (ssc *statefulSetControl) processCondemned(ctx context.Context, set *appsv1
 	if monotonic && pod != firstUnhealthy && (!isRunningAndReady(pod) || !isRunningAndAvailable(pod, set.Spec.MinReadySeconds)) {
 		return true, nil
 	}
+	if err := ssc.podControl.UpdatePodClaimForRetentionPolicy(ctx, set, pod); err != nil {
+		return true, err
+	}
 	ssc.log.Info("terminating pod for scale down", "statefulset", set.Namespace+"/"+set.Name, "pod", pod.Name)
 	return true, ssc.podControl.DeleteStatefulPod(ctx, set, pod)
 }

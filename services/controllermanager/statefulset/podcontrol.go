@@ -105,8 +105,38 @@ func (spc *StatefulPodControl) DeleteStatefulPod(ctx context.Context, set *appsv
 	return err
 }
 
-// createPersistentVolumeClaims creates each of pod's claims that does not exist yet
-// (recording a create event per claim) and fails when one cannot be read or created, or
+// UpdatePodClaimForRetentionPolicy gives the claims of a pod being scaled away the owner
+// references the set's retention policy wants (with WhenScaled Delete, the pod: the
+// garbage collector deletes them once the pod is gone), before the pod is deleted. A
+// claim that does not exist is skipped. Mirrors UpdatePodClaimForRetentionPolicy.
+func (spc *StatefulPodControl) UpdatePodClaimForRetentionPolicy(ctx context.Context, set *appsv1.StatefulSet, pod *corev1.Pod) error {
+	if len(set.Spec.VolumeClaimTemplates) == 0 {
+		return nil
+	}
+	claims := getPersistentVolumeClaims(set, pod)
+	for i := range set.Spec.VolumeClaimTemplates {
+		name := claims[set.Spec.VolumeClaimTemplates[i].Name].Name
+		claim, err := spc.client.CoreV1().PersistentVolumeClaims(set.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("could not retrieve claim %s for %s when checking PVC deletion policy: %w", name, pod.Name, err)
+		}
+		claim = claim.DeepCopy()
+		if !updateClaimOwnerRefs(claim, set, pod, false) {
+			continue
+		}
+		if _, err := spc.client.CoreV1().PersistentVolumeClaims(set.Namespace).Update(ctx, claim, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("could not update claim %s for delete policy ownerRefs: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// createPersistentVolumeClaims creates each of pod's claims that does not exist yet, owned
+// as the set's retention policy wants (updateClaimOwnerRefs), (recording a create event
+// per claim) and fails when one cannot be read or created, or
 // is being deleted. When the apiserver does not serve persistentvolumeclaims at all,
 // nothing is created, a FailedCreate warning is recorded per claim, and nil is
 // returned: the pod is created without its claims (its volumes then name claims that
@@ -133,6 +163,7 @@ func (spc *StatefulPodControl) createPersistentVolumeClaims(ctx context.Context,
 		existing, err := spc.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
+			updateClaimOwnerRefs(&claim, set, pod, true)
 			_, err := spc.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Create(ctx, &claim, metav1.CreateOptions{})
 			if err != nil {
 				errs = append(errs, fmt.Errorf("failed to create PVC %s: %s", claim.Name, err))

@@ -565,3 +565,74 @@ func TestRollingUpdateMaxUnavailable(t *testing.T) {
 		t.Errorf("third deletion %v, want mu-0", got)
 	}
 }
+
+// TestClaimRetentionPolicy: with persistentVolumeClaimRetentionPolicy Delete/Delete, each
+// claim is created owned by the set (the garbage collector deletes it with the set), and
+// the claim of a pod scaled away is also owned by that pod before the pod is deleted (it
+// goes with the pod); with the default Retain/Retain a claim has no owner.
+func TestClaimRetentionPolicy(t *testing.T) {
+	cs := start(t)
+	ctx := context.Background()
+	template := corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	owners := func(name string) []metav1.OwnerReference {
+		t.Helper()
+		var claim *corev1.PersistentVolumeClaim
+		waitFor(t, "claim "+name, func(ctx context.Context) (bool, error) {
+			c, err := cs.CoreV1().PersistentVolumeClaims("default").Get(ctx, name, metav1.GetOptions{})
+			claim = c
+			return err == nil, nil
+		})
+		return claim.OwnerReferences
+	}
+
+	kept := newSet("kept", 1)
+	kept.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{template}
+	if _, err := cs.AppsV1().StatefulSets("default").Create(ctx, kept, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if refs := owners("data-kept-0"); len(refs) != 0 {
+		t.Errorf("a Retain claim has owners %+v", refs)
+	}
+
+	s := newSet("gone", 2)
+	s.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
+	s.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{template}
+	s.Spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+		WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
+		WhenScaled:  appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
+	}
+	set, err := cs.AppsV1().StatefulSets("default").Create(ctx, s, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"data-gone-0", "data-gone-1"} {
+		if refs := owners(name); len(refs) != 1 || refs[0].Kind != "StatefulSet" || refs[0].UID != set.UID {
+			t.Errorf("claim %s owners %+v, want the set", name, refs)
+		}
+	}
+	pod := waitForPod(t, cs, "gone-1", "")
+	if _, err := cs.AppsV1().StatefulSets("default").Patch(ctx, "gone", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "data-gone-1 owned by gone-1", func(ctx context.Context) (bool, error) {
+		c, err := cs.CoreV1().PersistentVolumeClaims("default").Get(ctx, "data-gone-1", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, ref := range c.OwnerReferences {
+			if ref.Kind == "Pod" && ref.UID == pod.UID {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if refs := owners("data-gone-0"); len(refs) != 1 {
+		t.Errorf("the kept ordinal's claim has owners %+v, want the set only", refs)
+	}
+}

@@ -9,6 +9,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
@@ -354,4 +356,51 @@ func getStatefulSetMaxUnavailable(maxUnavailable *intstr.IntOrString, replicas i
 		return 0, err
 	}
 	return max(n, 1), nil
+}
+
+// retentionPolicy is the set's persistentVolumeClaimRetentionPolicy, Retain for what
+// it leaves unset.
+func retentionPolicy(set *appsv1.StatefulSet) appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy {
+	p := appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+		WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+		WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+	}
+	if r := set.Spec.PersistentVolumeClaimRetentionPolicy; r != nil {
+		if r.WhenDeleted != "" {
+			p.WhenDeleted = r.WhenDeleted
+		}
+		if r.WhenScaled != "" {
+			p.WhenScaled = r.WhenScaled
+		}
+	}
+	return p
+}
+
+// updateClaimOwnerRefs makes claim's owner references say what the set's retention
+// policy wants for the claim of pod: owned by the set when WhenDeleted is Delete (the
+// garbage collector deletes it with the set), owned by the pod when WhenScaled is Delete
+// and the pod is being scaled away (inRange false: it goes with the pod); references to
+// the set or pod it no longer wants are dropped, others kept. It reports whether it
+// changed anything. Mirrors updateClaimOwnerRefForSetAndPod.
+func updateClaimOwnerRefs(claim *corev1.PersistentVolumeClaim, set *appsv1.StatefulSet, pod *corev1.Pod, inRange bool) bool {
+	policy := retentionPolicy(set)
+	var want []metav1.OwnerReference
+	if policy.WhenDeleted == appsv1.DeletePersistentVolumeClaimRetentionPolicyType {
+		want = append(want, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: set.Name, UID: set.UID})
+	}
+	if policy.WhenScaled == appsv1.DeletePersistentVolumeClaimRetentionPolicyType && !inRange && pod.UID != "" {
+		want = append(want, metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID})
+	}
+	var refs []metav1.OwnerReference
+	for _, ref := range claim.OwnerReferences {
+		if ref.UID != set.UID && ref.UID != pod.UID {
+			refs = append(refs, ref)
+		}
+	}
+	refs = append(refs, want...)
+	if apiequality.Semantic.DeepEqual(refs, claim.OwnerReferences) || (len(refs) == 0 && len(claim.OwnerReferences) == 0) {
+		return false
+	}
+	claim.OwnerReferences = refs
+	return true
 }
