@@ -368,6 +368,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 		Validating: []admission.Interface{
 			limitRanger.Validating(),
 			admission.NodeRestriction{Pods: pods},
+			admission.PersistentVolumeClaimResize{},
 			admission.CertificateApproval{Authorizer: authorizer},
 			admission.CertificateSigning{Authorizer: authorizer},
 			admissionPolicies,

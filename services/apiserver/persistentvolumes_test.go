@@ -157,6 +157,18 @@ func TestPersistentVolumesServed(t *testing.T) {
 		}
 		_, err = pvcs.Patch(ctx, "pvc-defaults", types.MergePatchType, []byte(`{"spec":{"volumeName":"pv-y"}}`), metav1.PatchOptions{})
 		wantPVInvalid(t, err, "spec: Forbidden")
+		// Nothing expands a volume: growing a claim is kube's PersistentVolumeClaimResize 403.
+		_, err = pvcs.Patch(ctx, "pvc-defaults", types.MergePatchType, []byte(`{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}`), metav1.PatchOptions{})
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize") {
+			t.Errorf("growing the claim: %v, want 403", err)
+		}
+		// No VolumeAttributesClasses are served: the field is dropped, as kube with its
+		// feature gate off.
+		vac := claim("pvc-vac", "1Gi", ptr.To(""))
+		vac.Spec.VolumeAttributesClassName = ptr.To("gold")
+		if got, err := pvcs.Create(ctx, vac, metav1.CreateOptions{}); err != nil || got.Spec.VolumeAttributesClassName != nil {
+			t.Errorf("volumeAttributesClassName: %v, %v, want it dropped", err, got.Spec.VolumeAttributesClassName)
+		}
 
 		for _, tc := range []struct {
 			change func(*corev1.PersistentVolumeClaim)

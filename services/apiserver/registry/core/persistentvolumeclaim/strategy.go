@@ -59,13 +59,27 @@ func SetDefaults(pvc *corev1.PersistentVolumeClaim) {
 func (Strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	pvc := obj.(*corev1.PersistentVolumeClaim)
 	pvc.Status = corev1.PersistentVolumeClaimStatus{}
+	dropVolumeAttributesClass(pvc, nil)
 	SetDefaults(pvc)
+}
+
+// dropVolumeAttributesClass clears spec.volumeAttributesClassName unless the stored
+// claim already had one, as kube-apiserver 1.32 does with the VolumeAttributesClass
+// feature gate off (its default): skiff serves no VolumeAttributesClasses and changes no
+// volume's attributes, so the field is not kept to be ignored. Mirrors
+// dropDisabledVolumeAttributesClassFields.
+func dropVolumeAttributesClass(pvc, old *corev1.PersistentVolumeClaim) {
+	if old == nil || old.Spec.VolumeAttributesClassName == nil {
+		pvc.Spec.VolumeAttributesClassName = nil
+	}
 }
 
 // PrepareForUpdate keeps the stored status and fills defaults.
 func (Strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	pvc := obj.(*corev1.PersistentVolumeClaim)
-	pvc.Status = old.(*corev1.PersistentVolumeClaim).Status
+	oldPVC := old.(*corev1.PersistentVolumeClaim)
+	pvc.Status = oldPVC.Status
+	dropVolumeAttributesClass(pvc, oldPVC)
 	SetDefaults(pvc)
 }
 
