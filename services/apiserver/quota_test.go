@@ -3,9 +3,11 @@ package apiserver_test
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,6 +40,22 @@ func newQuota(t *testing.T, cs kubernetes.Interface, name string, hard, used cor
 	}
 	if rq, err = cs.CoreV1().ResourceQuotas("default").UpdateStatus(ctx, rq, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// Admission reads quotas from the watch cache (as kube's from its informer): wait
+	// until the cache holds this status, or the next write may meet the quota without it.
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().ResourceQuotas("default").List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false, nil
+		}
+		for _, q := range list.Items {
+			if q.Name == name && q.ResourceVersion == rq.ResourceVersion {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("quota %s's status never reached the watch cache: %v", name, err)
 	}
 	return rq
 }
