@@ -353,7 +353,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 	equivalents := equivalentResources(descriptors)
 	var admissionPolicies *policy.Plugin
 	admissionPolicies, s.policyStatus = s.admissionPolicies(descriptors, stores, authorizer, equivalents)
-	limitRanger := admission.LimitRanger{LimitRanges: stores[corev1.Resource("limitranges")]}
+	limitRanger := admission.NewLimitRanger(stores[corev1.Resource("limitranges")])
 	quotas := stores[corev1.Resource("resourcequotas")]
 	admissionChain := admission.Chain{
 		Mutating: []admission.Interface{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -212,6 +214,22 @@ func TestPersistentVolumesServed(t *testing.T) {
 		_, err = classes.Update(ctx, sc, metav1.UpdateOptions{})
 		wantPVInvalid(t, err, "provisioner: Forbidden: updates to provisioner are forbidden.")
 
+		// DefaultStorageClass admission reads classes from the watch cache (as kube's
+		// from its informer): wait until the cache holds the class before relying on it.
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			list, err := classes.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			if err != nil {
+				return false, nil
+			}
+			for _, c := range list.Items {
+				if c.Name == sc.Name {
+					return true, nil
+				}
+			}
+			return false, nil
+		}); err != nil {
+			t.Fatalf("class %s never reached the watch cache: %v", sc.Name, err)
+		}
 		pvcs := cs.CoreV1().PersistentVolumeClaims("default")
 		defaulted, err := pvcs.Create(ctx, claim("pvc-default-class", "1Gi", nil), metav1.CreateOptions{})
 		if err != nil || ptr.Deref(defaulted.Spec.StorageClassName, "") != "standard" {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/controlplanetest"
 )
@@ -300,5 +301,35 @@ func TestLimitRangerAdmission(t *testing.T) {
 		`maximum memory usage per Container is 1Gi, but limit is 2Gi, cpu max limit to request ratio per Container is 4, but provided ratio is 20.000000]`
 	if !apierrors.IsForbidden(err) || err.Error() != want {
 		t.Errorf("got %v\nwant 403 %q", err, want)
+	}
+	// PersistentVolumeClaim limits bound a claim's storage request, on create and update.
+	if _, err := cs.CoreV1().LimitRanges("default").Create(ctx, &corev1.LimitRange{
+		ObjectMeta: metav1.ObjectMeta{Name: "storage"},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+			Type: corev1.LimitTypePersistentVolumeClaim,
+			Min:  corev1.ResourceList{"storage": resource.MustParse("1Gi")},
+			Max:  corev1.ResourceList{"storage": resource.MustParse("2Gi")},
+		}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(name, size string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: ptr.To(""),
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{"storage": resource.MustParse(size)}},
+		}}
+	}
+	pvcs := cs.CoreV1().PersistentVolumeClaims("default")
+	for _, tc := range []struct{ size, want string }{
+		{"512Mi", `persistentvolumeclaims "claim" is forbidden: minimum storage usage per PersistentVolumeClaim is 1Gi, but request is 512Mi`},
+		{"3Gi", `persistentvolumeclaims "claim" is forbidden: maximum storage usage per PersistentVolumeClaim is 2Gi, but request is 3Gi`},
+	} {
+		if _, err := pvcs.Create(ctx, claim("claim", tc.size), metav1.CreateOptions{}); !apierrors.IsForbidden(err) || err.Error() != tc.want {
+			t.Errorf("claim of %s: got %v\nwant 403 %q", tc.size, err, tc.want)
+		}
+	}
+	if _, err := pvcs.Create(ctx, claim("claim", "1Gi"), metav1.CreateOptions{}); err != nil {
+		t.Errorf("claim within the limits: %v", err)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
+	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,6 +15,7 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/utils/lru"
 
 	"skiff.dev/services/apiserver/registry/rest"
 	"skiff.dev/services/internal/apis/core/defaults"
@@ -23,27 +26,50 @@ import (
 // container setup".
 const LimitRangerAnnotation = "kubernetes.io/limit-ranger"
 
-// LimitRanger applies the LimitRanges of a pod's namespace when the pod is created:
-// first (Admit, in the mutating phase) each container and init container without a
-// request or limit of a resource gets the Container limit's defaultRequest and default,
-// noted in the kubernetes.io/limit-ranger annotation; then (Validating, in the
-// validating phase) every Container limit's min, max and maxLimitRequestRatio is checked
-// on each container and every Pod limit's on the pod's effective requests and limits. A
-// violation is a 403 listing kube's messages, e.g. `pods "x" is forbidden: [minimum cpu
-// usage per Container is 100m, but request is 50m, maximum memory usage per Container
-// is 1Gi, but limit is 2Gi]`. Pod updates are not looked at (containers' resources are
-// immutable), nor subresources, nor objects being deleted. persistentvolumeclaims are
-// not served, so PersistentVolumeClaim limits apply to nothing yet. Mirrors kube's
-// LimitRanger admission plugin (plugin/pkg/admission/limitranger).
+// LimitRanger applies the LimitRanges of a namespace to the pods and
+// PersistentVolumeClaims written in it: first (Admit, in the mutating phase) each
+// container and init container of a new pod without a request or limit of a resource
+// gets the Container limit's defaultRequest and default, noted in the
+// kubernetes.io/limit-ranger annotation; then (Validating, in the validating phase) every
+// Container limit's min, max and maxLimitRequestRatio is checked on each container, every
+// Pod limit's on the pod's effective requests and limits, and every
+// PersistentVolumeClaim limit's min and max on a claim's requests (on create and
+// update). A violation is a 403 listing kube's messages, e.g. `pods "x" is forbidden:
+// [minimum cpu usage per Container is 100m, but request is 50m, maximum memory usage per
+// Container is 1Gi, but limit is 2Gi]`. Pod updates are not looked at (containers'
+// resources are immutable), nor subresources, nor objects being deleted.
+//
+// LimitRanges are read from the watch cache, as kube's plugin reads its informer; when
+// the cache holds none for the namespace, they are listed live from etcd, that answer
+// kept for liveLookupTTL, so a pod created right after its namespace's first LimitRange
+// still meets it. Mirrors kube's LimitRanger admission plugin
+// (plugin/pkg/admission/limitranger). Build it with NewLimitRanger.
 type LimitRanger struct {
-	// LimitRanges lists LimitRanges (the registry), read from the watch cache as
-	// kube's plugin reads its informer.
+	// LimitRanges lists LimitRanges (the registry).
 	LimitRanges rest.Lister
+	live        *lru.Cache
+	group       *singleflight.Group
+}
+
+// liveLookupTTL is how long a live list of a namespace's LimitRanges stands in for the
+// watch cache's empty answer; kube's liveTTL.
+const liveLookupTTL = 30 * time.Second
+
+// liveLookupEntry is one namespace's live answer and when it stops counting.
+type liveLookupEntry struct {
+	expiry time.Time
+	items  []corev1.LimitRange
+}
+
+// NewLimitRanger returns the plugin over lister, with kube's live-lookup cache of 10,000
+// namespaces.
+func NewLimitRanger(lister rest.Lister) LimitRanger {
+	return LimitRanger{LimitRanges: lister, live: lru.New(10000), group: &singleflight.Group{}}
 }
 
 // Admit implements Interface: it defaults the pod's containers' resources.
 func (l LimitRanger) Admit(ctx context.Context, a Attributes) error {
-	return l.run(ctx, a, podMutateLimitFunc)
+	return l.run(ctx, a, limitFuncs{pod: podMutateLimitFunc})
 }
 
 // Validating is the plugin's validating half, for the validating phase.
@@ -52,16 +78,31 @@ func (l LimitRanger) Validating() Interface { return limitRangerValidation{l} }
 type limitRangerValidation struct{ l LimitRanger }
 
 func (v limitRangerValidation) Admit(ctx context.Context, a Attributes) error {
-	return v.l.run(ctx, a, podValidateLimitFunc)
+	return v.l.run(ctx, a, limitFuncs{pod: podValidateLimitFunc, pvc: persistentVolumeClaimValidateLimitFunc})
 }
 
-// supportsAttributes mirrors DefaultLimitRangerActions.SupportsAttributes for the kinds
-// skiff serves: pod creates.
+// supportsAttributes mirrors DefaultLimitRangerActions.SupportsAttributes: pod creates
+// and PersistentVolumeClaim creates and updates, no subresource.
 func (LimitRanger) supportsAttributes(a Attributes) bool {
-	return a.Subresource == "" && a.Resource.Group == "" && a.Resource.Resource == "pods" && a.Operation == Create
+	if a.Subresource != "" || a.Resource.Group != "" {
+		return false
+	}
+	switch a.Resource.Resource {
+	case "pods":
+		return a.Operation == Create
+	case "persistentvolumeclaims":
+		return a.Operation == Create || a.Operation == Update
+	}
+	return false
 }
 
-func (l LimitRanger) run(ctx context.Context, a Attributes, limitFn func(*corev1.LimitRange, *corev1.Pod) error) error {
+// limitFuncs are one phase's work on each kind: kube's MutateLimit and ValidateLimit.
+type limitFuncs struct {
+	pod func(*corev1.LimitRange, *corev1.Pod) error
+	pvc func(*corev1.LimitRange, *corev1.PersistentVolumeClaim) error
+}
+
+func (l LimitRanger) run(ctx context.Context, a Attributes, fns limitFuncs) error {
 	if !l.supportsAttributes(a) || l.LimitRanges == nil {
 		return nil
 	}
@@ -70,27 +111,76 @@ func (l LimitRanger) run(ctx context.Context, a Attributes, limitFn func(*corev1
 			return nil
 		}
 	}
-	pod, ok := a.Object.(*corev1.Pod)
-	if !ok {
-		return apierrors.NewBadRequest("Resource was marked with kind Pod but was unable to be converted")
+	var pod *corev1.Pod
+	var pvc *corev1.PersistentVolumeClaim
+	switch obj := a.Object.(type) {
+	case *corev1.Pod:
+		pod = obj
+	case *corev1.PersistentVolumeClaim:
+		pvc = obj
+	default:
+		return apierrors.NewBadRequest(fmt.Sprintf("Resource was marked with kind %s but was unable to be converted", kindOf(a.Resource.Resource)))
 	}
-	list, err := l.LimitRanges.List(ctx, a.Namespace, &metainternalversion.ListOptions{ResourceVersion: "0"})
+	if pvc != nil && fns.pvc == nil || pod != nil && fns.pod == nil {
+		return nil
+	}
+	items, err := l.limitRanges(ctx, a.Namespace)
 	if err != nil {
 		return forbidden(a, fmt.Errorf("unable to %s %v at this time because there was an error enforcing limit ranges", a.Operation, a.Resource))
 	}
-	items := list.(*corev1.LimitRangeList).Items
-	if len(items) > 0 {
+	if len(items) > 0 && pod != nil {
 		// kube-apiserver decodes a pod with its defaults (requests copied from limits
 		// among them) before admission; skiff's strategy fills them after, so they are
 		// filled here first, for the LimitRanges to see what kube's see.
 		defaults.SetPodSpecDefaults(&pod.Spec)
 	}
 	for i := range items {
-		if err := limitFn(&items[i], pod); err != nil {
+		if pod != nil {
+			err = fns.pod(&items[i], pod)
+		} else {
+			err = fns.pvc(&items[i], pvc)
+		}
+		if err != nil {
 			return forbidden(a, err)
 		}
 	}
 	return nil
+}
+
+func kindOf(resource string) string {
+	if resource == "persistentvolumeclaims" {
+		return "PersistentVolumeClaim"
+	}
+	return "Pod"
+}
+
+// limitRanges returns namespace's LimitRanges: the watch cache's, or, when it holds
+// none, a live list from etcd kept for liveLookupTTL (concurrent lookups of a namespace
+// share one list). Mirrors GetLimitRanges.
+func (l LimitRanger) limitRanges(ctx context.Context, namespace string) ([]corev1.LimitRange, error) {
+	list, err := l.LimitRanges.List(ctx, namespace, &metainternalversion.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return nil, err
+	}
+	if items := list.(*corev1.LimitRangeList).Items; len(items) > 0 || l.live == nil {
+		return items, nil
+	}
+	if v, ok := l.live.Get(namespace); ok && v.(liveLookupEntry).expiry.After(time.Now()) {
+		return v.(liveLookupEntry).items, nil
+	}
+	v, err, _ := l.group.Do(namespace, func() (any, error) {
+		list, err := l.LimitRanges.List(ctx, namespace, &metainternalversion.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		entry := liveLookupEntry{expiry: time.Now().Add(liveLookupTTL), items: list.(*corev1.LimitRangeList).Items}
+		l.live.Add(namespace, entry)
+		return entry, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(liveLookupEntry).items, nil
 }
 
 // forbidden is kube's admission.NewForbidden: a 403 on the object a names (its
@@ -228,6 +318,45 @@ func podValidateLimitFunc(lr *corev1.LimitRange, pod *corev1.Pod) error {
 		}
 	}
 	return utilerrors.NewAggregate(errs)
+}
+
+// persistentVolumeClaimValidateLimitFunc checks a claim's requests (its limits are not
+// the user's ask) against lr's PersistentVolumeClaim limits' min and max; claims get no
+// defaults. Mirrors PersistentVolumeClaimValidateLimitFunc.
+func persistentVolumeClaimValidateLimitFunc(lr *corev1.LimitRange, pvc *corev1.PersistentVolumeClaim) error {
+	var errs []error
+	for i := range lr.Spec.Limits {
+		limit := &lr.Spec.Limits[i]
+		if limit.Type != corev1.LimitTypePersistentVolumeClaim {
+			continue
+		}
+		limitType := string(limit.Type)
+		for k, v := range limit.Min {
+			if err := minConstraint(limitType, string(k), v, pvc.Spec.Resources.Requests, corev1.ResourceList{}); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		for k, v := range limit.Max {
+			if err := maxRequestConstraint(limitType, string(k), v, pvc.Spec.Resources.Requests); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// maxRequestConstraint mirrors maxRequestConstraint: a request is required and may not
+// be above enforced.
+func maxRequestConstraint(limitType, name string, enforced resource.Quantity, request corev1.ResourceList) error {
+	req, ok := request[corev1.ResourceName(name)]
+	observedReq, _, enforcedValue := requestLimitEnforcedValues(req, resource.Quantity{}, enforced)
+	if !ok {
+		return fmt.Errorf("maximum %s usage per %s is %s.  No request is specified", name, limitType, enforced.String())
+	}
+	if observedReq > enforcedValue {
+		return fmt.Errorf("maximum %s usage per %s is %s, but request is %s", name, limitType, enforced.String(), req.String())
+	}
+	return nil
 }
 
 // requestLimitEnforcedValues returns the three quantities at one precision, milli when
