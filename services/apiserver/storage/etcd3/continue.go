@@ -21,6 +21,11 @@ type continueToken struct {
 	StartKey        string `json:"start"`
 }
 
+// inconsistentContinueRev is the revision of the token a 410 for an expired continue
+// token carries: continue at the latest revision. Kubernetes uses -1 rather than 0 so
+// that it tells apart from a token without a revision.
+const inconsistentContinueRev = -1
+
 func encodeContinue(rev int64, start string) string {
 	// Marshalling a struct of a string, an int and a string cannot fail.
 	data, _ := json.Marshal(continueToken{APIVersion: continueTokenVersion, ResourceVersion: rev, StartKey: start})
@@ -39,7 +44,7 @@ func decodeContinue(token string) (rev int64, start string, err error) {
 	if t.APIVersion != continueTokenVersion {
 		return 0, "", fmt.Errorf("%w: unknown version %q", storage.ErrInvalidContinue, t.APIVersion)
 	}
-	if t.ResourceVersion <= 0 {
+	if t.ResourceVersion <= 0 && t.ResourceVersion != inconsistentContinueRev {
 		return 0, "", fmt.Errorf("%w: no resource version", storage.ErrInvalidContinue)
 	}
 	return t.ResourceVersion, t.StartKey, nil

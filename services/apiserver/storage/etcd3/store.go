@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/conversion"
@@ -171,7 +172,7 @@ func (s *Store) GetList(ctx context.Context, key string, opts storage.ListOption
 		if err != nil {
 			return fmt.Errorf("list %s: %w", key, err)
 		}
-		rev, startKey = tokenRev, prefix+start
+		rev, startKey = max(tokenRev, 0), prefix+start
 	}
 	limit := max(pred.Limit, 0)
 	batch := limit
@@ -190,6 +191,9 @@ func (s *Store) GetList(ctx context.Context, key string, opts storage.ListOption
 		}
 		resp, err := s.kv.Get(ctx, startKey, ops...)
 		if err != nil {
+			if pred.Continue != "" && errors.Is(err, rpctypes.ErrCompacted) {
+				return expiredContinue(strings.TrimPrefix(startKey, prefix))
+			}
 			return s.listError(ctx, key, rev, err)
 		}
 		if rev == 0 {
@@ -248,6 +252,20 @@ func (s *Store) GetList(ctx context.Context, key string, opts storage.ListOption
 	}
 	listAcc.SetContinue(token)
 	return nil
+}
+
+// expiredContinue is the 410 for a continue token whose revision etcd has compacted:
+// kube's ResourceExpired with a token, in the status's metadata.continue, that goes on
+// from start at the latest revision (an inconsistent list, as the message says).
+// Mirrors handleCompactedErrorForPaging.
+func expiredContinue(start string) error {
+	err := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. " +
+		"You can start a new list without the continue parameter, or use the continue token in this response to " +
+		"retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - " +
+		"objects that were created, modified, or deleted between the time the first chunk was returned and now may " +
+		"show up in the list.")
+	err.ErrStatus.ListMeta.Continue = encodeContinue(inconsistentContinueRev, start)
+	return err
 }
 
 // listError turns an etcd range error at rev into the storage error the contract names.

@@ -11,6 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -605,7 +606,10 @@ func TestGetListCountsTheRemainingItems(t *testing.T) {
 	}
 }
 
-func TestGetListContinueAtCompactedRevisionIsTooOld(t *testing.T) {
+// TestGetListContinueAtCompactedRevision: a continue token whose revision is compacted
+// gets kube's 410 carrying a token that goes on from the same key at the latest
+// revision, whose pages then count what remains.
+func TestGetListContinueAtCompactedRevision(t *testing.T) {
 	store, prefix := newTestStore(t)
 	createPod(t, store, prefix, newPod(t, "a", ""))
 	createPod(t, store, prefix, newPod(t, "b", ""))
@@ -617,8 +621,18 @@ func TestGetListContinueAtCompactedRevisionIsTooOld(t *testing.T) {
 	compactAll(t)
 
 	err := store.GetList(testContext(t), prefix, storage.ListOptions{Predicate: storage.SelectionPredicate{Limit: 1, Continue: first.Continue}}, &corev1.PodList{})
-	if !storage.IsTooOldResourceVersion(err) {
-		t.Errorf("GetList error = %v, want IsTooOldResourceVersion", err)
+	status, ok := err.(apierrors.APIStatus)
+	if !ok || !apierrors.IsResourceExpired(err) || status.Status().Continue == "" {
+		t.Fatalf("GetList error = %v, want 410 Expired with a continue token", err)
+	}
+	next := &corev1.PodList{}
+	if err := store.GetList(testContext(t), prefix, storage.ListOptions{Predicate: storage.SelectionPredicate{Limit: 1, Continue: status.Status().Continue}}, next); err != nil {
+		t.Fatal(err)
+	}
+	if len(next.Items) != 1 || next.Items[0].Name != "b" || next.ResourceVersion == first.ResourceVersion ||
+		next.Continue == "" || next.RemainingItemCount == nil || *next.RemainingItemCount != 1 {
+		t.Errorf("inconsistent page: %d items (%v), rv %s (first %s), continue %q, remaining %v; want b at the latest revision, c to come",
+			len(next.Items), next.Items, next.ResourceVersion, first.ResourceVersion, next.Continue, next.RemainingItemCount)
 	}
 }
 
