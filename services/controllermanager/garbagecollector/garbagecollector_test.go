@@ -2,6 +2,7 @@ package garbagecollector_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -314,4 +316,37 @@ func TestCustomResourcesAsOwnersAndDependents(t *testing.T) {
 	}); err != nil {
 		t.Errorf("the custom resource owned by a deleted Deployment was not collected: %v", err)
 	}
+}
+
+// TestDependencyCircleIsCollected: three pods owning each other in a circle (each
+// blockOwnerDeletion) all go once one of them is deleted, as kube's "should not be
+// blocked by dependency circle" conformance spec requires.
+func TestDependencyCircleIsCollected(t *testing.T) {
+	cs := start(t)
+	ctx := context.Background()
+	pods := cs.CoreV1().Pods("default")
+	var created []*corev1.Pod
+	for _, name := range []string{"pod1", "pod2", "pod3"} {
+		p, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created = append(created, p)
+	}
+	// pod1 is owned by pod3, pod2 by pod1, pod3 by pod2.
+	for i, p := range created {
+		owner := created[(i+2)%3]
+		patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}]}}`, owner.Name, owner.UID)
+		if _, err := pods.Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pods.Delete(ctx, "pod1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every pod of the circle to go", func(ctx context.Context) (bool, error) {
+		list, err := pods.List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0, nil
+	})
 }
