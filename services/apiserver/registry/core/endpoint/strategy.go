@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"skiff.dev/services/apiserver/registry"
+	corevalidation "skiff.dev/services/internal/apis/core/validation"
 )
 
 // Descriptor serves endpoints.
@@ -98,6 +99,7 @@ func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList 
 			} else if !supportedProtocols.Has(p.Protocol) {
 				allErrs = append(allErrs, field.NotSupported(pp.Child("protocol"), p.Protocol, sets.List(supportedProtocols)))
 			}
+			allErrs = append(allErrs, corevalidation.ValidateAppProtocol(p.AppProtocol, pp.Child("appProtocol"))...)
 		}
 	}
 	return allErrs

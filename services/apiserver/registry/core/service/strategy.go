@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/apiserver/registry"
+	corevalidation "skiff.dev/services/internal/apis/core/validation"
 )
 
 // DefaultClientIPTimeoutSeconds is sessionAffinityConfig.clientIP.timeoutSeconds when
@@ -452,6 +453,7 @@ func validatePorts(svc *corev1.Service, path *field.Path) field.ErrorList {
 				allErrs = append(allErrs, field.Invalid(idx.Child("targetPort"), p.TargetPort, msg))
 			}
 		}
+		allErrs = append(allErrs, corevalidation.ValidateAppProtocol(p.AppProtocol, idx.Child("appProtocol"))...)
 		key := fmt.Sprintf("%d/%s", p.Port, p.Protocol)
 		if seen.Has(key) {
 			allErrs = append(allErrs, field.Duplicate(idx, key))

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"skiff.dev/services/apiserver/registry"
+	corevalidation "skiff.dev/services/internal/apis/core/validation"
 )
 
 // Limits of one EndpointSlice (kube's maxEndpoints, maxAddresses, maxPorts).
@@ -115,6 +116,7 @@ func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList 
 		} else if !supportedProtocols.Has(*p.Protocol) {
 			allErrs = append(allErrs, field.NotSupported(path.Child("protocol"), *p.Protocol, sets.List(supportedProtocols)))
 		}
+		allErrs = append(allErrs, corevalidation.ValidateAppProtocol(p.AppProtocol, path.Child("appProtocol"))...)
 	}
 	return allErrs
 }
