@@ -209,6 +209,42 @@ func TestResourceQuotaAdmission(t *testing.T) {
 	}
 }
 
+// TestResourceQuotaAdmissionClaims charges claims by count and storage request, overall
+// and per storage class.
+func TestResourceQuotaAdmissionClaims(t *testing.T) {
+	cs := kubernetes.NewForConfigOrDie(controlplanetest.Start(t))
+	ctx := context.Background()
+	newQuota(t, cs, "storage", corev1.ResourceList{
+		"requests.storage": resource.MustParse("3Gi"),
+		"gold.storageclass.storage.k8s.io/persistentvolumeclaims": resource.MustParse("1"),
+	}, nil)
+	claim := func(name, class, size string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: ptr.To(class),
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{"storage": resource.MustParse(size)}},
+		}}
+	}
+	pvcs := cs.CoreV1().PersistentVolumeClaims("default")
+	if _, err := pvcs.Create(ctx, claim("gold-1", "gold", "1Gi"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := pvcs.Create(ctx, claim("gold-2", "gold", "1Gi"), metav1.CreateOptions{})
+	const wantClass = `persistentvolumeclaims "gold-2" is forbidden: exceeded quota: storage, requested: gold.storageclass.storage.k8s.io/persistentvolumeclaims=1, ` +
+		`used: gold.storageclass.storage.k8s.io/persistentvolumeclaims=1, limited: gold.storageclass.storage.k8s.io/persistentvolumeclaims=1`
+	if !apierrors.IsForbidden(err) || err.Error() != wantClass {
+		t.Errorf("second gold claim: got %v\nwant 403 %q", err, wantClass)
+	}
+	_, err = pvcs.Create(ctx, claim("big", "", "3Gi"), metav1.CreateOptions{})
+	const wantStorage = `persistentvolumeclaims "big" is forbidden: exceeded quota: storage, requested: requests.storage=3Gi, used: requests.storage=1Gi, limited: requests.storage=3Gi`
+	if !apierrors.IsForbidden(err) || err.Error() != wantStorage {
+		t.Errorf("claim over the storage quota: got %v\nwant 403 %q", err, wantStorage)
+	}
+	if _, err := pvcs.Create(ctx, claim("small", "", "2Gi"), metav1.CreateOptions{}); err != nil {
+		t.Errorf("claim within the quota: %v", err)
+	}
+}
+
 // TestResourceQuotaAdmissionConcurrentCreates sends many creates at once against the
 // last free unit of a quota: exactly one gets it, the others are refused as exceeding
 // it, and status.used ends at the hard limit.

@@ -1,7 +1,7 @@
 // Package quota measures what ResourceQuotas count: one evaluator per resource kind
-// (pods by their compute requests and limits, services by type and node ports, and
-// object counts for configmaps, secrets, replicationcontrollers, resourcequotas and any
-// count/<resource>.<group>), each implementing k8s.io/apiserver's quota/v1 Evaluator. It
+// (pods by their compute requests and limits, services by type and node ports, claims
+// by their storage requests and class, and object counts for configmaps, secrets,
+// replicationcontrollers, resourcequotas and any count/<resource>.<group>), each implementing k8s.io/apiserver's quota/v1 Evaluator. It
 // is neutral ground: the apiserver's ResourceQuota admission plugin charges a write's
 // usage with it, and the controller-manager's resource quota controller recounts whole
 // namespaces with it. Mirrors k8s.io/kubernetes/pkg/quota/v1/evaluator/core and
@@ -26,13 +26,12 @@ var legacyObjectCountAliases = map[schema.GroupVersionResource]corev1.ResourceNa
 }
 
 // NewEvaluators returns the evaluators of the resources quota knows specially: pods,
-// services, and the legacy object counts of configmaps, resourcequotas,
-// replicationcontrollers and secrets. f lists a resource's objects for UsageStats (the
-// controller's informers); nil is fine where only Usage is needed (admission).
-// persistentvolumeclaims are left out: skiff does not serve them. Mirrors
-// core.NewEvaluators.
+// services, persistentvolumeclaims, and the legacy object counts of configmaps,
+// resourcequotas, replicationcontrollers and secrets. f lists a resource's objects for
+// UsageStats (the controller's informers); nil is fine where only Usage is needed
+// (admission). Mirrors core.NewEvaluators.
 func NewEvaluators(f quota.ListerForResourceFunc, clk clock.Clock) []quota.Evaluator {
-	result := []quota.Evaluator{NewPodEvaluator(f, clk), NewServiceEvaluator(f)}
+	result := []quota.Evaluator{NewPodEvaluator(f, clk), NewServiceEvaluator(f), NewPersistentVolumeClaimEvaluator(f)}
 	for gvr, alias := range legacyObjectCountAliases {
 		result = append(result, generic.NewObjectCountEvaluator(gvr.GroupResource(), listFunc(f, gvr), alias))
 	}

@@ -107,3 +107,36 @@ func TestServiceUsage(t *testing.T) {
 		}
 	}
 }
+
+func TestPersistentVolumeClaimUsage(t *testing.T) {
+	e := NewPersistentVolumeClaimEvaluator(nil)
+	claim := func(class *string, annotation, request string) *corev1.PersistentVolumeClaim {
+		pvc := &corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: class,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(request)}}}}
+		if annotation != "" {
+			pvc.Annotations = map[string]string{"volume.beta.kubernetes.io/storage-class": annotation}
+		}
+		return pvc
+	}
+	for _, tc := range []struct {
+		name string
+		pvc  *corev1.PersistentVolumeClaim
+		want corev1.ResourceList
+	}{
+		{"no class", claim(nil, "", "1Gi"), list("count/persistentvolumeclaims", "1", "persistentvolumeclaims", "1", "requests.storage", "1Gi")},
+		{"a class", claim(ptr.To("gold"), "", "1Gi"), list("count/persistentvolumeclaims", "1", "persistentvolumeclaims", "1", "requests.storage", "1Gi",
+			"gold.storageclass.storage.k8s.io/persistentvolumeclaims", "1", "gold.storageclass.storage.k8s.io/requests.storage", "1Gi")},
+		{"the beta annotation wins", claim(ptr.To("gold"), "silver", "2Gi"), list("count/persistentvolumeclaims", "1", "persistentvolumeclaims", "1", "requests.storage", "2Gi",
+			"silver.storageclass.storage.k8s.io/persistentvolumeclaims", "1", "silver.storageclass.storage.k8s.io/requests.storage", "2Gi")},
+		{"a fraction of a byte rounds up", claim(nil, "", "1500m"), list("count/persistentvolumeclaims", "1", "persistentvolumeclaims", "1", "requests.storage", "2")},
+	} {
+		got, err := e.Usage(tc.pvc)
+		if err != nil || !quota.Equals(got, tc.want) {
+			t.Errorf("%s: usage %v %v, want %v", tc.name, got, err, tc.want)
+		}
+	}
+	names := []corev1.ResourceName{"requests.storage", "gold.storageclass.storage.k8s.io/requests.storage", "pods", "requests.cpu", "count/persistentvolumeclaims"}
+	if got := e.MatchingResources(names); len(got) != 3 {
+		t.Errorf("matching resources of %v: %v, want the storage, per-class storage and count ones", names, got)
+	}
+}
