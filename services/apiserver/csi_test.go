@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"skiff.dev/services/controlplanetest"
@@ -195,6 +196,23 @@ func TestCSIStorageAPIs(t *testing.T) {
 		}
 		if _, err := drivers.Get(ctx, d2.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("get after deletecollection: %v", err)
+		}
+	})
+
+	t.Run("protobuf", func(t *testing.T) {
+		cfg := rest.CopyConfig(srv.Config)
+		cfg.ContentType, cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf"
+		pb := kubernetes.NewForConfigOrDie(cfg).StorageV1()
+		va := &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: "va-protobuf"}, Spec: storagev1.VolumeAttachmentSpec{
+			Attacher: "csi.example.com", NodeName: "node-a", Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: ptr.To("pv-protobuf")}}}
+		if _, err := pb.VolumeAttachments().Create(ctx, va, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if l, err := pb.VolumeAttachments().List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 1 || l.Items[0].Spec.NodeName != "node-a" {
+			t.Errorf("list as protobuf: %v %+v", err, l)
+		}
+		if err := pb.VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	})
 
