@@ -6,6 +6,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/fields"
@@ -108,4 +109,11 @@ func (l storageLookup) PersistentVolumeClaimRef(ctx context.Context, name string
 	}
 	namespace, claim, _ := strings.Cut(ref, "/")
 	return namespace, claim, true, nil
+}
+
+// VolumeAttachmentNodeName implements authorization.Lookup; wantNode is the node asking.
+func (l storageLookup) VolumeAttachmentNodeName(ctx context.Context, name, wantNode string) (string, bool, error) {
+	return get(ctx, l.stores.Store(storagev1.Resource("volumeattachments")), "", name,
+		func(obj runtime.Object) string { return obj.(*storagev1.VolumeAttachment).Spec.NodeName },
+		func(node string) bool { return node == wantNode })
 }

@@ -85,8 +85,13 @@ func TestPersistentVolumesServed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(storage.APIResources) != 1 || storage.APIResources[0].Name != "storageclasses" || storage.APIResources[0].Namespaced ||
-			strings.Join(storage.APIResources[0].ShortNames, ",") != "sc" {
+		var sc *metav1.APIResource
+		for i := range storage.APIResources {
+			if storage.APIResources[i].Name == "storageclasses" {
+				sc = &storage.APIResources[i]
+			}
+		}
+		if sc == nil || sc.Namespaced || strings.Join(sc.ShortNames, ",") != "sc" {
 			t.Errorf("storage.k8s.io/v1 resources %+v", storage.APIResources)
 		}
 	})

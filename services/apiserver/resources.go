@@ -49,7 +49,11 @@ import (
 	"skiff.dev/services/apiserver/registry/rbac/role"
 	"skiff.dev/services/apiserver/registry/rbac/rolebinding"
 	"skiff.dev/services/apiserver/registry/scheduling/priorityclass"
+	"skiff.dev/services/apiserver/registry/storage/csidriver"
+	"skiff.dev/services/apiserver/registry/storage/csinode"
+	"skiff.dev/services/apiserver/registry/storage/csistoragecapacity"
 	"skiff.dev/services/apiserver/registry/storage/storageclass"
+	"skiff.dev/services/apiserver/registry/storage/volumeattachment"
 )
 
 // resources lists every resource the apiserver serves: the one place a new resource is
@@ -105,6 +109,10 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		flowschema.Descriptor,
 		prioritylevelconfiguration.Descriptor,
 		priorityclass.Descriptor,
+		csidriver.Descriptor,
+		csinode.Descriptor,
+		csistoragecapacity.Descriptor,
 		storageclass.Descriptor,
+		volumeattachment.Descriptor,
 	}
 }

@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -31,7 +32,7 @@ const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 // update only its own Node, without changing its taints or setting kubernetes.io labels
 // other than the kubelet's own; its own Lease; mirror pods bound to itself, owned (if at
 // all) by its Node as controller, that reference no service account; the status of pods bound to itself, without changing their labels;
-// tokens only for pods bound to itself; and events, core/v1 or events.k8s.io/v1, only
+// tokens only for pods bound to itself; only the CSINode named after itself; and events, core/v1 or events.k8s.io/v1, only
 // reported as itself (NodeEventSource). Mirrors the NodeRestriction admission plugin
 // (k8s.io/kubernetes/plugin/pkg/admission/noderestriction); the rule on events is
 // skiff's, the one its event sink applies to the events nodes publish to NATS.
@@ -110,6 +111,20 @@ func (p NodeRestriction) Admit(ctx context.Context, a Attributes) error {
 			if err := NodeEventSource(node, ev); err != nil {
 				return forbid("%v", err)
 			}
+		}
+	case gr.Group == storagev1.GroupName && gr.Resource == "csinodes":
+		// The Node authorizer checks the name of every CSINode request but a create,
+		// whose name is in the body.
+		name := a.Name
+		if a.Operation == Create {
+			n, ok := a.Object.(*storagev1.CSINode)
+			if !ok {
+				return forbid("unable to access the object name")
+			}
+			name = n.Name
+		}
+		if name != node {
+			return forbid("can only access CSINode with the same name as the requesting node")
 		}
 	case gr.Group == coordinationv1.GroupName && gr.Resource == "leases" && (a.Operation == Create || a.Operation == Update):
 		if l, ok := a.Object.(*coordinationv1.Lease); ok && l.Name != node {

@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,6 +52,10 @@ func TestNodeRestriction(t *testing.T) {
 	}
 	podRef := func(name string, uid types.UID) *authenticationv1.BoundObjectReference {
 		return &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: name, UID: uid}
+	}
+	csiNodes := storagev1.SchemeGroupVersion.WithResource("csinodes")
+	csiNode := func(name string) *storagev1.CSINode {
+		return &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	}
 	events := corev1.SchemeGroupVersion.WithResource("events")
 	eventsV1 := eventsv1.SchemeGroupVersion.WithResource("events")
@@ -148,6 +153,14 @@ func TestNodeRestriction(t *testing.T) {
 			object: event("", "default-scheduler")},
 		{name: "a user that is not a node is not restricted", user: []string{"admin", "system:masters"}, op: admission.Update, resource: nodes, obj: "n1",
 			object: node("n1", nil), old: node("n1", nil, unreachable)},
+		{name: "a node creates its own CSINode", op: admission.Create, resource: csiNodes, object: csiNode("n1")},
+		{name: "a node may not create another node's CSINode", op: admission.Create, resource: csiNodes, object: csiNode("n2"),
+			forbids: "can only access CSINode with the same name as the requesting node"},
+		{name: "a node updates its own CSINode", op: admission.Update, resource: csiNodes, obj: "n1", object: csiNode("n1"), old: csiNode("n1")},
+		{name: "a node may not update another node's CSINode", op: admission.Update, resource: csiNodes, obj: "n2", object: csiNode("n2"), old: csiNode("n2"),
+			forbids: "can only access CSINode with the same name as the requesting node"},
+		{name: "a node may not delete another node's CSINode", op: admission.Delete, resource: csiNodes, obj: "n2", old: csiNode("n2"),
+			forbids: "can only access CSINode with the same name as the requesting node"},
 		{name: "a user named like a node outside system:nodes is not a node", user: []string{"system:node:n1"}, op: admission.Create, resource: nodes, obj: "n2",
 			object: node("n2", nil)},
 	} {

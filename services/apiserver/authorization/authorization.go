@@ -53,6 +53,9 @@ type Lookup interface {
 	// name's spec.claimRef names; found is false when the volume does not exist or names
 	// no claim.
 	PersistentVolumeClaimRef(ctx context.Context, name string) (namespace, claim string, found bool, err error)
+	// VolumeAttachmentNodeName is spec.nodeName of VolumeAttachment name; found is false
+	// when it does not exist. asking is the node that asks.
+	VolumeAttachmentNodeName(ctx context.Context, name, asking string) (nodeName string, found bool, err error)
 }
 
 // Identities and groups the authorizers single out.

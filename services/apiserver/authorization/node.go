@@ -17,7 +17,8 @@ import (
 // creates pods (the NodeRestriction admission plugin lets through only its own mirror
 // pods), events and CertificateSigningRequests, creates tokens (serviceaccounts/token)
 // for the service accounts its pods run as, reads (gets, or lists and watches by
-// metadata.name) the Secrets and ConfigMaps its pods use, and reads RuntimeClasses.
+// metadata.name) the Secrets and ConfigMaps its pods use, reads RuntimeClasses and
+// CSIDrivers, writes only its own CSINode and gets the VolumeAttachments of its node.
 // Anything else, and anyone else, gets no opinion (with the reason, when the object is
 // another node's), as in kube, so RBAC decides next.
 func (z *chain) authorizeNode(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
@@ -131,6 +132,41 @@ func (z *chain) authorizeNode(ctx context.Context, a authorizer.Attributes) (aut
 		if sub == "" && slices.Contains(read, verb) {
 			return authorizer.DecisionAllow, "", nil
 		}
+	case "storage.k8s.io/csinodes":
+		// A kubelet registers its CSI drivers in the CSINode named after it; create is
+		// let through here and NodeRestriction checks the name in the body.
+		switch {
+		case verb != "get" && verb != "create" && verb != "update" && verb != "patch" && verb != "delete":
+			return authorizer.DecisionNoOpinion, "can only get, create, update, patch, or delete a CSINode", nil
+		case sub != "":
+			return authorizer.DecisionNoOpinion, "cannot authorize CSINode subresources", nil
+		case verb != "create" && a.GetName() != node:
+			return authorizer.DecisionNoOpinion, "can only access CSINode with the same name as the requesting node", nil
+		}
+		return authorizer.DecisionAllow, "", nil
+	case "storage.k8s.io/csidrivers":
+		// kube's node rules: get, list, watch csidrivers.
+		if sub == "" && slices.Contains(read, verb) {
+			return authorizer.DecisionAllow, "", nil
+		}
+	case "storage.k8s.io/volumeattachments":
+		// A kubelet gets the VolumeAttachments of its own node (kube's graph: va → node).
+		switch {
+		case verb != "get":
+			return authorizer.DecisionNoOpinion, "can only get individual resources of this type", nil
+		case sub != "":
+			return authorizer.DecisionNoOpinion, "cannot get subresource", nil
+		case a.GetName() == "":
+			return authorizer.DecisionNoOpinion, "No Object name found", nil
+		}
+		attached, found, err := z.lookup.VolumeAttachmentNodeName(ctx, a.GetName(), node)
+		if err != nil {
+			return authorizer.DecisionNoOpinion, "", err
+		}
+		if found && attached == node {
+			return authorizer.DecisionAllow, "", nil
+		}
+		return authorizer.DecisionNoOpinion, noRelationship, nil
 	case "certificates.k8s.io/certificatesigningrequests":
 		if sub == "" && (verb == "create" || slices.Contains(read, verb)) {
 			return authorizer.DecisionAllow, "", nil

@@ -143,6 +143,13 @@ func (podsByNode) PersistentVolumeClaimRef(context.Context, string) (string, str
 	return "", "", false, nil
 }
 
+func (p podsByNode) VolumeAttachmentNodeName(_ context.Context, name, _ string) (string, bool, error) {
+	if node, ok := strings.CutPrefix(name, "va-on-"); ok {
+		return node, true, nil
+	}
+	return "", false, nil
+}
+
 // withVolumes is nodePods whose PersistentVolumes name the claims given ("namespace/claim").
 type withVolumes struct {
 	nodePods
@@ -194,6 +201,48 @@ func TestNodeMayReadRuntimeClasses(t *testing.T) {
 		})
 		if err != nil || got != want {
 			t.Errorf("%s runtimeclasses: got %v %v, want %v", verb, got, err, want)
+		}
+	}
+}
+
+// TestNodeCSIObjects pins kube's Node authorizer rules for the CSI objects: a node reads
+// CSIDrivers, writes only the CSINode named after it (create is left to NodeRestriction,
+// which sees the name), and gets only the VolumeAttachments of its own node.
+func TestNodeCSIObjects(t *testing.T) {
+	z := authorization.New(podsByNode{}, noRBAC{})
+	n1 := &user.DefaultInfo{Name: "system:node:n1", Groups: []string{"system:nodes", "system:authenticated"}}
+	for _, tc := range []struct {
+		verb, resource, name, sub string
+		want                      authorizer.Decision
+		reason                    string
+	}{
+		{"get", "csidrivers", "csi.example.com", "", authorizer.DecisionAllow, ""},
+		{"list", "csidrivers", "", "", authorizer.DecisionAllow, ""},
+		{"watch", "csidrivers", "", "", authorizer.DecisionAllow, ""},
+		{"create", "csidrivers", "", "", authorizer.DecisionNoOpinion, ""},
+		{"delete", "csidrivers", "csi.example.com", "", authorizer.DecisionNoOpinion, ""},
+		{"create", "csinodes", "", "", authorizer.DecisionAllow, ""},
+		{"get", "csinodes", "n1", "", authorizer.DecisionAllow, ""},
+		{"update", "csinodes", "n1", "", authorizer.DecisionAllow, ""},
+		{"patch", "csinodes", "n1", "", authorizer.DecisionAllow, ""},
+		{"delete", "csinodes", "n1", "", authorizer.DecisionAllow, ""},
+		{"get", "csinodes", "n2", "", authorizer.DecisionNoOpinion, "can only access CSINode with the same name as the requesting node"},
+		{"update", "csinodes", "n2", "", authorizer.DecisionNoOpinion, "can only access CSINode with the same name as the requesting node"},
+		{"delete", "csinodes", "n2", "", authorizer.DecisionNoOpinion, "can only access CSINode with the same name as the requesting node"},
+		{"list", "csinodes", "", "", authorizer.DecisionNoOpinion, "can only get, create, update, patch, or delete a CSINode"},
+		{"get", "volumeattachments", "va-on-n1", "", authorizer.DecisionAllow, ""},
+		{"get", "volumeattachments", "va-on-n2", "", authorizer.DecisionNoOpinion, "no relationship found between node 'n1' and this object"},
+		{"get", "volumeattachments", "missing", "", authorizer.DecisionNoOpinion, "no relationship found between node 'n1' and this object"},
+		{"list", "volumeattachments", "", "", authorizer.DecisionNoOpinion, "can only get individual resources of this type"},
+		{"update", "volumeattachments", "va-on-n1", "status", authorizer.DecisionNoOpinion, "can only get individual resources of this type"},
+		{"get", "volumeattachments", "va-on-n1", "status", authorizer.DecisionNoOpinion, "cannot get subresource"},
+		{"list", "csistoragecapacities", "", "", authorizer.DecisionNoOpinion, ""},
+	} {
+		got, reason, err := z.Authorize(context.Background(), authorizer.AttributesRecord{
+			User: n1, Verb: tc.verb, APIGroup: "storage.k8s.io", Resource: tc.resource, Name: tc.name, Subresource: tc.sub, ResourceRequest: true,
+		})
+		if err != nil || got != tc.want || reason != tc.reason {
+			t.Errorf("%s %s %q %s: got %v %q %v, want %v %q", tc.verb, tc.resource, tc.name, tc.sub, got, reason, err, tc.want, tc.reason)
 		}
 	}
 }
