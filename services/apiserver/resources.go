@@ -16,6 +16,7 @@ import (
 	"skiff.dev/services/apiserver/registry/apps/statefulset"
 	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
 	authorizationregistry "skiff.dev/services/apiserver/registry/authorization"
+	"skiff.dev/services/apiserver/registry/autoscaling/horizontalpodautoscaler"
 	"skiff.dev/services/apiserver/registry/batch/cronjob"
 	"skiff.dev/services/apiserver/registry/batch/job"
 	"skiff.dev/services/apiserver/registry/certificates/certificatesigningrequest"
@@ -106,5 +107,8 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		prioritylevelconfiguration.Descriptor,
 		priorityclass.Descriptor,
 		storageclass.Descriptor,
+		// autoscaling/v2 first: the storage version, and the group's preferred one.
+		horizontalpodautoscaler.Descriptor,
+		horizontalpodautoscaler.V1Descriptor,
 	}
 }
