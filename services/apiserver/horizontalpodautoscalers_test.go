@@ -238,7 +238,9 @@ func TestHorizontalPodAutoscalersServedInV2AndV1(t *testing.T) {
 			{"both targets", func(h *autoscalingv2.HorizontalPodAutoscaler) {
 				h.Spec.Metrics[1].Resource.Target.AverageValue = ptr.To(resource.MustParse("1"))
 			}, "spec.metrics[1].resource.target.averageValue: Forbidden: may not set both a target raw value and a target utilization"},
-			{"bad policy", func(h *autoscalingv2.HorizontalPodAutoscaler) { h.Spec.Behavior.ScaleDown.Policies[0].PeriodSeconds = 1801 },
+			{"bad policy", func(h *autoscalingv2.HorizontalPodAutoscaler) {
+				h.Spec.Behavior.ScaleDown.Policies[0].PeriodSeconds = 1801
+			},
 				"spec.behavior.scaleDown.policies[0].periodSeconds: Invalid value: 1801: must be less than or equal to 1800"},
 		} {
 			h := newHPAV2("bad")
