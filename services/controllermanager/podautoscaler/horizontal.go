@@ -664,8 +664,8 @@ func convertDesiredReplicasWithRules(current, desired, minReplicas, maxReplicas 
 
 // normalizationArg is what normalizing with a behavior works from.
 type normalizationArg struct {
-	key                    string
-	scaleUp, scaleDown     *autoscalingv2.HPAScalingRules
+	key                string
+	scaleUp, scaleDown *autoscalingv2.HPAScalingRules
 	minReplicas, maxReplicas,
 	current, desired int32
 }
