@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	scaleclient "k8s.io/client-go/scale"
 	"k8s.io/metrics/pkg/client/clientset/versioned"
@@ -33,6 +34,14 @@ import (
 // as system:kube-controller-manager, with the REST clients kube's controller uses and a
 // short sync period; no metrics server is registered. It returns the admin's client.
 func start(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	cs, _ := startWith(t, 0)
+	return cs
+}
+
+// startWith is start with the given downscale stabilization window (0: kube's 5
+// minutes), also returning the admin's REST config.
+func startWith(t *testing.T, downscaleWindow time.Duration) (kubernetes.Interface, *rest.Config) {
 	t.Helper()
 	srv := controlplanetest.StartServer(t)
 	cfg := srv.ClientConfig(pki.ControllerManager.CommonName, pki.ControllerManager.Organizations...)
@@ -56,14 +65,15 @@ func start(t *testing.T) kubernetes.Interface {
 			Custom:   custom_metrics.NewForConfig(cfg, mapper, custom_metrics.NewAvailableAPIsGetter(cs.Discovery())),
 			External: external_metrics.NewForConfigOrDie(cfg),
 		},
-		SyncPeriod: 200 * time.Millisecond,
+		SyncPeriod:                   200 * time.Millisecond,
+		DownscaleStabilizationWindow: downscaleWindow,
 	})
 	factory.Start(ctx.Done())
 	done := make(chan struct{})
 	go func() { defer close(done); c.Run(ctx, 2) }()
 	go func() { _ = recorder.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
-	return kubernetes.NewForConfigOrDie(srv.Config)
+	return kubernetes.NewForConfigOrDie(srv.Config), srv.Config
 }
 
 func deployment(name string, replicas int32) *appsv1.Deployment {
