@@ -637,7 +637,14 @@ func (s *APIServer) install(descriptors []registry.Descriptor, stores storeSet) 
 			if stored == nil || d.REST != nil {
 				return nil, fmt.Errorf("apiserver: %s is stored as %s, which must be served, and has no REST of its own", d.GroupResource(), d.StorageOf)
 			}
-			storage = d.NewView(stored, scheme.Scheme)
+			view := d.NewView(stored, scheme.Scheme)
+			storage = view
+			if d.ViewREST != nil {
+				var err error
+				if storage, subresources, err = d.ViewREST(view); err != nil {
+					return nil, fmt.Errorf("apiserver: storage of %s %s: %w", d.GroupVersion, d.Resource, err)
+				}
+			}
 		} else if d.REST != nil {
 			var err error
 			if storage, subresources, err = d.REST(store, stores); err != nil {

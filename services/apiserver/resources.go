@@ -16,6 +16,7 @@ import (
 	"skiff.dev/services/apiserver/registry/apps/statefulset"
 	authenticationregistry "skiff.dev/services/apiserver/registry/authentication"
 	authorizationregistry "skiff.dev/services/apiserver/registry/authorization"
+	"skiff.dev/services/apiserver/registry/autoscaling/horizontalpodautoscaler"
 	"skiff.dev/services/apiserver/registry/batch/cronjob"
 	"skiff.dev/services/apiserver/registry/batch/job"
 	"skiff.dev/services/apiserver/registry/certificates/certificatesigningrequest"
@@ -114,5 +115,8 @@ func resources(execProxy *pod.ExecProxy, authorizer authorization.RuleAuthorizer
 		csistoragecapacity.Descriptor,
 		storageclass.Descriptor,
 		volumeattachment.Descriptor,
+		// autoscaling/v2 first: the storage version, and the group's preferred one.
+		horizontalpodautoscaler.Descriptor,
+		horizontalpodautoscaler.V1Descriptor,
 	}
 }

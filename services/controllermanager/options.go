@@ -6,6 +6,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"skiff.dev/services/controllermanager/podautoscaler"
 )
 
 // Options are kube-controller-manager's flags for the controllers skiff runs (kube's
@@ -69,6 +71,28 @@ type Options struct {
 	// TerminatedPodGCThreshold is how many terminated pods may exist before the oldest
 	// are deleted; 0 turns that off (--terminated-pod-gc-threshold).
 	TerminatedPodGCThreshold int
+
+	// ConcurrentHorizontalPodAutoscalerSyncs is the horizontal-pod-autoscaler
+	// controller's workers (--concurrent-horizontal-pod-autoscaler-syncs).
+	ConcurrentHorizontalPodAutoscalerSyncs int
+	// HorizontalPodAutoscalerSyncPeriod is how often each HorizontalPodAutoscaler is
+	// reconciled (--horizontal-pod-autoscaler-sync-period).
+	HorizontalPodAutoscalerSyncPeriod time.Duration
+	// HorizontalPodAutoscalerDownscaleStabilizationWindow is how long the highest recent
+	// recommendation holds off a scale-down
+	// (--horizontal-pod-autoscaler-downscale-stabilization).
+	HorizontalPodAutoscalerDownscaleStabilizationWindow time.Duration
+	// HorizontalPodAutoscalerTolerance is the distance of the usage ratio to 1 within
+	// which nothing is scaled (--horizontal-pod-autoscaler-tolerance).
+	HorizontalPodAutoscalerTolerance float64
+	// HorizontalPodAutoscalerCPUInitializationPeriod is how long after its start a pod's
+	// cpu sample counts only once taken after the pod became ready
+	// (--horizontal-pod-autoscaler-cpu-initialization-period).
+	HorizontalPodAutoscalerCPUInitializationPeriod time.Duration
+	// HorizontalPodAutoscalerInitialReadinessDelay is how long after its start a pod's
+	// readiness changes are taken as its start-up
+	// (--horizontal-pod-autoscaler-initial-readiness-delay).
+	HorizontalPodAutoscalerInitialReadinessDelay time.Duration
 }
 
 // DefaultOptions are kube-controller-manager's defaults, with node CIDR allocation on
@@ -97,6 +121,13 @@ func DefaultOptions() Options {
 		NodeCIDRMaskSizeIPv4:         24,
 		NodeCIDRMaskSizeIPv6:         64,
 		TerminatedPodGCThreshold:     12500,
+
+		ConcurrentHorizontalPodAutoscalerSyncs:              podautoscaler.DefaultWorkers,
+		HorizontalPodAutoscalerSyncPeriod:                   podautoscaler.DefaultSyncPeriod,
+		HorizontalPodAutoscalerDownscaleStabilizationWindow: podautoscaler.DefaultDownscaleStabilizationWindow,
+		HorizontalPodAutoscalerTolerance:                    podautoscaler.DefaultTolerance,
+		HorizontalPodAutoscalerCPUInitializationPeriod:      podautoscaler.DefaultCPUInitializationPeriod,
+		HorizontalPodAutoscalerInitialReadinessDelay:        podautoscaler.DefaultDelayOfInitialReadinessStatus,
 	}
 }
 
@@ -142,6 +173,12 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.NodeCIDRMaskSizeIPv4, "node-cidr-mask-size-ipv4", o.NodeCIDRMaskSizeIPv4, "prefix length of each node's IPv4 CIDR")
 	fs.IntVar(&o.NodeCIDRMaskSizeIPv6, "node-cidr-mask-size-ipv6", o.NodeCIDRMaskSizeIPv6, "prefix length of each node's IPv6 CIDR")
 	fs.IntVar(&o.TerminatedPodGCThreshold, "terminated-pod-gc-threshold", o.TerminatedPodGCThreshold, "terminated pods kept before the oldest are deleted (0: never)")
+	fs.IntVar(&o.ConcurrentHorizontalPodAutoscalerSyncs, "concurrent-horizontal-pod-autoscaler-syncs", o.ConcurrentHorizontalPodAutoscalerSyncs, "HorizontalPodAutoscalers synced at once")
+	fs.DurationVar(&o.HorizontalPodAutoscalerSyncPeriod, "horizontal-pod-autoscaler-sync-period", o.HorizontalPodAutoscalerSyncPeriod, "how often each HorizontalPodAutoscaler reads its metrics and scales its target")
+	fs.DurationVar(&o.HorizontalPodAutoscalerDownscaleStabilizationWindow, "horizontal-pod-autoscaler-downscale-stabilization", o.HorizontalPodAutoscalerDownscaleStabilizationWindow, "how long the highest recent recommendation holds off a scale-down")
+	fs.Float64Var(&o.HorizontalPodAutoscalerTolerance, "horizontal-pod-autoscaler-tolerance", o.HorizontalPodAutoscalerTolerance, "distance of the usage ratio to 1.0 within which a HorizontalPodAutoscaler does not scale")
+	fs.DurationVar(&o.HorizontalPodAutoscalerCPUInitializationPeriod, "horizontal-pod-autoscaler-cpu-initialization-period", o.HorizontalPodAutoscalerCPUInitializationPeriod, "how long after its start a pod's cpu sample counts only if taken after the pod became ready")
+	fs.DurationVar(&o.HorizontalPodAutoscalerInitialReadinessDelay, "horizontal-pod-autoscaler-initial-readiness-delay", o.HorizontalPodAutoscalerInitialReadinessDelay, "how long after its start a pod's readiness changes are taken as its start-up")
 }
 
 // Validate reports the first unusable option.
@@ -155,6 +192,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("eviction rates must not be negative")
 	case o.UnhealthyZoneThreshold <= 0 || o.UnhealthyZoneThreshold > 1:
 		return fmt.Errorf("--unhealthy-zone-threshold must be in (0, 1], got %v", o.UnhealthyZoneThreshold)
+	case o.HorizontalPodAutoscalerSyncPeriod <= 0:
+		return fmt.Errorf("--horizontal-pod-autoscaler-sync-period must be positive, got %s", o.HorizontalPodAutoscalerSyncPeriod)
+	case o.HorizontalPodAutoscalerTolerance < 0:
+		return fmt.Errorf("--horizontal-pod-autoscaler-tolerance must not be negative")
 	case o.TerminatedPodGCThreshold < 0:
 		return fmt.Errorf("--terminated-pod-gc-threshold must not be negative")
 	case o.AllocateNodeCIDRs && len(o.ClusterCIDRs) == 0:

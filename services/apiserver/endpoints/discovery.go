@@ -44,43 +44,67 @@ func wantsAggregated(r *http.Request) bool {
 	return false
 }
 
-// aggregated is the APIGroupDiscoveryList of the given group versions, as
-// kube-apiserver serves at /api (core) and /apis (named groups). Mirrors
-// k8s.io/apiserver/pkg/endpoints/discovery/aggregated.
+// groupsOf folds gvs by group: one entry per group, in the order the groups first
+// appear, each holding the group's versions in their order in gvs (preferred first,
+// e.g. autoscaling v2 then v1).
+func groupsOf(gvs []*APIGroupVersion) [][]*APIGroupVersion {
+	var out [][]*APIGroupVersion
+	index := map[string]int{}
+	for _, gv := range gvs {
+		i, seen := index[gv.GroupVersion.Group]
+		if !seen {
+			i = len(out)
+			index[gv.GroupVersion.Group] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], gv)
+	}
+	return out
+}
+
+// aggregated is the APIGroupDiscoveryList of the given group versions, one item per
+// group with its versions preferred first, as kube-apiserver serves at /api (core) and
+// /apis (named groups). Mirrors k8s.io/apiserver/pkg/endpoints/discovery/aggregated.
 func aggregated(gvs []*APIGroupVersion) *apidiscoveryv2.APIGroupDiscoveryList {
 	list := &apidiscoveryv2.APIGroupDiscoveryList{
 		TypeMeta: metav1.TypeMeta{Kind: "APIGroupDiscoveryList", APIVersion: "apidiscovery.k8s.io/v2"},
 		Items:    []apidiscoveryv2.APIGroupDiscovery{},
 	}
-	for _, gv := range gvs {
-		version := apidiscoveryv2.APIVersionDiscovery{Version: gv.GroupVersion.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
-		for _, r := range gv.Resources {
-			scope := apidiscoveryv2.ScopeCluster
-			if r.Namespaced {
-				scope = apidiscoveryv2.ScopeNamespace
-			}
-			res := apidiscoveryv2.APIResourceDiscovery{
-				Resource: r.Name, SingularResource: r.SingularName, Scope: scope,
-				ResponseKind: &metav1.GroupVersionKind{Group: gv.GroupVersion.Group, Version: gv.GroupVersion.Version, Kind: r.Kind},
-				Verbs:        verbs(r.Storage), ShortNames: r.ShortNames, Categories: r.Categories,
-			}
-			for _, name := range r.subresourceNames() {
-				sub := r.Subresources[name]
-				kind := subresourceKind(sub, gv.GroupVersion)
-				res.Subresources = append(res.Subresources, apidiscoveryv2.APISubresourceDiscovery{
-					Subresource:  name,
-					ResponseKind: &metav1.GroupVersionKind{Group: kind.Group, Version: kind.Version, Kind: kind.Kind},
-					Verbs:        subresourceVerbs(sub.Storage),
-				})
-			}
-			version.Resources = append(version.Resources, res)
+	for _, versions := range groupsOf(gvs) {
+		item := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: versions[0].GroupVersion.Group}}
+		for _, gv := range versions {
+			item.Versions = append(item.Versions, versionDiscovery(gv))
 		}
-		list.Items = append(list.Items, apidiscoveryv2.APIGroupDiscovery{
-			ObjectMeta: metav1.ObjectMeta{Name: gv.GroupVersion.Group},
-			Versions:   []apidiscoveryv2.APIVersionDiscovery{version},
-		})
+		list.Items = append(list.Items, item)
 	}
 	return list
+}
+
+// versionDiscovery is the aggregated discovery of one group version's resources.
+func versionDiscovery(gv *APIGroupVersion) apidiscoveryv2.APIVersionDiscovery {
+	version := apidiscoveryv2.APIVersionDiscovery{Version: gv.GroupVersion.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
+	for _, r := range gv.Resources {
+		scope := apidiscoveryv2.ScopeCluster
+		if r.Namespaced {
+			scope = apidiscoveryv2.ScopeNamespace
+		}
+		res := apidiscoveryv2.APIResourceDiscovery{
+			Resource: r.Name, SingularResource: r.SingularName, Scope: scope,
+			ResponseKind: &metav1.GroupVersionKind{Group: gv.GroupVersion.Group, Version: gv.GroupVersion.Version, Kind: r.Kind},
+			Verbs:        verbs(r.Storage), ShortNames: r.ShortNames, Categories: r.Categories,
+		}
+		for _, name := range r.subresourceNames() {
+			sub := r.Subresources[name]
+			kind := subresourceKind(sub, gv.GroupVersion)
+			res.Subresources = append(res.Subresources, apidiscoveryv2.APISubresourceDiscovery{
+				Subresource:  name,
+				ResponseKind: &metav1.GroupVersionKind{Group: kind.Group, Version: kind.Version, Kind: kind.Kind},
+				Verbs:        subresourceVerbs(sub.Storage),
+			})
+		}
+		version.Resources = append(version.Resources, res)
+	}
+	return version
 }
 
 func (d *discovery) serveAPIVersions(w http.ResponseWriter, r *http.Request) {
@@ -101,14 +125,14 @@ func (d *discovery) serveAPIVersions(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func apiGroup(gv *APIGroupVersion) metav1.APIGroup {
-	version := metav1.GroupVersionForDiscovery{GroupVersion: gv.GroupVersion.String(), Version: gv.GroupVersion.Version}
-	return metav1.APIGroup{
-		TypeMeta:         metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"},
-		Name:             gv.GroupVersion.Group,
-		Versions:         []metav1.GroupVersionForDiscovery{version},
-		PreferredVersion: version,
+// apiGroup is the APIGroup document of one group's versions (preferred first).
+func apiGroup(versions []*APIGroupVersion) metav1.APIGroup {
+	g := metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: versions[0].GroupVersion.Group}
+	for _, gv := range versions {
+		g.Versions = append(g.Versions, metav1.GroupVersionForDiscovery{GroupVersion: gv.GroupVersion.String(), Version: gv.GroupVersion.Version})
 	}
+	g.PreferredVersion = g.Versions[0]
+	return g
 }
 
 func (d *discovery) serveAPIGroupList(w http.ResponseWriter, r *http.Request) {
@@ -126,8 +150,8 @@ func (d *discovery) serveAPIGroupList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
-	for _, gv := range d.groups {
-		g := apiGroup(gv)
+	for _, versions := range groupsOf(d.groups) {
+		g := apiGroup(versions)
 		g.TypeMeta = metav1.TypeMeta{}
 		list.Groups = append(list.Groups, g)
 	}
@@ -146,9 +170,9 @@ func (d *discovery) serveAPIGroupList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, "application/json", list)
 }
 
-func (d *discovery) serveAPIGroup(gv *APIGroupVersion) http.HandlerFunc {
+func (d *discovery) serveAPIGroup(versions []*APIGroupVersion) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
-		g := apiGroup(gv)
+		g := apiGroup(versions)
 		writeJSON(w, http.StatusOK, "application/json", &g)
 	}
 }

@@ -160,12 +160,14 @@ func NewHandler(cfg Config) http.Handler {
 	core := &resourceHandler{gv: cfg.Core, admit: cfg.Admission, authz: cfg.Authorizer, metrics: m, fields: fields}
 	discovery("/api/v1", d.serveResourceList(cfg.Core))
 	r.Handle("/api/v1/*", core)
-	for _, gv := range cfg.Groups {
-		gv.index()
-		prefix := "/apis/" + gv.GroupVersion.Group
-		discovery(prefix, d.serveAPIGroup(gv))
-		discovery(prefix+"/"+gv.GroupVersion.Version, d.serveResourceList(gv))
-		r.Handle(prefix+"/"+gv.GroupVersion.Version+"/*", &resourceHandler{gv: gv, admit: cfg.Admission, authz: cfg.Authorizer, metrics: m, fields: fields})
+	for _, versions := range groupsOf(cfg.Groups) {
+		prefix := "/apis/" + versions[0].GroupVersion.Group
+		discovery(prefix, d.serveAPIGroup(versions))
+		for _, gv := range versions {
+			gv.index()
+			discovery(prefix+"/"+gv.GroupVersion.Version, d.serveResourceList(gv))
+			r.Handle(prefix+"/"+gv.GroupVersion.Version+"/*", &resourceHandler{gv: gv, admit: cfg.Admission, authz: cfg.Authorizer, metrics: m, fields: fields})
+		}
 	}
 	var apis http.Handler
 	if cfg.Dynamic != nil {

@@ -56,8 +56,16 @@ type Descriptor struct {
 	// resource's Store (see NewView), in this descriptor's group version and kind, its
 	// writes judged by this descriptor's Strategy. REST is not used. events.k8s.io/v1
 	// events are served so from core/v1's: one object, two views, as kube-apiserver's
-	// cohabitating resources.
+	// cohabitating resources. StorageOf may name the descriptor's own group resource:
+	// then this descriptor serves another version of a resource whose storage version
+	// another descriptor serves (autoscaling/v1 horizontalpodautoscalers, stored as
+	// autoscaling/v2), as kube-apiserver serves every version of a resource from one
+	// storage.
 	StorageOf schema.GroupResource
+	// ViewREST, for a descriptor with StorageOf, builds what serves the resource and its
+	// subresources from its View (see View.WithStrategy and View.Subresource); nil means
+	// the View alone serves the resource, with no subresources.
+	ViewREST func(view *View) (rest.Storage, map[string]Subresource, error)
 }
 
 // Subresource is one subresource's storage, e.g. pods/status.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"skiff.dev/services/apiserver/registry/rest"
 )
@@ -50,6 +51,52 @@ var (
 	_ rest.Watcher           = (*View)(nil)
 	_ rest.TableConvertor    = (*View)(nil)
 )
+
+// GetResetFields lists the fields the Store's strategy resets, for server-side apply.
+func (v *View) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return v.Store.GetResetFields()
+}
+
+// WithStrategy returns a copy of v whose writes strategy judges (in the Store's kind):
+// subresources such as horizontalpodautoscalers/status share the objects and differ
+// only in what an update may change.
+func (v *View) WithStrategy(strategy Strategy) *View {
+	c := *v
+	c.Store = v.Store.WithStrategy(strategy)
+	return &c
+}
+
+// Subresource narrows v to what a subresource of its objects serves, as
+// Store.Subresource does: get, update and patch, in the served kind.
+func (v *View) Subresource() rest.Storage { return viewSubresource{v} }
+
+// viewSubresource is what View.Subresource returns.
+type viewSubresource struct{ view *View }
+
+var (
+	_ rest.Getter         = viewSubresource{}
+	_ rest.Updater        = viewSubresource{}
+	_ rest.TableConvertor = viewSubresource{}
+)
+
+func (s viewSubresource) New() runtime.Object { return s.view.New() }
+
+func (s viewSubresource) Get(ctx context.Context, namespace, name string, opts *metav1.GetOptions) (runtime.Object, error) {
+	return s.view.Get(ctx, namespace, name, opts)
+}
+
+func (s viewSubresource) Update(ctx context.Context, namespace, name string, objInfo rest.UpdatedObjectInfo, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	return s.view.Update(ctx, namespace, name, objInfo, opts)
+}
+
+// GetResetFields are the strategy's, for server-side apply.
+func (s viewSubresource) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return s.view.GetResetFields()
+}
+
+func (s viewSubresource) ConvertToTable(ctx context.Context, obj runtime.Object, opts *metav1.TableOptions) (*metav1.Table, error) {
+	return s.view.ConvertToTable(ctx, obj, opts)
+}
 
 // New returns an empty object of the served kind.
 func (v *View) New() runtime.Object { return v.NewFunc() }

@@ -10,6 +10,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -78,6 +79,8 @@ var ServedGroupVersions = []schema.GroupVersion{
 	flowcontrolv1.SchemeGroupVersion,
 	schedulingv1.SchemeGroupVersion,
 	storagev1.SchemeGroupVersion,
+	autoscalingv2.SchemeGroupVersion,
+	autoscalingv1.SchemeGroupVersion,
 }
 
 func init() {
@@ -102,14 +105,27 @@ func init() {
 	utilruntime.Must(storagev1.AddToScheme(Scheme))
 	// events.k8s.io/v1 Events are core/v1 Events seen in other words.
 	utilruntime.Must(addEventConversions(Scheme))
-	// autoscaling/v1 Scale is what deployments/scale and replicasets/scale read and write.
+	// autoscaling/v1 Scale is what deployments/scale and replicasets/scale read and write;
+	// HorizontalPodAutoscalers are stored as autoscaling/v2 and served in v1 too.
 	utilruntime.Must(autoscalingv1.AddToScheme(Scheme))
+	utilruntime.Must(autoscalingv2.AddToScheme(Scheme))
+	utilruntime.Must(addAutoscalingConversions(Scheme))
 	// Status, WatchEvent and the option types live in the core group version too, as in
 	// kube-apiserver; Table and PartialObjectMetadata in meta.k8s.io/v1.
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
 	utilruntime.Must(metav1.AddMetaToScheme(Scheme))
+	// A group's versions in ServedGroupVersions' order, preferred first (autoscaling: v2,
+	// then v1).
+	var groups []string
+	versions := map[string][]schema.GroupVersion{}
 	for _, gv := range ServedGroupVersions {
-		utilruntime.Must(Scheme.SetVersionPriority(gv))
+		if _, seen := versions[gv.Group]; !seen {
+			groups = append(groups, gv.Group)
+		}
+		versions[gv.Group] = append(versions[gv.Group], gv)
+	}
+	for _, g := range groups {
+		utilruntime.Must(Scheme.SetVersionPriority(versions[g]...))
 	}
 
 	StorageCodec = storageCodec{Codecs.CodecForVersions(ProtobufSerializer, Codecs.UniversalDeserializer(),

@@ -25,9 +25,10 @@ type Config struct {
 	// client-side rate limit). Required.
 	Client kubernetes.Interface
 	// RESTConfig is Client's configuration: the namespace controller builds its dynamic
-	// client from it, and the secure port (Serving.SecureServing) verifies client
-	// certificates against its CA unless --client-ca-file names one. Required while the
-	// namespace controller is enabled, or with a secure port.
+	// client from it, the horizontal-pod-autoscaler controller its scale and metrics
+	// clients, and the secure port (Serving.SecureServing) verifies client certificates
+	// against its CA unless --client-ca-file names one. Required while the namespace or
+	// horizontal-pod-autoscaler controller is enabled, or with a secure port.
 	RESTConfig *rest.Config
 	// RootCA is the PEM bundle root-ca-cert-publisher publishes in every namespace as
 	// kube-root-ca.crt. Required while that controller is enabled.

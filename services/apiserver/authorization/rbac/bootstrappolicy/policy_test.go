@@ -69,6 +69,16 @@ func TestKubeRoles(t *testing.T) {
 			{Verbs: []string{"list", "watch"}, APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}},
 			{Verbs: []string{"list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
 		}},
+		{"system:controller:horizontal-pod-autoscaler", []rbacv1.PolicyRule{
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers"}},
+			{Verbs: []string{"update"}, APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers/status"}},
+			{Verbs: []string{"get", "update"}, APIGroups: []string{"*"}, Resources: []string{"*/scale"}},
+			{Verbs: []string{"list", "watch"}, APIGroups: []string{""}, Resources: []string{"pods"}},
+			{Verbs: []string{"list", "watch"}, APIGroups: []string{"metrics.k8s.io"}, Resources: []string{"pods"}},
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"custom.metrics.k8s.io"}, Resources: []string{"*"}},
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"external.metrics.k8s.io"}, Resources: []string{"*"}},
+			{Verbs: []string{"create", "update", "patch"}, APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}},
+		}},
 		{"system:controller:replication-controller", []rbacv1.PolicyRule{
 			{Verbs: []string{"get", "list", "watch", "update"}, APIGroups: []string{""}, Resources: []string{"replicationcontrollers"}},
 			{Verbs: []string{"update"}, APIGroups: []string{""}, Resources: []string{"replicationcontrollers/status"}},

@@ -300,7 +300,7 @@ func validateLimitRangeTypeName(value corev1.LimitType, fldPath *field.Path) fie
 func validateLimitRangeResourceName(limitType corev1.LimitType, name corev1.ResourceName, fldPath *field.Path) field.ErrorList {
 	switch limitType {
 	case corev1.LimitTypePod, corev1.LimitTypeContainer:
-		return validateContainerResourceName(name, fldPath)
+		return ValidateContainerResourceName(name, fldPath)
 	}
 	return validateResourceName(name, fldPath)
 }

@@ -67,7 +67,7 @@ func ValidateOverhead(overhead corev1.ResourceList, fldPath *field.Path) field.E
 	cpuOrMemory, hugePages := false, false
 	for name, q := range overhead {
 		path := limPath.Key(string(name))
-		allErrs = append(allErrs, validateContainerResourceName(name, path)...)
+		allErrs = append(allErrs, ValidateContainerResourceName(name, path)...)
 		if q.Sign() < 0 {
 			allErrs = append(allErrs, field.Invalid(path, q.String(), "must be greater than or equal to 0"))
 		}
@@ -90,10 +90,10 @@ func ValidateOverhead(overhead corev1.ResourceList, fldPath *field.Path) field.E
 // standardContainerResources are the unprefixed resources a container may ask for.
 var standardContainerResources = sets.New(corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage)
 
-// validateContainerResourceName mirrors kube's validateContainerResourceName: a
+// ValidateContainerResourceName mirrors kube's ValidateContainerResourceName: a
 // qualified name; unprefixed, a standard container resource; prefixed outside
 // kubernetes.io, an extended resource.
-func validateContainerResourceName(name corev1.ResourceName, fldPath *field.Path) field.ErrorList {
+func ValidateContainerResourceName(name corev1.ResourceName, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	for _, msg := range validation.IsQualifiedName(string(name)) {
 		allErrs = append(allErrs, field.Invalid(fldPath, name, msg))
