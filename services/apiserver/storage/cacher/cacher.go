@@ -199,6 +199,18 @@ func (c *Cacher) Ready() bool {
 	return c.ready
 }
 
+// Count is how many objects the cache holds; ok is false until its first list (and
+// after Stop). It is the ObjectCount of kube's storage.Interface Stats, which API
+// Priority and Fairness's list work estimator reads.
+func (c *Cacher) Count() (n int, ok bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.ready || c.objects == nil {
+		return 0, false
+	}
+	return len(c.objects.byKey), true
+}
+
 // Create delegates to Storage.
 func (c *Cacher) Create(ctx context.Context, key string, obj, out runtime.Object) error {
 	return c.cfg.Storage.Create(ctx, key, obj, out)
