@@ -73,13 +73,13 @@ func (s *APIServer) runFlowcontrolBootstrap(ctx context.Context) {
 type priorityAndFairness struct {
 	controller utilflowcontrol.Interface
 	informers  informers.SharedInformerFactory
-	// counts are the object counts the list work estimator reads, kept from the watch
-	// caches every objectCountInterval.
+	// counts are the object counts and average sizes the list work estimator reads,
+	// kept from the watch caches every objectCountInterval.
 	counts flowcontrolrequest.StorageObjectCountTracker
 }
 
-// objectCountInterval is how often the watch caches' object counts are handed to the
-// list work estimator (kube-apiserver's storage count poll period).
+// objectCountInterval is how often the watch caches' object counts and sizes are
+// handed to the list work estimator (kube-apiserver's storage count poll period).
 const objectCountInterval = time.Minute
 
 // newPriorityAndFairness is API Priority and Fairness over the loopback config, with
@@ -115,14 +115,14 @@ func (p *priorityAndFairness) handlerConfig() *endpoints.FlowControl {
 	}
 }
 
-// countedCache is a watch cache whose object count the list work estimator reads.
+// countedCache is a watch cache whose stats the list work estimator reads.
 type countedCache struct {
 	resource schema.GroupResource
 	cache    *cacher.Cacher
 }
 
 // run runs the controller (its informers, config worker and borrowing adjustment),
-// kube's watermark maintenance of the filter's metrics and the object counts until ctx
+// kube's watermark maintenance of the filter's metrics and the caches' stats until ctx
 // ends (kube's priority-and-fairness-config-consumer, priority-and-fairness-filter and
 // storage-object-count-tracker-hook post-start hooks).
 func (p *priorityAndFairness) run(ctx context.Context, caches []countedCache) {
@@ -144,8 +144,8 @@ func (p *priorityAndFairness) run(ctx context.Context, caches []countedCache) {
 	}()
 	wait.UntilWithContext(ctx, func(context.Context) {
 		for _, c := range caches {
-			if n, ok := c.cache.Count(); ok {
-				p.counts.Set(c.resource.String(), storage.Stats{ObjectCount: int64(n)})
+			if n, size, ok := c.cache.Stats(); ok {
+				p.counts.Set(c.resource.String(), storage.Stats{ObjectCount: int64(n), EstimatedAverageObjectSizeBytes: size})
 			}
 		}
 	}, objectCountInterval)
