@@ -143,11 +143,19 @@ type Config struct {
 	// kube-apiserver chooses it. A loopback address is not advertised (Endpoints may not
 	// hold one): the Service is then written without endpoints.
 	AdvertiseAddress net.IP
-	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound the read-only and the
-	// mutating requests served at once (kube's --max-requests-inflight and
-	// --max-mutating-requests-inflight); beyond, 429 TooManyRequests with Retry-After.
-	// 0 means unlimited; ConfigFromPKI sets kube's defaults, 400 and 200.
+	// MaxRequestsInFlight and MaxMutatingRequestsInFlight are kube's
+	// --max-requests-inflight and --max-mutating-requests-inflight; ConfigFromPKI sets
+	// kube's defaults, 400 and 200. With EnablePriorityAndFairness their sum is the
+	// seats API Priority and Fairness shares among its priority levels (it must be
+	// positive); without, they bound the read-only and the mutating requests served at
+	// once (0: unlimited), beyond which requests get 429 TooManyRequests with
+	// Retry-After.
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
+	// EnablePriorityAndFairness classifies and queues requests by the FlowSchemas and
+	// PriorityLevelConfigurations (API Priority and Fairness, k8s.io/apiserver's
+	// utilflowcontrol) in place of the max-in-flight limits, as kube-apiserver's
+	// --enable-priority-and-fairness; ConfigFromPKI sets kube's default, true.
+	EnablePriorityAndFairness bool
 	// EtcdCompactionInterval is how often etcd's history is compacted, so it keeps one to
 	// two intervals of it (kube-apiserver's --etcd-compaction-interval); 0 never
 	// compacts. ConfigFromPKI sets kube's default, etcd3.DefaultCompactionInterval.
@@ -216,6 +224,7 @@ func ConfigFromPKI(dir string, etcd *clientv3.Client) (Config, error) {
 
 		MaxRequestsInFlight:         DefaultMaxRequestsInFlight,
 		MaxMutatingRequestsInFlight: DefaultMaxMutatingRequestsInFlight,
+		EnablePriorityAndFairness:   true,
 		EtcdCompactionInterval:      etcd3.DefaultCompactionInterval,
 	}, nil
 }
@@ -226,6 +235,9 @@ type APIServer struct {
 	handler           http.Handler
 	namespaces        *namespace.REST
 	caches            []*cacher.Cacher
+	countedCaches     []countedCache       // the built-in resources' caches, by resource
+	loopback          *loopback            // nil without flow control
+	flowControl       *priorityAndFairness // nil: max-in-flight
 	tlsConfig         *tls.Config
 	eventSink         *eventsink.Sink
 	authCallout       *natsauth.Responder // nil: no callout answered
@@ -338,6 +350,15 @@ func New(cfg Config) (_ *APIServer, err error) {
 	}
 	secrets, events := stores[corev1.Resource("secrets")], stores[corev1.Resource("events")]
 	authenticator := authentication.Union{authentication.X509{}}
+	if cfg.EnablePriorityAndFairness {
+		// API Priority and Fairness's config controller reads and writes its objects
+		// through the apiserver's own loopback, as in kube.
+		s.loopback = newLoopback()
+		authenticator = authentication.Union{s.loopback, authentication.X509{}}
+		if s.flowControl, err = newPriorityAndFairness(s.loopback.config(), cfg.MaxRequestsInFlight+cfg.MaxMutatingRequestsInFlight); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.BootstrapTokenFile != "" {
 		authenticator = append(authenticator, &authentication.BootstrapTokens{Path: cfg.BootstrapTokenFile})
 	}
@@ -391,9 +412,17 @@ func New(cfg Config) (_ *APIServer, err error) {
 	admissionChain.Validating = append(admissionChain.Validating, webhooks.Validating(),
 		admission.NewResourceQuota(quotas, quotas.WithStrategy(resourcequota.StatusStrategy{})))
 	// Requests and the events the sink takes from NATS share one registry of metrics and
-	// one max-in-flight limit.
+	// one limit: API Priority and Fairness, or max-in-flight.
 	metrics := prometheus.NewRegistry()
-	inFlight := endpoints.NewMaxInFlight(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, metrics)
+	var seats eventsink.Seats
+	var inFlight *endpoints.MaxInFlight
+	var flowControl *endpoints.FlowControl
+	if s.flowControl != nil {
+		seats, flowControl = s.flowControl, s.flowControl.handlerConfig()
+	} else {
+		inFlight = endpoints.NewMaxInFlight(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, metrics)
+		seats = inFlight
+	}
 	if s.customResources, err = apiextensions.New(apiextensions.Config{Stores: stores, NewStorage: s.customResourceStorage(cfg),
 		ServiceResolver: resolver,
 		TracerProvider:  cfg.TracerProvider,
@@ -424,6 +453,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 		Ready:         s.ready,
 		Metrics:       metrics,
 		InFlight:      inFlight,
+		FlowControl:   flowControl,
 		// Service-account issuer discovery.
 		ServiceAccountDiscovery: &discovery,
 		// Custom resources, as their CRDs come and go.
@@ -436,7 +466,7 @@ func New(cfg Config) (_ *APIServer, err error) {
 	s.handler = tracing.Handler(s.handler, cfg.TracerProvider, "apiserver")
 	if cfg.NATSURL != "" {
 		if s.eventSink, err = eventsink.New(eventsink.Config{NATSURL: cfg.NATSURL, TLS: cfg.NATSTLS, Events: events,
-			Authorizer: authorizer, Admission: admissionChain, Seats: inFlight, Registerer: metrics}); err != nil {
+			Authorizer: authorizer, Admission: admissionChain, Seats: seats, Registerer: metrics}); err != nil {
 			return nil, err
 		}
 		if s.authCallout, err = newAuthCallout(cfg); err != nil {
@@ -598,6 +628,7 @@ func (s *APIServer) storage(etcd *clientv3.Client, d *registry.Descriptor) (stor
 		return nil, fmt.Errorf("watch cache: %w", err)
 	}
 	s.caches = append(s.caches, c)
+	s.countedCaches = append(s.countedCaches, countedCache{resource: d.GroupResource(), cache: c})
 	return c, nil
 }
 
@@ -776,6 +807,20 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		s.runFlowcontrolBootstrap(ctx)
 	}()
 	defer func() { <-flowcontrolDone }()
+	if s.flowControl != nil {
+		loopbackDone := make(chan struct{})
+		go func() {
+			defer close(loopbackDone)
+			s.loopback.serve(ctx, s.handler)
+		}()
+		defer func() { <-loopbackDone }()
+		flowControlDone := make(chan struct{})
+		go func() {
+			defer close(flowControlDone)
+			s.flowControl.run(ctx, s.countedCaches)
+		}()
+		defer func() { <-flowControlDone }()
+	}
 	policyStatusDone := make(chan struct{})
 	go func() {
 		defer close(policyStatusDone)

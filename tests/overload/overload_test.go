@@ -1,7 +1,9 @@
 // Package overload floods the all-in-one skiff (the binary `make run` starts) with
-// read-only requests from one user and checks that the apiserver sheds them with 429
-// TooManyRequests and Retry-After (its --max-requests-inflight limit) while the nodes'
-// kubelets keep renewing their Leases: no node goes NotReady and nothing crashes.
+// read-only requests from one service account and checks that the apiserver's API
+// Priority and Fairness sheds them with 429 TooManyRequests and Retry-After from that
+// user's own priority level (workload-low, by the service-accounts FlowSchema) while
+// the nodes' kubelets keep renewing their Leases (node-high) and the scheduler keeps
+// binding pods (workload-high): no node goes NotReady and nothing crashes.
 package overload
 
 import (
@@ -19,6 +21,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -71,6 +74,12 @@ func TestListFloodFromOneUser(t *testing.T) {
 		return true, ""
 	})
 
+	// The probe pods need the default ServiceAccount (the controller-manager makes it).
+	eventually(t, time.Minute, func() (bool, string) {
+		_, err := c.Client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+
 	// Something to list: 100 ConfigMaps of 4 KiB.
 	for i := range 100 {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("flood-%d", i)},
@@ -91,10 +100,17 @@ func TestListFloodFromOneUser(t *testing.T) {
 	time.Sleep(baselineDuration)
 
 	start := time.Now()
+	// The scheduler is asked to bind a pod every schedulingProbeInterval of the flood.
+	scheduling := &schedulingProbe{client: c.Client, created: map[string]time.Time{}, bound: map[string]time.Time{}}
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	probeDone := make(chan struct{})
+	go func() { defer close(probeDone); scheduling.run(probeCtx, start.Add(floodDuration)) }()
 	res := flood(ctx, flooder, c.RESTConfig.Host+"/api/v1/configmaps")
 	end := time.Now()
 	stopMon()
 	<-monDone
+	stopProbe()
+	<-probeDone
 
 	select {
 	case <-c.Exited:
@@ -119,6 +135,20 @@ func TestListFloodFromOneUser(t *testing.T) {
 			count, gap := mon.renewalsIn(n, w.from, w.to)
 			t.Logf("%s: lease %s renewed %d times, largest renewTime gap %v", w.name, n, count, gap.Round(time.Millisecond))
 		}
+	}
+	names := pfNames(t, ctx, c.Client)
+	for cl, n := range res.classifiedCounts() {
+		t.Logf("flood: %d responses %d classified by FlowSchema %s, priority level %s", n, cl.code, names[cl.flowSchema], names[cl.priority])
+		if cl.code == http.StatusTooManyRequests && (names[cl.flowSchema] != "service-accounts" || names[cl.priority] != "workload-low") {
+			t.Errorf("%d 429s classified by FlowSchema %q, priority level %q; want the flooding service account's service-accounts and workload-low", n, names[cl.flowSchema], names[cl.priority])
+		}
+	}
+	for _, p := range scheduling.results() {
+		if p.bound.IsZero() {
+			t.Errorf("pod %s, created %v into the flood, was not bound by its end", p.name, p.created.Sub(start).Round(time.Second))
+			continue
+		}
+		t.Logf("pod %s, created %v into the flood, bound in %v", p.name, p.created.Sub(start).Round(time.Second), p.bound.Sub(p.created).Round(time.Millisecond))
 	}
 	if res.tooMany.Load() == 0 {
 		t.Errorf("the flood saw no 429")
@@ -148,7 +178,8 @@ func TestListFloodFromOneUser(t *testing.T) {
 }
 
 // floodClient is an HTTP client authenticating as the service account default/flood,
-// allowed to list ConfigMaps cluster-wide: an ordinary user, not exempt from the limit.
+// allowed to list ConfigMaps cluster-wide: an ordinary service account, whose requests
+// the service-accounts FlowSchema puts in the workload-low priority level.
 func floodClient(t *testing.T, ctx context.Context, c *skifftest.Cluster) *http.Client {
 	t.Helper()
 	sa, err := c.Client.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "flood"}}, metav1.CreateOptions{})
@@ -210,6 +241,15 @@ type floodResult struct {
 	mu                                         sync.Mutex
 	other                                      map[int]int
 	firstErr                                   error
+	// classified counts the responses by status and the FlowSchema and priority level
+	// UIDs their X-Kubernetes-PF-* headers name.
+	classified map[classification]int
+}
+
+// classification is a response's status and API Priority and Fairness headers.
+type classification struct {
+	code                 int
+	flowSchema, priority string
 }
 
 func (r *floodResult) total() int64 {
@@ -232,6 +272,16 @@ func (r *floodResult) otherStatuses() map[int]int {
 	return maps(r.other)
 }
 
+func (r *floodResult) classifiedCounts() map[classification]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[classification]int, len(r.classified))
+	for k, v := range r.classified {
+		out[k] = v
+	}
+	return out
+}
+
 func (r *floodResult) firstTransportError() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -249,7 +299,7 @@ func maps(m map[int]int) map[int]int {
 // flood runs floodClients loops of GET url for floodDuration. A 429 is not retried
 // after Retry-After: the flood is a client that ignores it.
 func flood(ctx context.Context, client *http.Client, url string) *floodResult {
-	res := &floodResult{other: map[int]int{}}
+	res := &floodResult{other: map[int]int{}, classified: map[classification]int{}}
 	deadline := time.Now().Add(floodDuration)
 	var wg sync.WaitGroup
 	for range floodClients {
@@ -270,6 +320,12 @@ func flood(ctx context.Context, client *http.Client, url string) *floodResult {
 				}
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
+				c := classification{code: resp.StatusCode,
+					flowSchema: resp.Header.Get(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID),
+					priority:   resp.Header.Get(flowcontrolv1.ResponseHeaderMatchedPriorityLevelConfigurationUID)}
+				res.mu.Lock()
+				res.classified[c]++
+				res.mu.Unlock()
 				switch resp.StatusCode {
 				case http.StatusOK:
 					res.ok.Add(1)
@@ -290,10 +346,10 @@ func flood(ctx context.Context, client *http.Client, url string) *floodResult {
 	return res
 }
 
-// leaseMonitor watches the nodes' Leases as the admin (watches are not counted by the
-// limit), so it sees every renewal however slow a LIST would be; every 500 ms it GETs
-// one Lease and the Nodes as the admin (exempt from the limit, as kubelets are),
-// recording the GET's latency and any node that is not Ready.
+// leaseMonitor watches the nodes' Leases as the admin (system:masters: API Priority and
+// Fairness's exempt level), so it sees every renewal however slow a LIST would be;
+// every 500 ms it GETs one Lease and the Nodes as the admin, recording the GET's latency
+// and any node that is not Ready.
 type leaseMonitor struct {
 	client kubernetes.Interface
 	nodes  []string
@@ -429,6 +485,117 @@ func nodeReady(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// pfNames maps the UIDs of the FlowSchemas and PriorityLevelConfigurations to their
+// names.
+func pfNames(t *testing.T, ctx context.Context, client kubernetes.Interface) map[string]string {
+	t.Helper()
+	names := map[string]string{}
+	schemas, err := client.FlowcontrolV1().FlowSchemas().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fs := range schemas.Items {
+		names[string(fs.UID)] = fs.Name
+	}
+	levels, err := client.FlowcontrolV1().PriorityLevelConfigurations().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pl := range levels.Items {
+		names[string(pl.UID)] = pl.Name
+	}
+	return names
+}
+
+// schedulingProbeInterval is how often schedulingProbe creates a pod.
+const schedulingProbeInterval = 5 * time.Second
+
+// schedulingProbe creates a pod (as the admin) every schedulingProbeInterval until
+// schedulingProbeInterval before deadline and records when the scheduler binds each,
+// from a watch of the probe pods.
+type schedulingProbe struct {
+	client kubernetes.Interface
+
+	mu      sync.Mutex
+	names   []string
+	created map[string]time.Time
+	bound   map[string]time.Time
+}
+
+type scheduledPod struct {
+	name           string
+	created, bound time.Time
+}
+
+func (p *schedulingProbe) run(ctx context.Context, deadline time.Time) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		p.watch(ctx)
+	}()
+	for i := 0; time.Now().Add(schedulingProbeInterval).Before(deadline); i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(schedulingProbeInterval):
+		}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("flood-probe-%d", i), Labels: map[string]string{"probe": "flood"}},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
+		}
+		at := time.Now()
+		if _, err := p.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			continue
+		}
+		p.mu.Lock()
+		p.names = append(p.names, pod.Name)
+		p.created[pod.Name] = at
+		p.mu.Unlock()
+	}
+	<-ctx.Done()
+}
+
+// watch records the first time each probe pod is seen with a node.
+func (p *schedulingProbe) watch(ctx context.Context) {
+	rv := ""
+	for ctx.Err() == nil {
+		w, err := p.client.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{LabelSelector: "probe=flood", ResourceVersion: rv})
+		if err != nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			rv = pod.ResourceVersion
+			if pod.Spec.NodeName == "" {
+				continue
+			}
+			p.mu.Lock()
+			if _, seen := p.bound[pod.Name]; !seen {
+				p.bound[pod.Name] = time.Now()
+			}
+			p.mu.Unlock()
+		}
+		w.Stop()
+	}
+}
+
+func (p *schedulingProbe) results() []scheduledPod {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]scheduledPod, 0, len(p.names))
+	for _, n := range p.names {
+		out = append(out, scheduledPod{name: n, created: p.created[n], bound: p.bound[n]})
+	}
+	return out
 }
 
 // startSkiff runs the skiff binary on free ports with node name "overload" and warnings

@@ -22,7 +22,8 @@ func TestValidate(t *testing.T) {
 	if err := NewOptions().Validate(); err != nil {
 		t.Errorf("Validate of the defaults = %v", err)
 	}
-	for _, args := range [][]string{{"--advertise-address=apiserver.local"}, {"--profiling"}} {
+	for _, args := range [][]string{{"--advertise-address=apiserver.local"}, {"--profiling"},
+		{"--max-requests-inflight=0", "--max-mutating-requests-inflight=0"}} {
 		o := NewOptions()
 		flagtest.Parse(t, o.AddFlags, args...)
 		var usage componentbase.UsageError

@@ -68,9 +68,15 @@ type Options struct {
 	// AdvertiseAddress is the IP the kubernetes Service's endpoints point at
 	// (--advertise-address); "" means the host's default-route address.
 	AdvertiseAddress string
-	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound the requests served at
-	// once (--max-requests-inflight, --max-mutating-requests-inflight; 0 = unlimited).
+	// MaxRequestsInFlight and MaxMutatingRequestsInFlight (--max-requests-inflight,
+	// --max-mutating-requests-inflight): their sum is API Priority and Fairness's
+	// server concurrency limit; with it disabled, they bound the read-only and the
+	// mutating requests served at once (0 = unlimited).
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
+	// EnablePriorityAndFairness (--enable-priority-and-fairness) queues and dispatches
+	// requests by the FlowSchemas and PriorityLevelConfigurations in place of the
+	// max-in-flight limits.
+	EnablePriorityAndFairness bool
 	// EtcdCompactionInterval is how often etcd's history is compacted
 	// (--etcd-compaction-interval; 0 = never).
 	EtcdCompactionInterval time.Duration
@@ -92,6 +98,7 @@ func NewOptions() *Options {
 		ServiceNodePortRange:        apiserver.DefaultServiceNodePortRange,
 		MaxRequestsInFlight:         apiserver.DefaultMaxRequestsInFlight,
 		MaxMutatingRequestsInFlight: apiserver.DefaultMaxMutatingRequestsInFlight,
+		EnablePriorityAndFairness:   true,
 		EtcdCompactionInterval:      etcd3.DefaultCompactionInterval,
 		Serving:                     serving.NewOptions(""),
 	}
@@ -118,21 +125,26 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", o.ServiceClusterIPRange, "CIDR Service ClusterIPs are allocated from; its first address is the kubernetes Service's")
 	fs.StringVar(&o.ServiceNodePortRange, "service-node-port-range", o.ServiceNodePortRange, "port range NodePorts are allocated from, e.g. 30000-32767")
 	fs.StringVar(&o.AdvertiseAddress, "advertise-address", o.AdvertiseAddress, "IP the kubernetes Service's endpoints point at (default: the host's default-route address)")
-	fs.IntVar(&o.MaxRequestsInFlight, "max-requests-inflight", o.MaxRequestsInFlight, "read-only requests (get, list) served at once; beyond, 429 (0 = unlimited; watches, streams, nodes and the control plane are not counted)")
-	fs.IntVar(&o.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", o.MaxMutatingRequestsInFlight, "mutating requests served at once; beyond, 429 (0 = unlimited)")
+	fs.IntVar(&o.MaxRequestsInFlight, "max-requests-inflight", o.MaxRequestsInFlight, "with --max-mutating-requests-inflight, the seats API Priority and Fairness shares among its priority levels (their sum); with it disabled, the read-only requests (get, list) served at once, beyond which 429 (0 = unlimited; watches, streams and system:masters are not counted)")
+	fs.IntVar(&o.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", o.MaxMutatingRequestsInFlight, "added to --max-requests-inflight as API Priority and Fairness's seats; with it disabled, the mutating requests served at once, beyond which 429 (0 = unlimited)")
+	fs.BoolVar(&o.EnablePriorityAndFairness, "enable-priority-and-fairness", o.EnablePriorityAndFairness, "if true, replace the max-in-flight handler with one that queues and dispatches requests with priority and fairness (FlowSchemas, PriorityLevelConfigurations)")
 	fs.DurationVar(&o.EtcdCompactionInterval, "etcd-compaction-interval", o.EtcdCompactionInterval, "how often etcd's history is compacted; reads and watches older than one to two intervals get 410 (0 = never)")
 	o.Serving.AddFlags(fs)
 }
 
 // Validate reports the first flag value the apiserver refuses, as a
-// componentbase.UsageError (exit 2): the logging and serving options, or an
-// --advertise-address that is not an IP.
+// componentbase.UsageError (exit 2): the logging and serving options, an
+// --advertise-address that is not an IP, or in-flight limits that add up to nothing
+// while API Priority and Fairness is enabled (kube-apiserver's message).
 func (o *Options) Validate() error {
 	if err := o.Serving.Validate(); err != nil {
 		return componentbase.Usagef(err)
 	}
 	if o.AdvertiseAddress != "" && net.ParseIP(o.AdvertiseAddress) == nil {
 		return componentbase.Usagef(fmt.Errorf("--advertise-address %q is not an IP", o.AdvertiseAddress))
+	}
+	if o.EnablePriorityAndFairness && o.MaxRequestsInFlight+o.MaxMutatingRequestsInFlight <= 0 {
+		return componentbase.Usagef(fmt.Errorf("invalid configuration: MaxRequestsInFlight=%d and MaxMutatingRequestsInFlight=%d; they must add up to something positive", o.MaxRequestsInFlight, o.MaxMutatingRequestsInFlight))
 	}
 	return nil
 }
@@ -223,6 +235,7 @@ func (o *Options) Config(ctx context.Context) (_ *Config, err error) {
 	api.ServiceAccountIssuer = o.ServiceAccountIssuer
 	api.ServiceAccountJWKSURI = o.ServiceAccountJWKSURI
 	api.MaxRequestsInFlight, api.MaxMutatingRequestsInFlight = o.MaxRequestsInFlight, o.MaxMutatingRequestsInFlight
+	api.EnablePriorityAndFairness = o.EnablePriorityAndFairness
 	api.EtcdCompactionInterval = o.EtcdCompactionInterval
 	if o.NATSAuthCalloutKeyFile != "" {
 		api.NATSAuthCalloutSeedFile = o.NATSAuthCalloutKeyFile

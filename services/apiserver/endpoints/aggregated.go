@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 
 	"skiff.dev/services/apiserver/authorization"
 )
@@ -82,6 +83,9 @@ func (a *aggregatedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r = r.WithContext(genericapirequest.WithRequestInfo(r.Context(), info))
 	}
+	// The extension server serves it: a watch's initialization is its business, so
+	// API Priority and Fairness frees the seat now (kube-aggregator's RequestDelegated).
+	utilflowcontrol.RequestDelegated(r.Context())
 	// Upgrades (exec-like streams of an extension server) hijack through the middleware.
 	h.ServeHTTP(&hijackableWriter{ResponseWriter: w, rc: http.NewResponseController(w)}, r)
 }

@@ -13,10 +13,10 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 )
 
-// TestMaxInFlightRejectsBeyondTheLimitAndExemptsTheControlPlane holds one mutating request
+// TestMaxInFlightRejectsBeyondTheLimitAndExemptsOnlyMasters holds one mutating request
 // from a plain user in flight with a limit of one, then sends the next requests while it
-// is held.
-func TestMaxInFlightRejectsBeyondTheLimitAndExemptsTheControlPlane(t *testing.T) {
+// is held: as kube's WithMaxInFlightLimit, only system:masters is exempt.
+func TestMaxInFlightRejectsBeyondTheLimitAndExemptsOnlyMasters(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMaxInFlight(1, 1, reg)
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -51,12 +51,10 @@ func TestMaxInFlightRejectsBeyondTheLimitAndExemptsTheControlPlane(t *testing.T)
 		{"a plain user's next mutating request is refused", "POST", "/api/v1/namespaces/default/configmaps", alice, http.StatusTooManyRequests},
 		{"a plain user's delete counts as mutating", "DELETE", "/api/v1/namespaces/default/configmaps/a", alice, http.StatusTooManyRequests},
 		{"a read-only request has its own semaphore", "GET", "/api/v1/namespaces/default/configmaps", alice, http.StatusOK},
-		{"a node renewing its Lease gets through", "PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/node-a",
-			&user.DefaultInfo{Name: "system:node:node-a", Groups: []string{user.NodesGroup, user.AllAuthenticated}}, http.StatusOK},
+		{"a node renewing its Lease is counted as anyone", "PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/node-a",
+			&user.DefaultInfo{Name: "system:node:node-a", Groups: []string{user.NodesGroup, user.AllAuthenticated}}, http.StatusTooManyRequests},
+		{"the scheduler is counted as anyone", "POST", "/api/v1/namespaces/default/pods/p/binding", &user.DefaultInfo{Name: user.KubeScheduler}, http.StatusTooManyRequests},
 		{"system:masters gets through", "POST", "/api/v1/namespaces", &user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}}, http.StatusOK},
-		{"the scheduler gets through", "POST", "/api/v1/namespaces/default/pods/p/binding", &user.DefaultInfo{Name: user.KubeScheduler}, http.StatusOK},
-		{"the controller-manager gets through", "POST", "/api/v1/namespaces/default/pods", &user.DefaultInfo{Name: user.KubeControllerManager}, http.StatusOK},
-		{"the csr-signer gets through", "PUT", "/apis/certificates.k8s.io/v1/certificatesigningrequests/c/status", &user.DefaultInfo{Name: "system:skiff:csr-signer"}, http.StatusOK},
 		{"exec is long-running and not counted", "POST", "/api/v1/namespaces/default/pods/p/exec", alice, http.StatusOK},
 		{"a configmap named exec is counted", "POST", "/api/v1/namespaces/default/configmaps/exec", alice, http.StatusTooManyRequests},
 	}
@@ -118,84 +116,41 @@ func TestIsLongRunning(t *testing.T) {
 	}
 }
 
-// TestMaxInFlightUserShare: with a read-only limit of 8, one user may hold 2 seats; while
-// alice holds them her next read is refused and bob's is served.
-func TestMaxInFlightUserShare(t *testing.T) {
-	m := NewMaxInFlight(8, 8, prometheus.NewRegistry())
-	entered, release := make(chan struct{}), make(chan struct{})
-	h := m.filter(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("hold") == "true" {
-			entered <- struct{}{}
-			<-release
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	send := func(url, name string) int {
-		r := httptest.NewRequest("GET", url, nil)
-		r = r.WithContext(genericapirequest.WithUser(r.Context(), &user.DefaultInfo{Name: name, Groups: []string{user.AllAuthenticated}}))
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, r)
-		return rec.Code
-	}
-	done := make(chan int, 2)
-	for range 2 {
-		go func() { done <- send("/api/v1/configmaps?hold=true", "alice") }()
-		<-entered
-	}
-	if code := send("/api/v1/configmaps", "alice"); code != http.StatusTooManyRequests {
-		t.Errorf("alice's third read: %d, want 429", code)
-	}
-	if code := send("/api/v1/configmaps", "bob"); code != http.StatusOK {
-		t.Errorf("bob's read while alice holds her share: %d, want 200", code)
-	}
-	close(release)
-	for range 2 {
-		if code := <-done; code != http.StatusOK {
-			t.Errorf("held read: %d", code)
-		}
-	}
-	if code := send("/api/v1/configmaps", "alice"); code != http.StatusOK {
-		t.Errorf("alice's read after hers finished: %d, want 200", code)
-	}
-}
-
 // TestTakeSeatIsTheFiltersLimit: the event sink takes its seats from the same limit as
-// requests: a user's share is shared between its requests and its events, and the exempt
-// take none.
+// requests, and system:masters takes none.
 func TestTakeSeatIsTheFiltersLimit(t *testing.T) {
-	m := NewMaxInFlight(8, 4, prometheus.NewRegistry()) // a user's share: 1 mutating seat
+	m := NewMaxInFlight(1, 1, prometheus.NewRegistry())
 	proxy := &user.DefaultInfo{Name: "system:kube-proxy", Groups: []string{user.AllAuthenticated}}
-	release, ok := m.TakeSeat(proxy, true)
+	createEvent := &genericapirequest.RequestInfo{IsResourceRequest: true, Verb: "create", APIVersion: "v1", Resource: "events", Namespace: "default"}
+	release, ok := m.TakeSeat(proxy, createEvent)
 	if !ok {
 		t.Fatal("first seat refused")
 	}
 	if got := testutil.ToFloat64(m.current.WithLabelValues("mutating")); got != 1 {
 		t.Errorf("mutating in flight = %v, want 1", got)
 	}
-	if _, ok := m.TakeSeat(proxy, true); ok {
-		t.Error("a second mutating seat beyond the user's share was given")
+	if _, ok := m.TakeSeat(proxy, createEvent); ok {
+		t.Error("a second mutating seat beyond the limit was given")
 	}
 	h := m.filter(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 	r := httptest.NewRequest("POST", "/api/v1/namespaces/default/events", nil)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, r.WithContext(genericapirequest.WithUser(r.Context(), proxy)))
 	if rec.Code != http.StatusTooManyRequests {
-		t.Errorf("the user's POST while its event holds its seat: %d, want 429", rec.Code)
+		t.Errorf("a POST while the event holds the seat: %d, want 429", rec.Code)
 	}
-	if _, ok := m.TakeSeat(proxy, false); !ok {
+	if _, ok := m.TakeSeat(proxy, &genericapirequest.RequestInfo{IsResourceRequest: true, Verb: "list", APIVersion: "v1", Resource: "events"}); !ok {
 		t.Error("a read-only seat was refused: it has its own limit")
 	}
-	node := &user.DefaultInfo{Name: "system:node:node-a", Groups: []string{user.NodesGroup, user.AllAuthenticated}}
-	for range 8 {
-		if _, ok := m.TakeSeat(node, true); !ok {
-			t.Fatal("a node was refused a seat: nodes are exempt")
-		}
+	admin := &user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}}
+	if _, ok := m.TakeSeat(admin, createEvent); !ok {
+		t.Error("system:masters was refused a seat: it is exempt")
 	}
 	release()
 	if got := testutil.ToFloat64(m.current.WithLabelValues("mutating")); got != 0 {
 		t.Errorf("mutating in flight after release = %v, want 0 (exempt seats are not counted)", got)
 	}
-	if _, ok := m.TakeSeat(proxy, true); !ok {
-		t.Error("the user's seat was not given back")
+	if _, ok := m.TakeSeat(proxy, createEvent); !ok {
+		t.Error("the seat was not given back")
 	}
 }

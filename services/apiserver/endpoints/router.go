@@ -65,8 +65,13 @@ type Config struct {
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
 	// InFlight, when set, is the limit requests share with the apiserver's other writers
 	// (the event sink), and MaxRequestsInFlight and MaxMutatingRequestsInFlight are not
-	// read; nil builds one of them.
+	// read; nil builds one of them. Not used with FlowControl.
 	InFlight *MaxInFlight
+	// FlowControl, when set, is API Priority and Fairness, in place of the max-in-flight
+	// limits (kube-apiserver's --enable-priority-and-fairness, its default): requests
+	// are classified and queued by the FlowSchemas and PriorityLevelConfigurations, and
+	// the controller's debug dumps are served under /debug/api_priority_and_fairness/.
+	FlowControl *FlowControl
 	// Dynamic, when set, serves the groups that come and go while the apiserver runs:
 	// custom resources (package apiextensions).
 	Dynamic DynamicAPI
@@ -98,11 +103,22 @@ func NewHandler(cfg Config) http.Handler {
 	if cfg.OpenAPIDefinitions == nil {
 		panic("endpoints: Config.OpenAPIDefinitions is required")
 	}
-	inflight := cfg.InFlight
-	if inflight == nil {
-		inflight = NewMaxInFlight(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, cfg.Metrics)
+	// kube's chain: authentication, impersonation, then API Priority and Fairness (or
+	// max-in-flight), then authorization.
+	var limit func(http.Handler) http.Handler
+	if cfg.FlowControl != nil {
+		limit = func(next http.Handler) http.Handler { return withRequestInfo(cfg.FlowControl.filter(next)) }
+	} else {
+		inflight := cfg.InFlight
+		if inflight == nil {
+			inflight = NewMaxInFlight(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, cfg.Metrics)
+		}
+		limit = inflight.filter
 	}
-	r.Use(recoverPanics, logRequests, withAuthentication(cfg.Authenticator), withImpersonation(cfg.Authorizer), inflight.filter, withNonResourceAuthorization(cfg.Authorizer))
+	r.Use(recoverPanics, logRequests, withAuthentication(cfg.Authenticator), withImpersonation(cfg.Authorizer), limit, withNonResourceAuthorization(cfg.Authorizer))
+	if cfg.FlowControl != nil {
+		cfg.FlowControl.installDebug(r)
+	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, notFoundPath(r.URL.Path)) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apierrors.NewMethodNotSupported(metav1.SchemeGroupVersion.WithResource("").GroupResource(), r.Method))
@@ -125,7 +141,11 @@ func NewHandler(cfg Config) http.Handler {
 			_, _ = w.Write(d.JWKS)
 		})
 	}
-	r.Handle("/metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
+	var gatherer prometheus.Gatherer = cfg.Metrics
+	if cfg.FlowControl != nil {
+		gatherer = prometheus.Gatherers{cfg.Metrics, flowcontrolMetrics{}}
+	}
+	r.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	r.Get("/healthz", ok)
 	r.Get("/livez", ok)
 	r.Get("/readyz", func(w http.ResponseWriter, req *http.Request) {

@@ -10,7 +10,8 @@
 // (natsauth.ParseEventSubject), whom NATS's permissions let publish there and nobody
 // else; the sink authorizes that user to create it (the apiserver's authorizer), admits
 // it (the apiserver's admission chain, NodeRestriction's rule on events included) and
-// takes a seat of the apiserver's max-in-flight limit before writing. An event refused
+// takes a seat of the apiserver's request limit (API Priority and Fairness, or
+// max-in-flight) before writing. An event refused
 // is dropped and counted in skiff_apiserver_eventsink_refused_events_total.
 //
 // Every apiserver replica binds to the same durable pull consumer, so JetStream hands
@@ -111,20 +112,22 @@ type Config struct {
 	// Admission, when set, admits each event as a POST of it by its publisher would be
 	// (the apiserver's chain: NamespaceLifecycle, NodeRestriction, ...).
 	Admission admission.Interface
-	// Seats, when set, is the apiserver's max-in-flight limit: each event holds a
-	// mutating seat of its publisher while it is admitted and written, as its POST
-	// would, and waits for redelivery when there is none.
+	// Seats, when set, is the apiserver's limit on requests served at once (API
+	// Priority and Fairness, or max-in-flight): each event holds a seat, classified as
+	// its publisher's POST of it would be, while it is admitted and written, and waits
+	// for redelivery when it gets none.
 	Seats Seats
 	// Registerer receives skiff_apiserver_eventsink_refused_events_total; nil registers
 	// it nowhere.
 	Registerer prometheus.Registerer
 }
 
-// Seats is a max-in-flight limit (endpoints.MaxInFlight).
+// Seats is the apiserver's limit on requests served at once (endpoints.MaxInFlight, or
+// API Priority and Fairness).
 type Seats interface {
-	// TakeSeat takes a seat for one request of u, a mutating one or not; ok false means
-	// none is free for u now. release gives it back.
-	TakeSeat(u user.Info, mutating bool) (release func(), ok bool)
+	// TakeSeat takes a seat for one request of u that info describes; ok false means
+	// none is given to it now (the 429 its request would get). release gives it back.
+	TakeSeat(u user.Info, info *genericapirequest.RequestInfo) (release func(), ok bool)
 }
 
 // Sink consumes events from JetStream and persists them.
@@ -387,16 +390,19 @@ func shard(ev *corev1.Event, n int) int {
 const redeliveryDelay = time.Second
 
 // persist handles d as the apiserver handles a POST of its event by its publisher: a
-// max-in-flight seat, authorization, admission, then Record; it acknowledges d.msg once
+// seat (Seats), authorization, admission, then Record; it acknowledges d.msg once
 // the event is stored. An event refused (forbidden, rejected by admission, invalid) is
 // terminated and counted; one that met no seat or a failure a retry may cure is
 // delivered again after a delay.
 func (s *Sink) persist(ctx context.Context, d delivery) {
 	ev, name := d.ev, d.ev.Namespace+"/"+d.ev.Name
 	if s.cfg.Seats != nil {
-		release, ok := s.cfg.Seats.TakeSeat(d.publisher, true)
+		release, ok := s.cfg.Seats.TakeSeat(d.publisher, &genericapirequest.RequestInfo{
+			IsResourceRequest: true, Verb: "create", APIPrefix: "api", APIVersion: "v1",
+			Resource: "events", Namespace: ev.Namespace, Path: "/api/v1/namespaces/" + ev.Namespace + "/events",
+		})
 		if !ok {
-			s.log.Debug("no max-in-flight seat for an event; redelivery later", "event", name, "publisher", d.publisher.GetName())
+			s.log.Debug("no seat for an event; redelivery later", "event", name, "publisher", d.publisher.GetName())
 			_ = d.msg.NakWithDelay(redeliveryDelay)
 			return
 		}

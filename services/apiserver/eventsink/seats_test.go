@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"skiff.dev/services/apiserver/registry"
 	"skiff.dev/services/internal/natsauth"
@@ -22,10 +23,10 @@ import (
 	"skiff.dev/services/internal/pki"
 )
 
-// noSeats is a max-in-flight limit that is always full.
+// noSeats is a request limit that never gives a seat.
 type noSeats struct{ asked atomic.Int32 }
 
-func (n *noSeats) TakeSeat(user.Info, bool) (func(), bool) {
+func (n *noSeats) TakeSeat(user.Info, *genericapirequest.RequestInfo) (func(), bool) {
 	n.asked.Add(1)
 	return nil, false
 }
@@ -38,9 +39,9 @@ func (a mustNotAuthorize) Authorize(context.Context, authorizer.Attributes) (aut
 	return authorizer.DecisionDeny, "", nil
 }
 
-// TestAnEventWithoutASeatIsRedeliveredNotRefused: when the publisher has no
-// max-in-flight seat, as a POST would get 429, the sink neither writes nor drops the
-// event: JetStream delivers it again after a delay, and nothing is counted as refused.
+// TestAnEventWithoutASeatIsRedeliveredNotRefused: when the publisher gets no seat, as a
+// POST would get 429, the sink neither writes nor drops the event: JetStream delivers it
+// again after a delay, and nothing is counted as refused.
 func TestAnEventWithoutASeatIsRedeliveredNotRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pki")
 	if _, err := pki.Init(pki.InitOptions{Dir: dir}); err != nil {

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/watch"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 
 	"skiff.dev/services/apiserver/storage"
 )
@@ -232,6 +233,10 @@ func (w *cacheWatcher) run(ctx context.Context, initial []watch.Event, replay []
 			return
 		}
 	}
+	// The initial (or replayed) events are queued for the client: as kube's
+	// cacheWatcher, the watch's initialization is done for API Priority and Fairness,
+	// which frees the seat it was admitted with.
+	utilflowcontrol.WatchInitialized(ctx)
 	for {
 		select {
 		case e := <-w.input:

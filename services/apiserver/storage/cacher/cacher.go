@@ -199,6 +199,38 @@ func (c *Cacher) Ready() bool {
 	return c.ready
 }
 
+// Stats are how many objects the cache holds and their estimated average size in
+// bytes (the protobuf size of up to statsSample of them; 0 when they have no protobuf
+// form, as custom resources); ok is false until its first list (and after Stop). They
+// are kube's storage.Interface Stats, which API Priority and Fairness's list work
+// estimator reads.
+func (c *Cacher) Stats() (count int, averageSize int64, ok bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.ready || c.objects == nil {
+		return 0, 0, false
+	}
+	var sampled, total int64
+	for _, e := range c.objects.byKey {
+		if sampled == statsSample {
+			break
+		}
+		sized, isSized := e.obj.(interface{ Size() int })
+		if !isSized {
+			break
+		}
+		total += int64(sized.Size())
+		sampled++
+	}
+	if sampled > 0 {
+		averageSize = total / sampled
+	}
+	return len(c.objects.byKey), averageSize, true
+}
+
+// statsSample is how many objects Stats sizes.
+const statsSample = 100
+
 // Create delegates to Storage.
 func (c *Cacher) Create(ctx context.Context, key string, obj, out runtime.Object) error {
 	return c.cfg.Storage.Create(ctx, key, obj, out)

@@ -326,3 +326,21 @@ func mustRV(t *testing.T, rv string) uint64 {
 	}
 	return v
 }
+
+// TestStatsCountAndSizeTheCachedObjects: once ready, Stats counts the cached objects and
+// gives their average protobuf size, for API Priority and Fairness's list cost.
+func TestStatsCountAndSizeTheCachedObjects(t *testing.T) {
+	f := newFixture(t, nil)
+	var last *corev1.Pod
+	for _, name := range []string{"a", "b", "c"} {
+		last = f.create(name, "n1")
+	}
+	f.catchUp(last.ResourceVersion)
+	n, size, ok := f.cache.Stats()
+	if !ok || n != 3 {
+		t.Fatalf("Stats = %d objects, ok %v; want 3, true", n, ok)
+	}
+	if want := int64(last.Size()); size < want/2 || size > want*2 {
+		t.Errorf("average size %d, want about a pod's protobuf size, %d", size, want)
+	}
+}

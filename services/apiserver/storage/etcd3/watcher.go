@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 
 	"skiff.dev/services/apiserver/storage"
 )
@@ -84,6 +85,10 @@ func (s *Store) Watch(ctx context.Context, key string, opts storage.ListOptions)
 		done:      make(chan struct{}),
 	}
 	go w.run(ctx, start)
+	// Whether the watch has caught up is not known here: as kube's etcd3 watcher, it
+	// tells API Priority and Fairness at once that its initialization is done, so the
+	// seat it was admitted with is freed.
+	utilflowcontrol.WatchInitialized(ctx)
 	return w, nil
 }
 
