@@ -83,7 +83,7 @@ up() {
 		>"$cluster/skiff.out" 2>"$cluster/skiff.log" &
 	echo $! >"$cluster/skiff.pid"
 	local sock1=$cluster/skiff/containerd/containerd.sock
-	wait_for 60 "node 1's containerd" ctr -a "$sock1" version
+	wait_for 180 "node 1's containerd" ctr -a "$sock1" version
 	import "$sock1"
 	wait_for 120 "skiff's admin kubeconfig" grep -q '^export KUBECONFIG=' "$cluster/skiff.out"
 	cp "$(sed -n 's/^export KUBECONFIG=//p' "$cluster/skiff.out")" "$cluster/admin.kubeconfig"
@@ -94,7 +94,7 @@ up() {
 		--pod-infra-container-image "$pause" >"$cluster/node-2/containerd.out" 2>"$cluster/node-2/containerd.log" &
 	echo $! >"$cluster/node-2/containerd.pid"
 	local sock2=$cluster/node-2/containerd/containerd.sock
-	wait_for 60 "node 2's containerd" grep -q '^endpoint:' "$cluster/node-2/containerd.out"
+	wait_for 180 "node 2's containerd" grep -q '^endpoint:' "$cluster/node-2/containerd.out"
 	import "$sock2"
 
 	"$bin/skiff" token create --kubeconfig "$cluster/admin.kubeconfig" --ttl 1h \
