@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/component-helpers/storage/volume"
 	"k8s.io/utils/ptr"
 
@@ -462,23 +463,12 @@ func (pl *VolumeBinding) PreBind(ctx context.Context, state *framework.CycleStat
 	}
 	defer pl.release(pvs)
 	for _, b := range pvs.staticBindings {
-		pv, dirty, err := volume.GetBindVolumeToClaim(b.pv, b.pvc)
-		if err != nil {
-			return framework.AsStatus(err)
-		}
-		if dirty {
-			if _, err := pl.client.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
-				return framework.AsStatus(fmt.Errorf("binding volumes: %w", err))
-			}
+		if err := pl.bindVolume(ctx, b); err != nil {
+			return framework.AsStatus(fmt.Errorf("binding volumes: %w", err))
 		}
 	}
 	for _, pvc := range pvs.dynamicProvisions {
-		if pvc.Annotations[volume.AnnSelectedNode] == nodeName {
-			continue
-		}
-		claim := pvc.DeepCopy()
-		metav1.SetMetaDataAnnotation(&claim.ObjectMeta, volume.AnnSelectedNode, nodeName)
-		if _, err := pl.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Update(ctx, claim, metav1.UpdateOptions{}); err != nil {
+		if err := pl.selectNode(ctx, pvc, nodeName); err != nil {
 			return framework.AsStatus(fmt.Errorf("binding volumes: %w", err))
 		}
 	}
@@ -489,6 +479,60 @@ func (pl *VolumeBinding) PreBind(ctx context.Context, state *framework.CycleStat
 		return framework.AsStatus(fmt.Errorf("binding volumes: %w", err))
 	}
 	return nil
+}
+
+// bindVolume sets the volume's claimRef to the claim. The informer's copy may be
+// older than the apiserver's (the PV controller writes the volume's status): on a
+// conflict the volume is read again and bound if it is still free or already the
+// claim's.
+func (pl *VolumeBinding) bindVolume(ctx context.Context, b staticBinding) error {
+	current := b.pv
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pv, dirty, err := volume.GetBindVolumeToClaim(current, b.pvc)
+		if err != nil || !dirty {
+			return err
+		}
+		_, err = pl.client.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{})
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		latest, getErr := pl.client.CoreV1().PersistentVolumes().Get(ctx, b.pv.Name, metav1.GetOptions{})
+		if getErr != nil {
+			return getErr
+		}
+		if latest.Spec.ClaimRef != nil && !volume.IsVolumeBoundToClaim(latest, b.pvc) {
+			return fmt.Errorf("persistentvolume %q was bound to another claim meanwhile", latest.Name)
+		}
+		current = latest
+		return err
+	})
+}
+
+// selectNode sets volume.kubernetes.io/selected-node: nodeName on the claim. On a
+// conflict (the PV controller writes the claim's status) the claim is read again and
+// annotated if it is still the same, unbound claim.
+func (pl *VolumeBinding) selectNode(ctx context.Context, pvc *v1.PersistentVolumeClaim, nodeName string) error {
+	current := pvc
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if current.Annotations[volume.AnnSelectedNode] == nodeName {
+			return nil
+		}
+		claim := current.DeepCopy()
+		metav1.SetMetaDataAnnotation(&claim.ObjectMeta, volume.AnnSelectedNode, nodeName)
+		_, err := pl.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Update(ctx, claim, metav1.UpdateOptions{})
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		latest, getErr := pl.client.CoreV1().PersistentVolumeClaims(pvc.Namespace).Get(ctx, pvc.Name, metav1.GetOptions{})
+		if getErr != nil {
+			return getErr
+		}
+		if latest.UID != pvc.UID || latest.Spec.VolumeName != "" {
+			return fmt.Errorf("persistentvolumeclaim %q changed meanwhile", pvc.Namespace+"/"+pvc.Name)
+		}
+		current = latest
+		return err
+	})
 }
 
 // checkBindings reports whether every claim PreBind wrote for is bound, or an error
