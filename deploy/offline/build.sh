@@ -6,9 +6,17 @@
 #   nats:$NATS_VERSION                  nats-server (go install)
 #   jaegertracing/jaeger:$JAEGER_VERSION Jaeger v2 (wrapper module ./jaeger)
 #   coredns/coredns:$COREDNS_VERSION     CoreDNS, unmodified (go install)
+#   rancher/local-path-provisioner:$LOCAL_PATH_PROVISIONER_VERSION
+#                                        the provisioner of deploy/local-path-provisioner.yaml
+#                                        (go install)
+#   busybox:latest                       Debian's static busybox (scripts/busybox.sh), the
+#                                        image of local-path-provisioner's helper pods
 # An image whose tag already exists is kept: delete it (docker rmi) to rebuild it.
 # Binaries are static (CGO_ENABLED=0), built on the host; docker build needs no base
-# image but scratch. Usage: build.sh [etcd|nats|jaeger|coredns]... (default: all four)
+# image but scratch. For skiff's own containerd, import them with
+#   docker save NAME... | ctr -a skiff-data/containerd/containerd.sock -n k8s.io images import -
+# Usage: build.sh [etcd|nats|jaeger|coredns|local-path-provisioner|busybox]...
+# (default: etcd, nats, jaeger and coredns, what compose.yaml uses)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OFFLINE_BUILD_DIR:-$here/../.build/offline}
@@ -20,6 +28,8 @@ JAEGER_VERSION=2.13.0
 JAEGER_MODULE_VERSION=v1.76.0
 # COREDNS_VERSION is the Makefile's COREDNS_VERSION without its v (the official tags have none).
 COREDNS_VERSION=1.15.0
+# The version deploy/local-path-provisioner.yaml names.
+LOCAL_PATH_PROVISIONER_VERSION=v0.0.30
 
 export CGO_ENABLED=0 GOWORK=off GOFLAGS=-trimpath
 ldflags="-s -w"
@@ -88,6 +98,24 @@ build_coredns() {
 	image "$name" coredns.Dockerfile "$dir"
 }
 
+build_local_path_provisioner() {
+	local name=rancher/local-path-provisioner:$LOCAL_PATH_PROVISIONER_VERSION dir=$out/local-path-provisioner
+	present "$name" && return
+	mkdir -p "$dir"
+	# main.VERSION as the official build sets it (its --version).
+	GOBIN=$dir go install -ldflags "$ldflags -X main.VERSION=$LOCAL_PATH_PROVISIONER_VERSION" \
+		"github.com/rancher/local-path-provisioner@$LOCAL_PATH_PROVISIONER_VERSION"
+	image "$name" local-path-provisioner.Dockerfile "$dir"
+}
+
+build_busybox() {
+	local name=busybox:latest dir=$out/busybox
+	present "$name" && return
+	mkdir -p "$dir"
+	"$here/../../scripts/busybox.sh" "$dir/busybox"
+	image "$name" busybox.Dockerfile "$dir"
+}
+
 [ $# -gt 0 ] || set -- etcd nats jaeger coredns
 for what in "$@"; do
 	case $what in
@@ -95,8 +123,10 @@ for what in "$@"; do
 	nats) build_nats ;;
 	jaeger) build_jaeger ;;
 	coredns) build_coredns ;;
+	local-path-provisioner) build_local_path_provisioner ;;
+	busybox) build_busybox ;;
 	*)
-		echo "build.sh: unknown image $what (want etcd, nats, jaeger or coredns)" >&2
+		echo "build.sh: unknown image $what (want etcd, nats, jaeger, coredns, local-path-provisioner or busybox)" >&2
 		exit 2
 		;;
 	esac

@@ -48,7 +48,31 @@ func (s *Scheduler) addAllEventHandlers() error {
 	}); err != nil {
 		return fmt.Errorf("adding node handler: %w", err)
 	}
+	// A claim, volume or class that appears or changes may let a pod VolumeBinding
+	// rejected fit (a claim bound, a volume made available, a class created).
+	for event, informer := range map[string]toolscache.SharedIndexInformer{
+		queue.EventPersistentVolumeClaimChange: s.informers.Core().V1().PersistentVolumeClaims().Informer(),
+		queue.EventPersistentVolumeChange:      s.informers.Core().V1().PersistentVolumes().Informer(),
+		queue.EventStorageClassChange:          s.informers.Storage().V1().StorageClasses().Informer(),
+	} {
+		move := func() { s.queue.MoveAllToActiveOrBackoffQueue(event, nil) }
+		if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { move() },
+			UpdateFunc: func(any, any) { move() },
+		}); err != nil {
+			return fmt.Errorf("adding %s handler: %w", event, err)
+		}
+	}
 	return nil
+}
+
+// volumeInformers are the informers of VolumeBinding's claims, volumes and classes.
+func (s *Scheduler) volumeInformers() []toolscache.SharedIndexInformer {
+	return []toolscache.SharedIndexInformer{
+		s.informers.Core().V1().PersistentVolumeClaims().Informer(),
+		s.informers.Core().V1().PersistentVolumes().Informer(),
+		s.informers.Storage().V1().StorageClasses().Informer(),
+	}
 }
 
 // responsibleForPod reports whether this scheduler serves the pod's

@@ -246,17 +246,25 @@ func (s *Scheduler) selectHost(scores []framework.NodePluginScores) string {
 	return scores[best].Name
 }
 
-// bindingCycle binds the assumed pod. On failure it forgets the assumption
+// bindingCycle runs PreBind and binds the assumed pod. On failure it unreserves and forgets the assumption
 // (freeing the node for the pods parked behind it) and retries the pod with
 // backoff. Mirrors kube-scheduler's bindingCycle and handleBindingCycleError.
 func (s *Scheduler) bindingCycle(ctx context.Context, logger *slog.Logger, state *framework.CycleState, pInfo *framework.QueuedPodInfo, assumed *v1.Pod, result ScheduleResult, podCycle int64, start time.Time) {
 	// A bind failure is never "unschedulable", so the pod's in-flight
 	// bookkeeping can end now.
 	s.queue.Done(assumed.UID)
-	bindCtx, bindSpan := s.tracer.Start(ctx, "Bind", trace.WithAttributes(tracing.PodAttributes(assumed)...))
-	status := s.framework.RunBindPlugins(bindCtx, state, assumed, result.SuggestedHost)
-	tracing.RecordError(bindSpan, status.AsError())
-	bindSpan.End()
+	// PreBind readies the node's side (the pod's volumes bound or provisioned), then
+	// Bind writes the binding.
+	preBindCtx, preBindSpan := s.tracer.Start(ctx, "PreBind", trace.WithAttributes(tracing.PodAttributes(assumed)...))
+	status := s.framework.RunPreBindPlugins(preBindCtx, state, assumed, result.SuggestedHost)
+	tracing.RecordError(preBindSpan, status.AsError())
+	preBindSpan.End()
+	if status.IsSuccess() {
+		bindCtx, bindSpan := s.tracer.Start(ctx, "Bind", trace.WithAttributes(tracing.PodAttributes(assumed)...))
+		status = s.framework.RunBindPlugins(bindCtx, state, assumed, result.SuggestedHost)
+		tracing.RecordError(bindSpan, status.AsError())
+		bindSpan.End()
+	}
 	if err := s.cache.FinishBinding(assumed); err != nil {
 		logger.Error("finishing binding in the scheduler cache", "err", err)
 	}

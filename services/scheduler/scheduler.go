@@ -22,6 +22,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	policyinformers "k8s.io/client-go/informers/policy/v1"
 	"k8s.io/client-go/kubernetes"
@@ -38,6 +39,8 @@ import (
 	"skiff.dev/services/internal/tracing"
 	"skiff.dev/services/scheduler/framework"
 	"skiff.dev/services/scheduler/framework/plugins"
+	"skiff.dev/services/scheduler/framework/plugins/names"
+	"skiff.dev/services/scheduler/framework/plugins/volumebinding"
 	"skiff.dev/services/scheduler/framework/runtime"
 	internalcache "skiff.dev/services/scheduler/internal/cache"
 	"skiff.dev/services/scheduler/internal/queue"
@@ -94,6 +97,8 @@ type Scheduler struct {
 	nodeInformer        toolscache.SharedIndexInformer
 	// pdbInformer feeds preemption the PodDisruptionBudgets it tries not to violate.
 	pdbInformer toolscache.SharedIndexInformer
+	// informers holds the claims', volumes' and classes' informers.
+	informers informers.SharedInformerFactory
 	// nominator keeps the pods preemption nominated to nodes (the queue updates it).
 	nominator *queue.Nominator
 
@@ -112,6 +117,8 @@ type options struct {
 	backoffQFlushPeriod   time.Duration
 	unschedulableFlush    time.Duration
 	assumedPodTTL         time.Duration
+	// volumeBindTimeout bounds VolumeBinding's wait in PreBind.
+	volumeBindTimeout time.Duration
 	// apiTimeout bounds a status update, so a hung apiserver cannot stall
 	// the scheduling loop.
 	apiTimeout time.Duration
@@ -128,6 +135,7 @@ func defaultOptions() options {
 		backoffQFlushPeriod:   queue.DefaultBackoffQFlushPeriod,
 		unschedulableFlush:    queue.DefaultUnschedulableFlushPeriod,
 		assumedPodTTL:         internalcache.DefaultAssumedPodTTL,
+		volumeBindTimeout:     volumebinding.DefaultBindTimeout,
 		apiTimeout:            30 * time.Second,
 		logger:                slog.Default(),
 	}
@@ -162,9 +170,15 @@ func newScheduler(cfg Config, opts ...option) (*Scheduler, error) {
 	snapshot := internalcache.NewEmptySnapshot()
 	nominator := queue.NewNominator()
 	pdbInformer := policyinformers.NewPodDisruptionBudgetInformer(cfg.Client, metav1.NamespaceAll, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
-	fwk, err := runtime.NewFramework(context.Background(), plugins.NewInTreeRegistry(), plugins.DefaultProfile(name), cfg.Client, logger,
+	// The informers of what plugins read beyond pods and nodes: VolumeBinding's claims,
+	// volumes and classes.
+	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(kubeclient.TrimManagedFields))
+	registry := plugins.NewInTreeRegistry()
+	registry[names.VolumeBinding] = volumebinding.NewWithArgs(volumebinding.Args{BindTimeout: o.volumeBindTimeout})
+	fwk, err := runtime.NewFramework(context.Background(), registry, plugins.DefaultProfile(name), cfg.Client, logger,
 		runtime.WithSnapshotSharedLister(snapshot), runtime.WithPodNominator(nominator), runtime.WithEventRecorder(recorder),
-		runtime.WithPDBLister(policylisters.NewPodDisruptionBudgetLister(pdbInformer.GetIndexer())))
+		runtime.WithPDBLister(policylisters.NewPodDisruptionBudgetLister(pdbInformer.GetIndexer())),
+		runtime.WithInformerFactory(factory))
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
@@ -189,6 +203,7 @@ func newScheduler(cfg Config, opts ...option) (*Scheduler, error) {
 		recorder:    recorder,
 		tracer:      tracing.Tracer(cfg.TracerProvider, "skiff.dev/services/scheduler"),
 		pdbInformer: pdbInformer,
+		informers:   factory,
 	}
 	s.metrics = metrics.New(s.queue.Lengths)
 
@@ -243,6 +258,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	for _, inf := range []toolscache.SharedIndexInformer{s.podInformer, s.assignedPodInformer, s.nodeInformer, s.pdbInformer} {
 		goRun(func() { inf.RunWithContext(ctx) })
 	}
+	s.informers.Start(ctx.Done())
 	goRun(func() { s.queue.Run(ctx.Done()) })
 	goRun(func() { s.cache.Run(ctx.Done()) })
 	goRun(func() {
@@ -250,7 +266,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.queue.Close()
 	})
 
-	if toolscache.WaitForCacheSync(ctx.Done(), s.podInformer.HasSynced, s.assignedPodInformer.HasSynced, s.nodeInformer.HasSynced, s.pdbInformer.HasSynced) {
+	synced := []toolscache.InformerSynced{s.podInformer.HasSynced, s.assignedPodInformer.HasSynced, s.nodeInformer.HasSynced, s.pdbInformer.HasSynced}
+	for _, informer := range s.volumeInformers() {
+		synced = append(synced, informer.HasSynced)
+	}
+	if toolscache.WaitForCacheSync(ctx.Done(), synced...) {
 		s.logger.Info("informer caches synced, scheduling")
 		for ctx.Err() == nil {
 			s.scheduleOne(ctx)
@@ -260,6 +280,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	cancel()
 	wg.Wait()
 	s.bindings.Wait()
+	s.informers.Shutdown()
 	s.logger.Info("scheduler stopped")
 	return nil
 }

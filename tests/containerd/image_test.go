@@ -48,13 +48,34 @@ func (a *ociArchive) add(mediaType string, data []byte) descriptor {
 // link per applet, Cmd sh) and pauseImage (the same layer, sleeping for
 // ever) to path.
 func buildImages(path, busybox string) error {
-	bin, err := os.ReadFile(busybox)
+	layer, err := busyboxLayer(busybox)
 	if err != nil {
 		return err
 	}
+	return writeImages(path, []ociImage{
+		{name: busyboxImage, layer: layer, cmd: []string{"sh"}, env: []string{"PATH=/bin"}},
+		{name: pauseImage, layer: layer, cmd: []string{"sleep", "2147483647"}, env: []string{"PATH=/bin"}},
+	})
+}
+
+// ociImage is one single-layer image of an archive: its name, the layer (an
+// uncompressed tar), Cmd and Env.
+type ociImage struct {
+	name     string
+	layer    []byte
+	cmd, env []string
+}
+
+// busyboxLayer is a layer with busybox at /bin/busybox, a link per applet in /bin,
+// the usual top directories and an /etc/passwd for root.
+func busyboxLayer(busybox string) ([]byte, error) {
+	bin, err := os.ReadFile(busybox)
+	if err != nil {
+		return nil, err
+	}
 	out, err := exec.Command(busybox, "--list").Output()
 	if err != nil {
-		return fmt.Errorf("busybox --list: %w", err)
+		return nil, fmt.Errorf("busybox --list: %w", err)
 	}
 	var layer bytes.Buffer
 	tw := tar.NewWriter(&layer)
@@ -64,10 +85,10 @@ func buildImages(path, busybox string) error {
 	}
 	_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777, ModTime: now})
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(bin)), ModTime: now}); err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := tw.Write(bin); err != nil {
-		return err
+		return nil, err
 	}
 	for _, applet := range strings.Fields(string(out)) {
 		if applet == "busybox" {
@@ -79,21 +100,53 @@ func buildImages(path, busybox string) error {
 	_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/passwd", Mode: 0o644, Size: int64(len(passwd)), ModTime: now})
 	_, _ = tw.Write(passwd)
 	if err := tw.Close(); err != nil {
-		return err
+		return nil, err
 	}
-	diffID := sha256.Sum256(layer.Bytes())
-	var gz bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
-	_, _ = zw.Write(layer.Bytes())
-	_ = zw.Close()
+	return layer.Bytes(), nil
+}
 
+// binaryLayer is a layer holding one executable at path (and /tmp).
+func binaryLayer(binary, path string) ([]byte, error) {
+	bin, err := os.ReadFile(binary)
+	if err != nil {
+		return nil, err
+	}
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	now := time.Unix(0, 0)
+	_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777, ModTime: now})
+	rel := strings.TrimPrefix(path, "/")
+	parts := strings.Split(rel, "/")
+	for i := 1; i < len(parts); i++ {
+		_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.Join(parts[:i], "/") + "/", Mode: 0o755, ModTime: now})
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: 0o755, Size: int64(len(bin)), ModTime: now}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(bin); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return layer.Bytes(), nil
+}
+
+// writeImages writes images as an OCI archive (for ctr images import) to path.
+func writeImages(path string, images []ociImage) error {
+	now := time.Unix(0, 0)
 	a := &ociArchive{blobs: map[string][]byte{}}
-	layerDesc := a.add("application/vnd.oci.image.layer.v1.tar+gzip", gz.Bytes())
 	platform := map[string]string{"architecture": runtime.GOARCH, "os": "linux"}
-	for name, cmd := range map[string][]string{busyboxImage: {"sh"}, pauseImage: {"sleep", "2147483647"}} {
+	for _, img := range images {
+		diffID := sha256.Sum256(img.layer)
+		var gz bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
+		_, _ = zw.Write(img.layer)
+		_ = zw.Close()
+		layerDesc := a.add("application/vnd.oci.image.layer.v1.tar+gzip", gz.Bytes())
 		config, _ := json.Marshal(map[string]any{
 			"architecture": runtime.GOARCH, "os": "linux",
-			"config": map[string]any{"Env": []string{"PATH=/bin"}, "Cmd": cmd},
+			"config": map[string]any{"Env": img.env, "Cmd": img.cmd},
 			"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diffID[:])}},
 		})
 		configDesc := a.add("application/vnd.oci.image.config.v1+json", config)
@@ -102,7 +155,7 @@ func buildImages(path, busybox string) error {
 			"config": configDesc, "layers": []descriptor{layerDesc},
 		})
 		m := a.add("application/vnd.oci.image.manifest.v1+json", manifest)
-		m.Annotations = map[string]string{"io.containerd.image.name": name, "org.opencontainers.image.ref.name": name[strings.LastIndex(name, ":")+1:]}
+		m.Annotations = map[string]string{"io.containerd.image.name": img.name, "org.opencontainers.image.ref.name": img.name[strings.LastIndex(img.name, ":")+1:]}
 		m.Platform = platform
 		a.index = append(a.index, m)
 	}

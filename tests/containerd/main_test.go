@@ -36,6 +36,15 @@ import (
 // gives the one node the same range whether it gets there before the first pod or after.
 const podCIDR = "10.244.7.0/24"
 
+// nodeIface and nodeIP: an address of the suite's own, on an empty bridge, that every
+// skiff listener binds (--bind-address), as scripts/conformance/cluster.sh does: pods
+// reach the apiserver through the kubernetes Service, whose endpoint may not be
+// loopback, while nothing listens on the machine's real interfaces.
+const (
+	nodeIface = "skiffe2e0"
+	nodeIP    = "10.200.7.1"
+)
+
 // clusterDNS is the kubelet's --cluster-dns (kube-dns's Service IP). CoreDNS answers
 // behind it when bin/coredns is built (make coredns); without it the suite only
 // checks what ClusterFirst pods' resolv.conf says.
@@ -147,12 +156,17 @@ func run(m *testing.M) (int, error) {
 		return 0, fmt.Errorf("build images: %w", err)
 	}
 
+	if err := addNodeIP(); err != nil {
+		return 0, err
+	}
+	defer func() { _ = exec.Command("ip", "link", "delete", nodeIface).Run() }()
+
 	skiff.dataDir, skiff.cacheDir = filepath.Join(dir, "data"), filepath.Join(dir, "cache")
 	skiff.logs = &syncBuffer{}
 	skiff.coredns = corednsBinary()
 	// The proxy runs (the all-in-one's default as root), in its default table.
 	cmd := exec.Command(bin, "--data-dir", skiff.dataDir, "--runtime", "containerd", "--pod-cidr", podCIDR, "--cluster-cidr", podCIDR,
-		"--pod-infra-container-image", pauseImage, "--apiserver-port", "0", "--etcd-port", "0",
+		"--pod-infra-container-image", pauseImage, "--bind-address", nodeIP, "--apiserver-port", "0", "--etcd-port", "0",
 		"--exec-proxy-port", "0", "--kubelet-port", "0", "--nats-port", "0", "--node-name", "e2e-containerd",
 		"--coredns", skiff.coredns, "--coredns-port", "0", "--cluster-dns", clusterDNS)
 	cmd.Stderr = skiff.logs
@@ -239,6 +253,20 @@ func run(m *testing.M) (int, error) {
 		}
 	}
 	return code, nil
+}
+
+// addNodeIP puts nodeIP on nodeIface, an empty bridge made for it.
+func addNodeIP() error {
+	for _, args := range [][]string{
+		{"link", "add", nodeIface, "type", "bridge"},
+		{"addr", "replace", nodeIP + "/32", "dev", nodeIface},
+		{"link", "set", nodeIface, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil && !(args[1] == "add" && strings.Contains(string(out), "File exists")) {
+			return fmt.Errorf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
 }
 
 // leftovers reports what skiff's containerd left behind once stopped: shims

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/record"
@@ -222,6 +223,15 @@ type ReservePlugin interface {
 	Unreserve(ctx context.Context, state *CycleState, pod *v1.Pod, nodeName string)
 }
 
+// PreBindPlugin runs in the binding cycle, before the pod is bound, to make the
+// node ready for it (VolumeBinding binds or provisions the pod's volumes and waits
+// for them). A failure unreserves the pod and retries it. Mirrors kube-scheduler's
+// PreBindPlugin.
+type PreBindPlugin interface {
+	Plugin
+	PreBind(ctx context.Context, state *CycleState, pod *v1.Pod, nodeName string) *Status
+}
+
 // BindPlugin writes the scheduling decision to the apiserver. The first
 // enabled Bind plugin binds. Mirrors kube-scheduler's BindPlugin.
 type BindPlugin interface {
@@ -282,6 +292,11 @@ type Handle interface {
 	PodNominator() PodNominator
 	// PDBLister reads the PodDisruptionBudgets; nil when the scheduler has none.
 	PDBLister() policylisters.PodDisruptionBudgetLister
+	// SharedInformerFactory is the scheduler's informer factory for what plugins read
+	// beyond pods and nodes (PersistentVolumeClaims, PersistentVolumes,
+	// StorageClasses); the scheduler starts it and waits for its caches before
+	// scheduling. Nil when the scheduler has none.
+	SharedInformerFactory() informers.SharedInformerFactory
 	// RunFilterPluginsWithNominatedPods runs the filters on nodeInfo with the
 	// pods nominated to it of at least pod's priority counted as already
 	// there (and, when there are any, once more without them: both must pass).
@@ -318,6 +333,8 @@ type Framework interface {
 	RunPostFilterPlugins(ctx context.Context, state *CycleState, pod *v1.Pod, filteredNodeStatusMap NodeToStatusMap) (*PostFilterResult, *Status)
 	// HasPostFilterPlugins reports whether any PostFilter plugin is enabled.
 	HasPostFilterPlugins() bool
+	// RunPreBindPlugins runs every PreBind in order; the first failure stops.
+	RunPreBindPlugins(ctx context.Context, state *CycleState, pod *v1.Pod, nodeName string) *Status
 	// RunBindPlugins binds the pod with the first Bind plugin.
 	RunBindPlugins(ctx context.Context, state *CycleState, pod *v1.Pod, nodeName string) *Status
 }

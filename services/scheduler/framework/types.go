@@ -125,7 +125,11 @@ type FitError struct {
 func (f *FitError) Error() string {
 	msg := fmt.Sprintf(NoNodeAvailableMsg+":", f.NumAllNodes)
 	if f.Diagnosis.PreFilterMsg != "" {
-		return msg + " " + f.Diagnosis.PreFilterMsg + "."
+		msg += " " + f.Diagnosis.PreFilterMsg + "."
+		if f.Diagnosis.PostFilterMsg != "" {
+			msg += " " + f.Diagnosis.PostFilterMsg
+		}
+		return msg
 	}
 	histogram := map[string]int{}
 	for _, status := range f.Diagnosis.NodeToStatusMap {

@@ -8,11 +8,12 @@ import (
 func TestFitErrorMessage(t *testing.T) {
 	unschedulable := func(reasons ...string) *Status { return NewStatus(Unschedulable, reasons...) }
 	tests := []struct {
-		name      string
-		numNodes  int
-		statuses  NodeToStatusMap
-		preFilter string
-		want      string
+		name       string
+		numNodes   int
+		statuses   NodeToStatusMap
+		preFilter  string
+		postFilter string
+		want       string
 	}{
 		{
 			name:     "one reason per node, counted and sorted",
@@ -51,10 +52,18 @@ func TestFitErrorMessage(t *testing.T) {
 			preFilter: "pod has unbound immediate PersistentVolumeClaims",
 			want:      "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
 		},
+		{
+			name:       "preemption's word follows a PreFilter rejection too",
+			numNodes:   1,
+			statuses:   NodeToStatusMap{"n1": unschedulable("x")},
+			preFilter:  "pod has unbound immediate PersistentVolumeClaims",
+			postFilter: "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+			want:       "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := &FitError{NumAllNodes: tt.numNodes, Diagnosis: Diagnosis{NodeToStatusMap: tt.statuses, PreFilterMsg: tt.preFilter}}
+			err := &FitError{NumAllNodes: tt.numNodes, Diagnosis: Diagnosis{NodeToStatusMap: tt.statuses, PreFilterMsg: tt.preFilter, PostFilterMsg: tt.postFilter}}
 			if got := err.Error(); got != tt.want {
 				t.Fatalf("got  %q\nwant %q", got, tt.want)
 			}

@@ -5,11 +5,14 @@
 // mode, selector) or to the volume it, or a volume's claimRef, names; it keeps both
 // sides' phases (Available, Bound, Released, Lost) and, when a bound claim is deleted,
 // releases its volume and reclaims it per its reclaim policy: Retain keeps it Released,
-// Delete deletes the PersistentVolume object. Static binding only: skiff has no volume
-// plugins, so a claim whose class names a provisioner waits for an external one
-// (ExternalProvisioning) or fails to provision (ProvisioningFailed), and a claim of a
-// WaitForFirstConsumer class waits (the scheduler side of delayed binding is not there
-// yet). Mirrors k8s.io/kubernetes/pkg/controller/volume/persistentvolume.
+// Delete deletes the PersistentVolume object, or leaves it to the external provisioner
+// that made it. skiff has no in-tree volume plugins: a claim whose class names a
+// provisioner is annotated for an external one (volume.kubernetes.io/storage-provisioner,
+// ExternalProvisioning), which creates a volume whose claimRef names the claim, bound
+// here; a kubernetes.io/ provisioner fails (ProvisioningFailed). A claim of a
+// WaitForFirstConsumer class waits (WaitForFirstConsumer) until the scheduler either
+// pre-binds a volume to it or sets volume.kubernetes.io/selected-node for the
+// provisioner. Mirrors k8s.io/kubernetes/pkg/controller/volume/persistentvolume.
 package persistentvolume
 
 import (
@@ -56,6 +59,13 @@ const (
 	// provisioner expected to make its volume.
 	AnnStorageProvisioner     = "volume.kubernetes.io/storage-provisioner"
 	AnnBetaStorageProvisioner = "volume.beta.kubernetes.io/storage-provisioner"
+	// AnnSelectedNode on a claim of a WaitForFirstConsumer class: the node the scheduler
+	// chose for the claim's first pod, set by the scheduler for the provisioner to
+	// provision on.
+	AnnSelectedNode = "volume.kubernetes.io/selected-node"
+	// AnnDynamicallyProvisioned on a volume names the provisioner that made it; the
+	// same provisioner deletes it when it is released with reclaim policy Delete.
+	AnnDynamicallyProvisioned = "pv.kubernetes.io/provisioned-by"
 	// annBetaStorageClass is the class annotation that predates storageClassName.
 	annBetaStorageClass = "volume.beta.kubernetes.io/storage-class"
 )
@@ -252,7 +262,8 @@ func (c *Controller) syncUnboundClaim(ctx context.Context, pvc *corev1.Persisten
 			return c.bind(ctx, pv, pvc)
 		}
 		switch {
-		case delayBinding:
+		case delayBinding && !isDelayBindingProvisioning(pvc):
+			// The scheduler picks the node (or a static volume) once a pod uses the claim.
 			c.recorder.Event(pvc, corev1.EventTypeNormal, WaitForFirstConsumer, "waiting for first consumer to be created before binding")
 		case claimClass(pvc) != "":
 			c.provisionClaim(ctx, pvc, class, classErr)
@@ -349,9 +360,12 @@ func (c *Controller) syncVolume(ctx context.Context, pv *corev1.PersistentVolume
 }
 
 // releaseVolume marks a volume whose claim was deleted Released and reclaims it:
-// Retain keeps it, Delete deletes the PersistentVolume object (skiff has no volume
-// plugin to delete the storage behind it), Recycle fails (no recycler). Mirrors
-// syncVolume's released branch and reclaimVolume.
+// Retain keeps it; Delete leaves a volume an external provisioner made
+// (pv.kubernetes.io/provisioned-by) to that provisioner, which deletes the storage and
+// then the PersistentVolume, and deletes any other PersistentVolume object itself
+// (skiff has no volume plugin to delete the storage behind it); Recycle fails (no
+// recycler). Mirrors syncVolume's released branch, reclaimVolume and
+// deleteVolumeOperation ("External deleter for volume requested, ignoring").
 func (c *Controller) releaseVolume(ctx context.Context, pv *corev1.PersistentVolume) error {
 	if pv.Status.Phase != corev1.VolumeReleased && pv.Status.Phase != corev1.VolumeFailed {
 		if err := c.updateVolumePhase(ctx, pv, corev1.VolumeReleased, ""); err != nil {
@@ -361,6 +375,11 @@ func (c *Controller) releaseVolume(ctx context.Context, pv *corev1.PersistentVol
 	switch pv.Spec.PersistentVolumeReclaimPolicy {
 	case corev1.PersistentVolumeReclaimDelete:
 		if pv.DeletionTimestamp != nil {
+			return nil
+		}
+		if provisioner := pv.Annotations[AnnDynamicallyProvisioned]; provisioner != "" && !strings.HasPrefix(provisioner, "kubernetes.io/") {
+			// An external provisioner made the volume: it deletes the storage, then
+			// the PersistentVolume (with its own finalizer, if it set one).
 			return nil
 		}
 		err := c.client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pv.UID}})
@@ -379,6 +398,14 @@ func (c *Controller) releaseVolume(ctx context.Context, pv *corev1.PersistentVol
 		return c.updateVolumePhase(ctx, pv, corev1.VolumeFailed, "No recycler plugin found for the volume!")
 	}
 	return nil
+}
+
+// isDelayBindingProvisioning: the scheduler chose a node for the claim of a
+// WaitForFirstConsumer class, so that it is provisioned now. Mirrors storagehelpers'
+// IsDelayBindingProvisioning.
+func isDelayBindingProvisioning(pvc *corev1.PersistentVolumeClaim) bool {
+	_, ok := pvc.Annotations[AnnSelectedNode]
+	return ok
 }
 
 // unbindVolume frees a volume whose claim is bound elsewhere: a claimRef the controller

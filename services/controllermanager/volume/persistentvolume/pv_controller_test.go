@@ -316,3 +316,82 @@ func TestClassesWithoutVolumes(t *testing.T) {
 		t.Errorf("external: %v %+v", err, pvc)
 	}
 }
+
+// TestExternalProvisionerWithDelayedBinding: a claim of a WaitForFirstConsumer class
+// whose provisioner is external waits until the scheduler sets selected-node, is then
+// annotated for the provisioner; the volume the provisioner creates for it (claimRef
+// set) is bound; released with reclaim policy Delete, that volume is left Released for
+// its provisioner to delete.
+func TestExternalProvisionerWithDelayedBinding(t *testing.T) {
+	cs := start(t)
+	ctx := context.Background()
+	pvs, pvcs := cs.CoreV1().PersistentVolumes(), cs.CoreV1().PersistentVolumeClaims("default")
+	create(t, cs.StorageV1().StorageClasses().Create, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "local-path"},
+		Provisioner: "rancher.io/local-path", ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete),
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)})
+	claim := newPVC("data", "1Gi")
+	claim.Spec.StorageClassName = ptr.To("local-path")
+	claim = create(t, pvcs.Create, claim)
+	hasEvent := func(reason, message string) func() (bool, error) {
+		return func() (bool, error) {
+			events, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", "data").String()})
+			if err != nil {
+				return false, err
+			}
+			for _, e := range events.Items {
+				if e.Reason == reason && e.Message == message {
+					return true, nil
+				}
+			}
+			return false, nil
+		}
+	}
+	eventually(t, "WaitForFirstConsumer event", hasEvent(persistentvolume.WaitForFirstConsumer, "waiting for first consumer to be created before binding"))
+	if pvc, err := pvcs.Get(ctx, "data", metav1.GetOptions{}); err != nil || pvc.Annotations[persistentvolume.AnnStorageProvisioner] != "" {
+		t.Fatalf("a claim waiting for its first consumer is not handed to the provisioner yet: %v %v", err, pvc.Annotations)
+	}
+
+	// The scheduler picks a node: the claim goes to the provisioner.
+	eventually(t, "selected-node set", func() (bool, error) {
+		pvc, err := pvcs.Get(ctx, "data", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		metav1.SetMetaDataAnnotation(&pvc.ObjectMeta, persistentvolume.AnnSelectedNode, "node-a")
+		_, err = pvcs.Update(ctx, pvc, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	eventually(t, "ExternalProvisioning event", hasEvent(persistentvolume.ExternalProvisioning, "Waiting for a volume to be created either by the external provisioner 'rancher.io/local-path' or manually by the system administrator. If volume creation is delayed, please verify that the provisioner is running and correctly registered."))
+	pvc, err := pvcs.Get(ctx, "data", metav1.GetOptions{})
+	if err != nil || pvc.Annotations[persistentvolume.AnnStorageProvisioner] != "rancher.io/local-path" ||
+		pvc.Annotations[persistentvolume.AnnBetaStorageProvisioner] != "rancher.io/local-path" {
+		t.Fatalf("claim annotations: %v %v", err, pvc.Annotations)
+	}
+
+	// The provisioner's volume, as sig-storage-lib-external-provisioner creates it.
+	pv := newPV("pvc-"+string(claim.UID), "1Gi", corev1.PersistentVolumeReclaimDelete)
+	pv.Spec.StorageClassName = "local-path"
+	pv.Annotations = map[string]string{persistentvolume.AnnDynamicallyProvisioned: "rancher.io/local-path"}
+	pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: "default", Name: "data", UID: claim.UID}
+	create(t, pvs.Create, pv)
+	waitBound(t, cs, "default", "data", pv.Name)
+
+	if err := pvcs.Delete(ctx, "data", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, "claim data", func() error { _, err := pvcs.Get(ctx, "data", metav1.GetOptions{}); return err })
+	waitPhase(t, cs, pv.Name, corev1.VolumeReleased)
+	// The controller's one volume worker syncs a volume created now after the released
+	// one: by then it would have deleted a volume it reclaims itself.
+	create(t, pvs.Create, newPV("probe", "1Gi", corev1.PersistentVolumeReclaimDelete))
+	waitPhase(t, cs, "probe", corev1.VolumeAvailable)
+	got, err := pvs.Get(ctx, pv.Name, metav1.GetOptions{})
+	if err != nil || got.DeletionTimestamp != nil || got.Status.Phase != corev1.VolumeReleased {
+		t.Fatalf("provisioned volume after release: %v %+v", err, got)
+	}
+	// The provisioner deletes it once the storage is gone; protection lets it go.
+	if err := pvs.Delete(ctx, pv.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, "provisioned volume", func() error { _, err := pvs.Get(ctx, pv.Name, metav1.GetOptions{}); return err })
+}

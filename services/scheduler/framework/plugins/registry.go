@@ -12,6 +12,7 @@ import (
 	"skiff.dev/services/scheduler/framework/plugins/nodeunschedulable"
 	"skiff.dev/services/scheduler/framework/plugins/queuesort"
 	"skiff.dev/services/scheduler/framework/plugins/tainttoleration"
+	"skiff.dev/services/scheduler/framework/plugins/volumebinding"
 	"skiff.dev/services/scheduler/framework/runtime"
 )
 
@@ -23,6 +24,7 @@ func NewInTreeRegistry() runtime.Registry {
 		names.NodeAffinity:      nodeaffinity.New,
 		names.TaintToleration:   tainttoleration.New,
 		names.NodeResourcesFit:  noderesources.NewFit,
+		names.VolumeBinding:     volumebinding.New,
 		names.DefaultBinder:     defaultbinder.New,
 		names.DefaultPreemption: defaultpreemption.New,
 	}
@@ -30,7 +32,9 @@ func NewInTreeRegistry() runtime.Registry {
 
 // DefaultProfile returns the profile the scheduler runs under
 // schedulerName: cheap, unresolvable filters first so that the reason a user
-// reads is the most fundamental one, then resources; score weights as in
+// reads is the most fundamental one, then resources, then volumes (VolumeBinding
+// after NodeResourcesFit, as in kube's order, so that a pod's volumes are bound only
+// on a node that fits it otherwise); score weights as in
 // kube-scheduler's defaults (TaintToleration 3, NodeAffinity 2, resources 1).
 func DefaultProfile(schedulerName string) runtime.Profile {
 	return runtime.Profile{
@@ -41,6 +45,7 @@ func DefaultProfile(schedulerName string) runtime.Profile {
 			{Name: names.NodeAffinity, Weight: 2},
 			{Name: names.TaintToleration, Weight: 3},
 			{Name: names.NodeResourcesFit, Weight: 1},
+			{Name: names.VolumeBinding},
 			{Name: names.DefaultPreemption},
 			{Name: names.DefaultBinder},
 		},

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/record"
@@ -49,6 +50,7 @@ type frameworkImpl struct {
 	snapshot     framework.NodeInfoLister
 	nominator    framework.PodNominator
 	pdbLister    policylisters.PodDisruptionBudgetLister
+	informers    informers.SharedInformerFactory
 	queueSort    framework.QueueSortPlugin
 	preFilter    []framework.PreFilterPlugin
 	filter       []framework.FilterPlugin
@@ -57,6 +59,7 @@ type frameworkImpl struct {
 	score        []framework.ScorePlugin
 	scoreWeights map[string]int64
 	reserve      []framework.ReservePlugin
+	preBind      []framework.PreBindPlugin
 	bind         []framework.BindPlugin
 }
 
@@ -78,6 +81,11 @@ func WithPodNominator(n framework.PodNominator) Option {
 // WithPDBLister gives the plugins the PodDisruptionBudgets.
 func WithPDBLister(l policylisters.PodDisruptionBudgetLister) Option {
 	return func(f *frameworkImpl) { f.pdbLister = l }
+}
+
+// WithInformerFactory gives the plugins the scheduler's informer factory.
+func WithInformerFactory(f informers.SharedInformerFactory) Option {
+	return func(fw *frameworkImpl) { fw.informers = f }
 }
 
 // WithEventRecorder gives the plugins the scheduler's event recorder.
@@ -143,6 +151,9 @@ func NewFramework(ctx context.Context, r Registry, profile Profile, client kuber
 		if p, ok := p.(framework.ReservePlugin); ok {
 			f.reserve = append(f.reserve, p)
 		}
+		if p, ok := p.(framework.PreBindPlugin); ok {
+			f.preBind = append(f.preBind, p)
+		}
 		if p, ok := p.(framework.BindPlugin); ok {
 			f.bind = append(f.bind, p)
 		}
@@ -163,6 +174,9 @@ func (f *frameworkImpl) SnapshotSharedLister() framework.NodeInfoLister { return
 func (f *frameworkImpl) PodNominator() framework.PodNominator           { return f.nominator }
 func (f *frameworkImpl) PDBLister() policylisters.PodDisruptionBudgetLister {
 	return f.pdbLister
+}
+func (f *frameworkImpl) SharedInformerFactory() informers.SharedInformerFactory {
+	return f.informers
 }
 func (f *frameworkImpl) HasPostFilterPlugins() bool { return len(f.postFilter) > 0 }
 func (f *frameworkImpl) ProfileName() string        { return f.profileName }
@@ -301,6 +315,18 @@ func (f *frameworkImpl) RunReservePluginsUnreserve(ctx context.Context, state *f
 	for i := len(f.reserve) - 1; i >= 0; i-- {
 		f.reserve[i].Unreserve(ctx, state, pod, nodeName)
 	}
+}
+
+func (f *frameworkImpl) RunPreBindPlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodeName string) *framework.Status {
+	for _, p := range f.preBind {
+		if s := p.PreBind(ctx, state, pod, nodeName); !s.IsSuccess() {
+			if !s.IsRejected() {
+				return framework.AsStatus(fmt.Errorf("running PreBind plugin %q: %w", p.Name(), s.AsError())).WithPlugin(p.Name())
+			}
+			return s.WithPlugin(p.Name())
+		}
+	}
+	return nil
 }
 
 func (f *frameworkImpl) RunBindPlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodeName string) *framework.Status {

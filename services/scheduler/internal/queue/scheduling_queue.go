@@ -45,6 +45,10 @@ const (
 	EventNodeUpdate           = "NodeUpdate"
 	EventAssignedPodDelete    = "AssignedPodDelete"
 	EventUnschedulableTimeout = "UnschedulableTimeout"
+	// A PersistentVolumeClaim, PersistentVolume or StorageClass was added or updated.
+	EventPersistentVolumeClaimChange = "PersistentVolumeClaimChange"
+	EventPersistentVolumeChange      = "PersistentVolumeChange"
+	EventStorageClassChange          = "StorageClassChange"
 )
 
 // ErrClosed is returned by Pop once the queue is closed.

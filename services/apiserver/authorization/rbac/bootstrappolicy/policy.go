@@ -220,6 +220,13 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule(Read...).groups(legacyGroup).resources("namespaces").done(),
 			rule(Read...).groups(storageGroup).resources("csidrivers").done(),
 			rule(Read...).groups(storageGroup).resources("csistoragecapacities").done()),
+		// kube's system:volume-scheduler: the scheduler's VolumeBinding binds a claim to
+		// a volume (the volume's claimRef) or asks for provisioning (the claim's
+		// selected-node annotation).
+		clusterRole("system:volume-scheduler", nil,
+			rule("get", "list", "watch", "update", "patch").groups(legacyGroup).resources("persistentvolumes").done(),
+			rule(Read...).groups(storageGroup).resources("storageclasses").done(),
+			rule("get", "list", "watch", "update", "patch").groups(legacyGroup).resources("persistentvolumeclaims").done()),
 		clusterRole("system:kube-controller-manager", nil,
 			eventsRule(),
 			rule("create").groups(coordinationGroup).resources("leases").done(),
@@ -450,6 +457,7 @@ func ClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		binding("system:skiff:node-proxier", "system:node-proxier", group(user.NodesGroup)),
 		binding("system:kube-controller-manager", "system:kube-controller-manager", usr(ControllerManagerUser)),
 		binding("system:kube-scheduler", "system:kube-scheduler", usr(SchedulerUser)),
+		binding("system:volume-scheduler", "system:volume-scheduler", usr(SchedulerUser)),
 		binding(CSRSignerUser, CSRSignerUser, usr(CSRSignerUser)),
 		binding(ExecProxyUser, ExecProxyUser, usr(ExecProxyUser)),
 		binding("system:coredns", "system:coredns",

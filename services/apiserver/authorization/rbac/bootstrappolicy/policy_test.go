@@ -91,6 +91,11 @@ func TestKubeRoles(t *testing.T) {
 			{Verbs: []string{"update"}, APIGroups: []string{""}, Resources: []string{"resourcequotas/status"}},
 			{Verbs: []string{"create", "update", "patch"}, APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}},
 		}},
+		{"system:volume-scheduler", []rbacv1.PolicyRule{
+			{Verbs: []string{"get", "list", "watch", "update", "patch"}, APIGroups: []string{""}, Resources: []string{"persistentvolumes"}},
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}},
+			{Verbs: []string{"get", "list", "watch", "update", "patch"}, APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}},
+		}},
 		{"system:monitoring", []rbacv1.PolicyRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/metrics", "/metrics/slis", "/livez", "/readyz", "/healthz", "/livez/*", "/readyz/*", "/healthz/*"}}}},
 		{"system:public-info-viewer", []rbacv1.PolicyRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/livez", "/readyz", "/healthz", "/version", "/version/"}}}},
 	}

@@ -10,6 +10,7 @@ const (
 	NodeAffinity      = "NodeAffinity"
 	TaintToleration   = "TaintToleration"
 	NodeResourcesFit  = "NodeResourcesFit"
+	VolumeBinding     = "VolumeBinding"
 	DefaultBinder     = "DefaultBinder"
 	DefaultPreemption = "DefaultPreemption"
 )
