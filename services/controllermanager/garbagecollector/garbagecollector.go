@@ -404,6 +404,10 @@ func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, n *node) er
 	}
 	gc.graph.mu.Lock()
 	hasDependents := len(n.dependents) > 0
+	dependentDeletingDependents := false
+	for dep := range n.dependents {
+		dependentDeletingDependents = dependentDeletingDependents || dep.deletingDependents
+	}
 	gc.graph.mu.Unlock()
 	switch {
 	case len(solid) != 0:
@@ -419,7 +423,16 @@ func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, n *node) er
 		return nil
 	case len(waiting) != 0 && hasDependents:
 		// An owner is deleted in the foreground and this object has dependents of its
-		// own: they go first, so this one is deleted in the foreground too.
+		// own: they go first, so this one is deleted in the foreground too. If one of
+		// them already waits for its own dependents, the owners may be waiting in a
+		// circle (pod1 owns pod2 owns pod3 owns pod1): this object stops blocking its
+		// owners first, so the circle unwinds, as kube's collector does (with its
+		// false positives: an owner may then go before this object).
+		if dependentDeletingDependents {
+			if err := gc.unblockOwners(ctx, r, latest); err != nil {
+				return err
+			}
+		}
 		return gc.deleteObject(ctx, r, latest, metav1.DeletePropagationForeground)
 	default:
 		policy := metav1.DeletePropagationBackground
@@ -584,6 +597,42 @@ func (gc *GarbageCollector) deleteObject(ctx context.Context, r resource, obj me
 	}
 	if err == nil {
 		gc.log.Debug("deleted", "kind", r.gvk.Kind, "object", obj.GetNamespace()+"/"+obj.GetName(), "propagation", policy)
+	}
+	return err
+}
+
+// unblockOwners sets blockOwnerDeletion false on every reference of obj that blocks its
+// owner's foreground deletion: a strategic merge patch on the references' uids for
+// built-in kinds, a JSON merge patch of the whole list at the read resourceVersion for
+// custom resources. Mirrors unblockOwnerReferencesStrategicMergePatch.
+func (gc *GarbageCollector) unblockOwners(ctx context.Context, r resource, obj metav1.Object) error {
+	refs := slices.Clone(obj.GetOwnerReferences())
+	var blocking []metav1.OwnerReference
+	for i := range refs {
+		if ptr.Deref(refs[i].BlockOwnerDeletion, false) {
+			refs[i].BlockOwnerDeletion = ptr.To(false)
+			blocking = append(blocking, refs[i])
+		}
+	}
+	if len(blocking) == 0 {
+		return nil
+	}
+	meta := map[string]any{"uid": obj.GetUID(), "ownerReferences": blocking}
+	patchType := types.StrategicMergePatchType
+	if r.dynamic != nil {
+		meta["ownerReferences"], meta["resourceVersion"] = refs, obj.GetResourceVersion()
+		patchType = types.MergePatchType
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": meta})
+	var err error
+	if r.dynamic != nil {
+		_, err = r.scoped(obj.GetNamespace()).Patch(ctx, obj.GetName(), patchType, patch, metav1.PatchOptions{})
+	} else {
+		err = r.client.Patch(patchType).NamespaceIfScoped(obj.GetNamespace(), r.namespaced).
+			Resource(r.name).Name(obj.GetName()).Body(patch).Do(ctx).Error()
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
 	}
 	return err
 }

@@ -319,8 +319,8 @@ func TestCustomResourcesAsOwnersAndDependents(t *testing.T) {
 }
 
 // TestDependencyCircleIsCollected: three pods owning each other in a circle (each
-// blockOwnerDeletion) all go once one of them is deleted, as kube's "should not be
-// blocked by dependency circle" conformance spec requires.
+// blockOwnerDeletion) all go once one of them is deleted in the foreground, as kube's
+// "should not be blocked by dependency circle" conformance spec requires.
 func TestDependencyCircleIsCollected(t *testing.T) {
 	cs := start(t)
 	ctx := context.Background()
@@ -342,7 +342,10 @@ func TestDependencyCircleIsCollected(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := pods.Delete(ctx, "pod1", metav1.DeleteOptions{}); err != nil {
+	// In the foreground, as the spec does: each pod then waits for the next one's
+	// dependents, in a circle the collector must break.
+	if err := pods.Delete(ctx, "pod1", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground),
+		Preconditions: metav1.NewUIDPreconditions(string(created[0].UID))}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "every pod of the circle to go", func(ctx context.Context) (bool, error) {
