@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	"skiff.dev/services/apiserver"
+	"skiff.dev/services/apiserver/controller/kubernetesservice"
 	"skiff.dev/services/apiserver/storage/etcd3"
 	"skiff.dev/services/internal/componentbase"
 	"skiff.dev/services/internal/pki"
@@ -68,6 +69,9 @@ type Options struct {
 	// AdvertiseAddress is the IP the kubernetes Service's endpoints point at
 	// (--advertise-address); "" means the host's default-route address.
 	AdvertiseAddress string
+	// EndpointReconcilerType is how the kubernetes Service's endpoints are kept
+	// (--endpoint-reconciler-type): lease (default) or none; master-count is refused.
+	EndpointReconcilerType string
 	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound the requests served at
 	// once (--max-requests-inflight, --max-mutating-requests-inflight; 0 = unlimited).
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
@@ -90,6 +94,7 @@ func NewOptions() *Options {
 		PKIDir:                      "/var/lib/skiff/pki",
 		ServiceClusterIPRange:       apiserver.DefaultServiceClusterIPRange,
 		ServiceNodePortRange:        apiserver.DefaultServiceNodePortRange,
+		EndpointReconcilerType:      string(kubernetesservice.LeaseEndpointReconcilerType),
 		MaxRequestsInFlight:         apiserver.DefaultMaxRequestsInFlight,
 		MaxMutatingRequestsInFlight: apiserver.DefaultMaxMutatingRequestsInFlight,
 		EtcdCompactionInterval:      etcd3.DefaultCompactionInterval,
@@ -118,6 +123,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", o.ServiceClusterIPRange, "CIDR Service ClusterIPs are allocated from; its first address is the kubernetes Service's")
 	fs.StringVar(&o.ServiceNodePortRange, "service-node-port-range", o.ServiceNodePortRange, "port range NodePorts are allocated from, e.g. 30000-32767")
 	fs.StringVar(&o.AdvertiseAddress, "advertise-address", o.AdvertiseAddress, "IP the kubernetes Service's endpoints point at (default: the host's default-route address)")
+	fs.StringVar(&o.EndpointReconcilerType, "endpoint-reconciler-type", o.EndpointReconcilerType, "how the kubernetes Service's endpoints are kept: lease (each apiserver renews a lease in etcd; the endpoints list every live one) or none (kube's deprecated master-count is refused)")
 	fs.IntVar(&o.MaxRequestsInFlight, "max-requests-inflight", o.MaxRequestsInFlight, "read-only requests (get, list) served at once; beyond, 429 (0 = unlimited; watches, streams, nodes and the control plane are not counted)")
 	fs.IntVar(&o.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", o.MaxMutatingRequestsInFlight, "mutating requests served at once; beyond, 429 (0 = unlimited)")
 	fs.DurationVar(&o.EtcdCompactionInterval, "etcd-compaction-interval", o.EtcdCompactionInterval, "how often etcd's history is compacted; reads and watches older than one to two intervals get 410 (0 = never)")
@@ -125,14 +131,18 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 }
 
 // Validate reports the first flag value the apiserver refuses, as a
-// componentbase.UsageError (exit 2): the logging and serving options, or an
-// --advertise-address that is not an IP.
+// componentbase.UsageError (exit 2): the logging and serving options, an
+// --advertise-address that is not an IP, or an --endpoint-reconciler-type other than
+// lease and none.
 func (o *Options) Validate() error {
 	if err := o.Serving.Validate(); err != nil {
 		return componentbase.Usagef(err)
 	}
 	if o.AdvertiseAddress != "" && net.ParseIP(o.AdvertiseAddress) == nil {
 		return componentbase.Usagef(fmt.Errorf("--advertise-address %q is not an IP", o.AdvertiseAddress))
+	}
+	if err := kubernetesservice.ValidateReconcilerType(kubernetesservice.ReconcilerType(o.EndpointReconcilerType)); err != nil {
+		return componentbase.Usagef(err)
 	}
 	return nil
 }
@@ -220,6 +230,7 @@ func (o *Options) Config(ctx context.Context) (_ *Config, err error) {
 	}
 	api.TracerProvider = tp
 	api.ServiceClusterIPRange, api.ServiceNodePortRange, api.AdvertiseAddress = o.ServiceClusterIPRange, o.ServiceNodePortRange, advertiseIP
+	api.EndpointReconcilerType = kubernetesservice.ReconcilerType(o.EndpointReconcilerType)
 	api.ServiceAccountIssuer = o.ServiceAccountIssuer
 	api.ServiceAccountJWKSURI = o.ServiceAccountJWKSURI
 	api.MaxRequestsInFlight, api.MaxMutatingRequestsInFlight = o.MaxRequestsInFlight, o.MaxMutatingRequestsInFlight
