@@ -165,8 +165,11 @@ func saveSnapshot(ctx context.Context, stdout io.Writer, file, endpoint, pkiDir,
 	if err != nil {
 		return fmt.Errorf("read back %s: %w", file, err)
 	}
-	fmt.Fprintf(stdout, "Snapshot saved at %s: revision %d, %d keys, %d bytes (etcd storage version %s)\n",
-		file, status.Revision, status.TotalKey, status.TotalSize, cmp.Or(version, "unknown"))
+	if version != "" {
+		version = " (etcd storage version " + version + ")"
+	}
+	fmt.Fprintf(stdout, "Snapshot saved at %s: revision %d, %d keys, %d bytes%s\n",
+		file, status.Revision, status.TotalKey, status.TotalSize, version)
 	return nil
 }
 

@@ -153,6 +153,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	if !strings.HasPrefix(out, "Snapshot saved at "+file) {
 		t.Fatalf("save printed %q", out)
 	}
+	t.Log(strings.TrimSpace(out))
 	// Written after the snapshot: not in it.
 	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
