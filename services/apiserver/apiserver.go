@@ -143,6 +143,19 @@ type Config struct {
 	// kube-apiserver chooses it. A loopback address is not advertised (Endpoints may not
 	// hold one): the Service is then written without endpoints.
 	AdvertiseAddress net.IP
+	// EndpointReconcilerType is how the kubernetes Service's Endpoints and
+	// EndpointSlice are kept (kube's --endpoint-reconciler-type): "" or "lease", each
+	// apiserver keeps a lease in etcd (/registry/masterleases/<its address>) and writes
+	// the addresses of every live lease; "none" writes no endpoints. "master-count" and
+	// anything else are refused by New.
+	EndpointReconcilerType kubernetesservice.ReconcilerType
+	// EndpointReconcilerInterval is how often the Service is reconciled and the lease
+	// renewed; 0 means kubernetesservice.DefaultInterval, kube's 10 s.
+	EndpointReconcilerInterval time.Duration
+	// MasterEndpointReconcileTTL is the lease's time to live: how long a crashed
+	// apiserver stays listed at most after its last renewal. 0 means
+	// kubernetesservice.DefaultLeaseTTL, kube's 15 s.
+	MasterEndpointReconcileTTL time.Duration
 	// MaxRequestsInFlight and MaxMutatingRequestsInFlight are kube's
 	// --max-requests-inflight and --max-mutating-requests-inflight; ConfigFromPKI sets
 	// kube's defaults, 400 and 200. With EnablePriorityAndFairness their sum is the
@@ -286,6 +299,9 @@ func New(cfg Config) (_ *APIServer, err error) {
 	if len(cfg.ServingCert.Certificate) == 0 || cfg.ClientCA == nil {
 		return nil, errors.New("apiserver: Config.ServingCert and Config.ClientCA are required")
 	}
+	if err := kubernetesservice.ValidateReconcilerType(cfg.EndpointReconcilerType); err != nil {
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
 	tokens, err := serviceAccountTokens(cfg)
 	if err != nil {
 		return nil, err
@@ -344,9 +360,14 @@ func New(cfg Config) (_ *APIServer, err error) {
 	}
 	serviceAccounts, pods := stores[corev1.Resource("serviceaccounts")], stores[corev1.Resource("pods")]
 	s.kubernetesService = &kubernetesservice.Controller{
-		Services: s.services, Endpoints: stores[corev1.Resource("endpoints")],
+		Services:       s.services,
+		Endpoints:      stores[corev1.Resource("endpoints")],
 		EndpointSlices: stores[discoveryv1.Resource("endpointslices")],
-		ClusterIP:      firstIP(serviceAllocators.IPs.CIDR()), PublicIP: advertiseAddress(cfg.AdvertiseAddress),
+		ClusterIP:      firstIP(serviceAllocators.IPs.CIDR()),
+		PublicIP:       advertiseAddress(cfg.AdvertiseAddress),
+		Interval:       cfg.EndpointReconcilerInterval,
+		Type:           cfg.EndpointReconcilerType,
+		Leases:         &kubernetesservice.EtcdLeases{Client: cfg.Etcd, Codec: scheme.StorageCodec, TTL: cfg.MasterEndpointReconcileTTL},
 	}
 	secrets, events := stores[corev1.Resource("secrets")], stores[corev1.Resource("events")]
 	authenticator := authentication.Union{authentication.X509{}}
@@ -741,10 +762,12 @@ func (s *APIServer) EnsureSystemNamespaces(ctx context.Context) error {
 	})
 }
 
-// Serve serves the API on l until ctx ends, then shuts down: from then on new requests
-// get 429 with Retry-After (endpoints.WithRetryAfter), the requests in flight, open
-// watches among them, are cancelled, and the server closes once they have returned (at
-// most 5 s).
+// Serve serves the API on l until ctx ends, then shuts down: first this apiserver's
+// lease is deleted and its address removed from the kubernetes Service's endpoints
+// (kube's RemoveEndpoints on shutdown; at most 5 s), so clients stop choosing it; from
+// then on new requests get 429 with Retry-After (endpoints.WithRetryAfter), the
+// requests in flight, open watches among them, are cancelled, and the server closes
+// once they have returned (at most 5 s).
 func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 	// Requests run in a context of their own, cancelled only once shuttingDown is closed,
 	// so that a client re-watching after its watch ended meets a 429, not a server whose
@@ -868,6 +891,11 @@ func (s *APIServer) Serve(ctx context.Context, l net.Listener) error {
 		return fmt.Errorf("apiserver: %w", err)
 	case <-ctx.Done():
 	}
+	removeCtx, cancelRemove := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	if err := s.kubernetesService.RemoveEndpoints(removeCtx); err != nil {
+		slog.Warn("kubernetes service: removing this apiserver's endpoints; its lease expires by itself", "err", err)
+	}
+	cancelRemove()
 	close(shuttingDown)
 	cancelRequests()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -349,3 +349,76 @@ func (s *Server) StartEtcd() {
 	s.Etcd, s.etcdDown = etcd, false
 	s.mu.Unlock()
 }
+
+// Peer is one more apiserver over a Server's etcd, on a loopback address of its own at
+// the Server's port and with an etcd client of its own, as a further kube-apiserver of
+// a highly available control plane: it shares the Server's PKI, so the Server's CA and
+// client certificates reach it.
+type Peer struct {
+	// Config reaches the peer at its URL as the admin (system:masters).
+	Config *rest.Config
+	// URL is the peer's base URL, e.g. "https://127.0.0.2:41234".
+	URL string
+	// Etcd is the peer's own etcd client, closed when the test ends. Closing it earlier
+	// cuts the peer off etcd as a crash does: a Stop after it cannot delete anything.
+	Etcd *clientv3.Client
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// StartPeer runs a further apiserver over the Server's etcd on ip, a loopback address
+// other than 127.0.0.1 (Linux routes all of 127.0.0.0/8 to lo), at the Server's port,
+// as the apiservers of one cluster share their port. It is configured by configure only
+// (not by the Server's own configure functions). StartPeer waits until the peer has the
+// system namespaces and the RBAC bootstrap policy, and stops it when the test ends. It
+// fails the test if it cannot start.
+func (s *Server) StartPeer(ip string, configure ...func(*apiserver.Config)) *Peer {
+	s.t.Helper()
+	_, port, _ := net.SplitHostPort(s.addr)
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, port))
+	if err != nil {
+		s.t.Fatalf("listen: %v", err)
+	}
+	client, err := s.Etcd.Client()
+	if err != nil {
+		s.t.Fatalf("etcd client: %v", err)
+	}
+	s.t.Cleanup(func() { _ = client.Close() })
+	cfg, err := apiserver.ConfigFromPKI(s.PKIDir, client)
+	if err != nil {
+		s.t.Fatalf("apiserver config: %v", err)
+	}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	api, err := apiserver.New(cfg)
+	if err != nil {
+		s.t.Fatalf("apiserver: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Peer{URL: "https://" + l.Addr().String(), Etcd: client, cancel: cancel, done: make(chan struct{})}
+	p.Config = s.ClientConfig(pki.Admin.CommonName, pki.Admin.Organizations...)
+	// The serving certificate names 127.0.0.1, not the peer's own loopback address.
+	p.Config.Host, p.Config.TLSClientConfig.ServerName = p.URL, "localhost"
+	go func() {
+		defer close(p.done)
+		if err := api.Serve(ctx, l); err != nil {
+			s.t.Errorf("peer apiserver serve: %v", err)
+		}
+	}()
+	s.t.Cleanup(p.Stop)
+	if err := api.EnsureSystemNamespaces(ctx); err != nil {
+		s.t.Fatalf("peer system namespaces: %v", err)
+	}
+	if err := api.WaitForBootstrapPolicy(ctx); err != nil {
+		s.t.Fatalf("peer RBAC bootstrap policy: %v", err)
+	}
+	return p
+}
+
+// Stop shuts the peer down gracefully and waits until it has; a no-op once stopped.
+func (p *Peer) Stop() {
+	p.cancel()
+	<-p.done
+}

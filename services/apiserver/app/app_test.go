@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"strings"
 	"testing"
 
 	"skiff.dev/services/internal/componentbase"
@@ -23,13 +24,29 @@ func TestValidate(t *testing.T) {
 		t.Errorf("Validate of the defaults = %v", err)
 	}
 	for _, args := range [][]string{{"--advertise-address=apiserver.local"}, {"--profiling"},
-		{"--max-requests-inflight=0", "--max-mutating-requests-inflight=0"}} {
+		{"--max-requests-inflight=0", "--max-mutating-requests-inflight=0"},
+		{"--endpoint-reconciler-type=master-count"}, {"--endpoint-reconciler-type=leases"}} {
 		o := NewOptions()
 		flagtest.Parse(t, o.AddFlags, args...)
 		var usage componentbase.UsageError
 		if err := o.Validate(); !errors.As(err, &usage) {
 			t.Errorf("Validate with %v = %v, want a UsageError", args, err)
 		}
+	}
+}
+
+func TestEndpointReconcilerTypes(t *testing.T) {
+	for _, value := range []string{"lease", "none"} {
+		o := NewOptions()
+		flagtest.Parse(t, o.AddFlags, "--endpoint-reconciler-type="+value)
+		if err := o.Validate(); err != nil {
+			t.Errorf("Validate with --endpoint-reconciler-type=%s = %v", value, err)
+		}
+	}
+	o := NewOptions()
+	flagtest.Parse(t, o.AddFlags, "--endpoint-reconciler-type=master-count")
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "deprecated") {
+		t.Errorf("Validate with master-count = %v, want its deprecation named", err)
 	}
 }
 

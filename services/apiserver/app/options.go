@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	"skiff.dev/services/apiserver"
+	"skiff.dev/services/apiserver/controller/kubernetesservice"
 	"skiff.dev/services/apiserver/storage/etcd3"
 	"skiff.dev/services/internal/componentbase"
 	"skiff.dev/services/internal/pki"
@@ -68,6 +69,9 @@ type Options struct {
 	// AdvertiseAddress is the IP the kubernetes Service's endpoints point at
 	// (--advertise-address); "" means the host's default-route address.
 	AdvertiseAddress string
+	// EndpointReconcilerType is how the kubernetes Service's endpoints are kept
+	// (--endpoint-reconciler-type): lease (default) or none; master-count is refused.
+	EndpointReconcilerType string
 	// MaxRequestsInFlight and MaxMutatingRequestsInFlight (--max-requests-inflight,
 	// --max-mutating-requests-inflight): their sum is API Priority and Fairness's
 	// server concurrency limit; with it disabled, they bound the read-only and the
@@ -96,6 +100,7 @@ func NewOptions() *Options {
 		PKIDir:                      "/var/lib/skiff/pki",
 		ServiceClusterIPRange:       apiserver.DefaultServiceClusterIPRange,
 		ServiceNodePortRange:        apiserver.DefaultServiceNodePortRange,
+		EndpointReconcilerType:      string(kubernetesservice.LeaseEndpointReconcilerType),
 		MaxRequestsInFlight:         apiserver.DefaultMaxRequestsInFlight,
 		MaxMutatingRequestsInFlight: apiserver.DefaultMaxMutatingRequestsInFlight,
 		EnablePriorityAndFairness:   true,
@@ -125,6 +130,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", o.ServiceClusterIPRange, "CIDR Service ClusterIPs are allocated from; its first address is the kubernetes Service's")
 	fs.StringVar(&o.ServiceNodePortRange, "service-node-port-range", o.ServiceNodePortRange, "port range NodePorts are allocated from, e.g. 30000-32767")
 	fs.StringVar(&o.AdvertiseAddress, "advertise-address", o.AdvertiseAddress, "IP the kubernetes Service's endpoints point at (default: the host's default-route address)")
+	fs.StringVar(&o.EndpointReconcilerType, "endpoint-reconciler-type", o.EndpointReconcilerType, "how the kubernetes Service's endpoints are kept: lease (each apiserver renews a lease in etcd; the endpoints list every live one) or none (kube's deprecated master-count is refused)")
 	fs.IntVar(&o.MaxRequestsInFlight, "max-requests-inflight", o.MaxRequestsInFlight, "with --max-mutating-requests-inflight, the seats API Priority and Fairness shares among its priority levels (their sum); with it disabled, the read-only requests (get, list) served at once, beyond which 429 (0 = unlimited; watches, streams and system:masters are not counted)")
 	fs.IntVar(&o.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", o.MaxMutatingRequestsInFlight, "added to --max-requests-inflight as API Priority and Fairness's seats; with it disabled, the mutating requests served at once, beyond which 429 (0 = unlimited)")
 	fs.BoolVar(&o.EnablePriorityAndFairness, "enable-priority-and-fairness", o.EnablePriorityAndFairness, "if true, replace the max-in-flight handler with one that queues and dispatches requests with priority and fairness (FlowSchemas, PriorityLevelConfigurations)")
@@ -134,14 +140,18 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 
 // Validate reports the first flag value the apiserver refuses, as a
 // componentbase.UsageError (exit 2): the logging and serving options, an
-// --advertise-address that is not an IP, or in-flight limits that add up to nothing
-// while API Priority and Fairness is enabled (kube-apiserver's message).
+// --advertise-address that is not an IP, an --endpoint-reconciler-type other than lease
+// and none, or in-flight limits that add up to nothing while API Priority and Fairness
+// is enabled (kube-apiserver's message).
 func (o *Options) Validate() error {
 	if err := o.Serving.Validate(); err != nil {
 		return componentbase.Usagef(err)
 	}
 	if o.AdvertiseAddress != "" && net.ParseIP(o.AdvertiseAddress) == nil {
 		return componentbase.Usagef(fmt.Errorf("--advertise-address %q is not an IP", o.AdvertiseAddress))
+	}
+	if err := kubernetesservice.ValidateReconcilerType(kubernetesservice.ReconcilerType(o.EndpointReconcilerType)); err != nil {
+		return componentbase.Usagef(err)
 	}
 	if o.EnablePriorityAndFairness && o.MaxRequestsInFlight+o.MaxMutatingRequestsInFlight <= 0 {
 		return componentbase.Usagef(fmt.Errorf("invalid configuration: MaxRequestsInFlight=%d and MaxMutatingRequestsInFlight=%d; they must add up to something positive", o.MaxRequestsInFlight, o.MaxMutatingRequestsInFlight))
@@ -232,6 +242,7 @@ func (o *Options) Config(ctx context.Context) (_ *Config, err error) {
 	}
 	api.TracerProvider = tp
 	api.ServiceClusterIPRange, api.ServiceNodePortRange, api.AdvertiseAddress = o.ServiceClusterIPRange, o.ServiceNodePortRange, advertiseIP
+	api.EndpointReconcilerType = kubernetesservice.ReconcilerType(o.EndpointReconcilerType)
 	api.ServiceAccountIssuer = o.ServiceAccountIssuer
 	api.ServiceAccountJWKSURI = o.ServiceAccountJWKSURI
 	api.MaxRequestsInFlight, api.MaxMutatingRequestsInFlight = o.MaxRequestsInFlight, o.MaxMutatingRequestsInFlight

@@ -20,6 +20,7 @@ var subcommands = map[string]func(args []string) int{
 	"kube-dns":    kubeDNSMain,
 	"containerd":  containerdMain,
 	"token":       func(args []string) int { return tokenMain(args, os.Stdout, os.Stderr) },
+	"etcd":        func(args []string) int { return etcdMain(args, os.Stdout, os.Stderr) },
 }
 
 func main() {
