@@ -113,13 +113,15 @@ spec:
 		expect(t, c.mustKubectl(ctx, "logs", "reader"), "hello from the writer")
 	})
 
-	t.Run("a pod whose claim is missing waits with FailedMount", func(t *testing.T) {
+	t.Run("a pod whose claim is missing is not scheduled", func(t *testing.T) {
+		// The scheduler's VolumeBinding refuses it (UnschedulableAndUnresolvable), as
+		// kube's does, until the claim exists.
 		apply(t, strings.Replace(pod("waiter", "true"), "claimName: data", "claimName: nothing", 1))
 		eventually(t, time.Minute, func() (bool, string) {
-			out, _ := c.kubectl(ctx, "get", "events", "--field-selector", "involvedObject.name=waiter,reason=FailedMount")
-			return strings.Contains(out, `persistentvolumeclaims "nothing" not found`), out
+			out, _ := c.kubectl(ctx, "get", "events", "--field-selector", "involvedObject.name=waiter,reason=FailedScheduling")
+			return strings.Contains(out, `persistentvolumeclaim "nothing" not found`), out
 		})
-		expect(t, c.mustKubectl(ctx, "get", "pod", "waiter"), "ContainerCreating")
+		expect(t, c.mustKubectl(ctx, "get", "pod", "waiter"), "Pending")
 		c.mustKubectl(ctx, "delete", "pod", "waiter", "--wait=false")
 	})
 
