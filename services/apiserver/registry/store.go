@@ -794,8 +794,19 @@ func storageUnavailable(err error) error {
 // or watch of the subresource is 405 MethodNotAllowed.
 func (e *Store) Subresource() rest.Storage { return subresourceStore{e} }
 
-// subresourceStore is what Subresource returns.
-type subresourceStore struct{ store *Store }
+// subresourceParent is what a subresource serves of its parent resource's storage (a
+// Store, or a View of one in another version).
+type subresourceParent interface {
+	New() runtime.Object
+	rest.Getter
+	rest.Updater
+	rest.TableConvertor
+	GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set
+}
+
+// subresourceStore is what Store.Subresource and View.Subresource return: the parent's
+// get, update (and so patch), reset fields and Table, nothing else.
+type subresourceStore struct{ parent subresourceParent }
 
 var (
 	_ rest.Getter         = subresourceStore{}
@@ -803,21 +814,21 @@ var (
 	_ rest.TableConvertor = subresourceStore{}
 )
 
-func (s subresourceStore) New() runtime.Object { return s.store.New() }
+func (s subresourceStore) New() runtime.Object { return s.parent.New() }
 
 func (s subresourceStore) Get(ctx context.Context, namespace, name string, opts *metav1.GetOptions) (runtime.Object, error) {
-	return s.store.Get(ctx, namespace, name, opts)
+	return s.parent.Get(ctx, namespace, name, opts)
 }
 
 func (s subresourceStore) Update(ctx context.Context, namespace, name string, objInfo rest.UpdatedObjectInfo, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	return s.store.Update(ctx, namespace, name, objInfo, opts)
+	return s.parent.Update(ctx, namespace, name, objInfo, opts)
 }
 
 // GetResetFields are the strategy's, for server-side apply.
 func (s subresourceStore) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return s.store.GetResetFields()
+	return s.parent.GetResetFields()
 }
 
 func (s subresourceStore) ConvertToTable(ctx context.Context, obj runtime.Object, opts *metav1.TableOptions) (*metav1.Table, error) {
-	return s.store.ConvertToTable(ctx, obj, opts)
+	return s.parent.ConvertToTable(ctx, obj, opts)
 }

@@ -68,35 +68,7 @@ func (v *View) WithStrategy(strategy Strategy) *View {
 
 // Subresource narrows v to what a subresource of its objects serves, as
 // Store.Subresource does: get, update and patch, in the served kind.
-func (v *View) Subresource() rest.Storage { return viewSubresource{v} }
-
-// viewSubresource is what View.Subresource returns.
-type viewSubresource struct{ view *View }
-
-var (
-	_ rest.Getter         = viewSubresource{}
-	_ rest.Updater        = viewSubresource{}
-	_ rest.TableConvertor = viewSubresource{}
-)
-
-func (s viewSubresource) New() runtime.Object { return s.view.New() }
-
-func (s viewSubresource) Get(ctx context.Context, namespace, name string, opts *metav1.GetOptions) (runtime.Object, error) {
-	return s.view.Get(ctx, namespace, name, opts)
-}
-
-func (s viewSubresource) Update(ctx context.Context, namespace, name string, objInfo rest.UpdatedObjectInfo, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	return s.view.Update(ctx, namespace, name, objInfo, opts)
-}
-
-// GetResetFields are the strategy's, for server-side apply.
-func (s viewSubresource) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return s.view.GetResetFields()
-}
-
-func (s viewSubresource) ConvertToTable(ctx context.Context, obj runtime.Object, opts *metav1.TableOptions) (*metav1.Table, error) {
-	return s.view.ConvertToTable(ctx, obj, opts)
-}
+func (v *View) Subresource() rest.Storage { return subresourceStore{v} }
 
 // New returns an empty object of the served kind.
 func (v *View) New() runtime.Object { return v.NewFunc() }
