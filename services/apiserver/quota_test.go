@@ -349,6 +349,14 @@ func TestLimitRangerAdmission(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// LimitRanger reads the watch cache (live only when it holds none for the
+	// namespace): wait until it holds this second LimitRange.
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().LimitRanges("default").List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		return err == nil && len(list.Items) == 2, nil
+	}); err != nil {
+		t.Fatalf("the storage LimitRange never reached the watch cache: %v", err)
+	}
 	claim := func(name, size string) *corev1.PersistentVolumeClaim {
 		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
 			StorageClassName: ptr.To(""),
